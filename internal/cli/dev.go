@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"crucible.dev/crucible/internal/devstack"
+)
+
+// defaultDevDir is where `crucible dev up` keeps its stack unless told
+// otherwise; other commands read the stack's env file from there.
+const defaultDevDir = ".dev"
+
+func newDevCmd() *cobra.Command {
+	dev := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local hub and spoke clusters (real kube-apiservers) for development",
+		Long: `dev runs a local hub and spoke clusters on loopback: one etcd, a hub
+kube-apiserver and, per spoke, a kube-apiserver, kube-scheduler,
+kube-controller-manager and kwok as the node, so pods are scheduled, run,
+complete and serve logs. The binaries come from "make tools".`,
+	}
+	dev.AddCommand(newDevUpCmd(), newDevDownCmd())
+	return dev
+}
+
+func newDevUpCmd() *cobra.Command {
+	var (
+		dir      string
+		spokes   []string
+		detach   bool
+		toolsDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start a local hub and spokes; Ctrl-C stops them (or --detach and later dev down)",
+		Long: `up starts the stack and writes into --dir:
+
+  hub.kubeconfig, <spoke>.kubeconfig   admin kubeconfigs
+  ca.crt                               the CA of every certificate in the stack
+  env                                  shell exports: HUB_KUBECONFIG, <SPOKE>_KUBECONFIG, servers
+  logs/                                one log per process
+
+In the foreground (the default) it runs until Ctrl-C, then stops everything.
+With --detach it returns once the stack is ready; stop it with
+"crucible dev down --dir DIR".`,
+		Example: `  crucible dev up
+  crucible dev up --spokes wharf,dock --detach --dir /tmp/stack && source /tmp/stack/env`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if alive, err := devstack.RunningIn(dir); err == nil && len(alive) > 0 {
+				return fmt.Errorf("a dev stack is already running in %s (%s): stop it with \"crucible dev down --dir %s\"", dir, strings.Join(alive, ", "), dir)
+			} else if err != nil && !errors.Is(err, devstack.ErrNoStack) {
+				return err
+			}
+			opts := devstack.Options{
+				Dir:      dir,
+				Detached: detach,
+				Progress: func(format string, args ...any) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "dev: "+format+"\n", args...)
+				},
+			}
+			if toolsDir != "" {
+				opts.Tools = devstack.Tools{Dir: toolsDir}
+			}
+			for _, name := range spokes {
+				opts.Spokes = append(opts.Spokes, devstack.SpokeOptions{Name: name})
+			}
+			stack, err := devstack.Start(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "hub    %s  kubeconfig %s\n", stack.Hub.Server, stack.Hub.KubeconfigFile)
+			for _, s := range stack.Spokes {
+				fmt.Fprintf(out, "%-6s %s  kubeconfig %s\n", s.Name, s.Server, s.KubeconfigFile)
+			}
+			fmt.Fprintf(out, "\nsource %s/%s for the addresses.\n", stack.Dir, devstack.EnvFile)
+			if detach {
+				fmt.Fprintf(out, "stop it with: crucible dev down --dir %s\n", dir)
+				return nil
+			}
+			fmt.Fprintln(out, "Ctrl-C stops the stack.")
+			<-cmd.Context().Done()
+			fmt.Fprintln(cmd.ErrOrStderr(), "dev: stopping the stack")
+			stack.Stop()
+			_, err = devstack.StopDir(stack.Dir, nil) // clears the state record; processes are already gone
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
+	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
+	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")
+	return cmd
+}
+
+func newDevDownCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop a stack started with dev up --detach",
+		Long: `down stops every process recorded in DIR/stack.json (by PID, and only if the
+process still belongs to that stack) and deletes etcd's data. Kubeconfigs and
+logs stay in DIR.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stopped, err := devstack.StopDir(dir, func(format string, args ...any) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "dev: "+format+"\n", args...)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopped %d processes of the stack in %s\n", len(stopped), dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack to stop")
+	return cmd
+}
+

@@ -1,0 +1,219 @@
+package devstack
+
+import (
+	"context"
+	"crypto/tls"
+	"embed"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+//go:embed kwokstages/*.yaml
+var kwokStages embed.FS
+
+// startNodes gives every spoke what turns pod objects into running pods:
+// kube-scheduler (binding), kube-controller-manager (garbage collection,
+// default service accounts, node taints) and kwok (the node and its kubelet
+// API, which serves pods/log).
+func (s *Stack) startNodes(ctx context.Context) error {
+	for _, c := range s.Spokes {
+		if err := s.startSpokeAgents(ctx, c); err != nil {
+			return err
+		}
+	}
+	return each(s.Spokes, func(c *Cluster) error { return s.waitSpokeReady(ctx, c) })
+}
+
+func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster) error {
+	certs := filepath.Join(s.Dir, "pki")
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	kwokPort, schedPort, kcmPort := ports[0], ports[1], ports[2]
+
+	c.PodLogFile = filepath.Join(c.dir, "pods.log")
+	if err := os.WriteFile(c.PodLogFile, nil, 0o644); err != nil {
+		return err
+	}
+	kwokConfig := filepath.Join(c.dir, "kwok.yaml")
+	if err := writeKwokConfig(kwokConfig, c.PodLogFile); err != nil {
+		return err
+	}
+	// kwok manages only nodes carrying its annotation; the node is created
+	// here so that its name and addresses are ours.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        c.NodeName,
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		Labels:      map[string]string{"kubernetes.io/hostname": c.NodeName, "type": "kwok"},
+	}}
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create node on %s: %w", c.Name, err)
+	}
+
+	kubeconfig := c.KubeconfigFile
+	agents := []struct {
+		name, path string
+		args       []string
+		port       int
+	}{
+		{"kwok-" + c.Name, s.opts.Tools.Kwok(), []string{
+			"--kubeconfig=" + kubeconfig,
+			"--config=" + kwokConfig,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--node-ip=127.0.0.1",
+			"--node-port=" + strconv.Itoa(kwokPort),
+			"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
+			"--tls-cert-file=" + filepath.Join(certs, "serving.crt"),
+			"--tls-private-key-file=" + filepath.Join(certs, "serving.key"),
+			"--node-lease-duration-seconds=40",
+		}, 0},
+		{"kube-scheduler-" + c.Name, s.opts.Tools.KubeScheduler(), []string{
+			"--kubeconfig=" + kubeconfig,
+			"--authentication-kubeconfig=" + kubeconfig,
+			"--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(schedPort),
+			"--cert-dir=" + filepath.Join(c.dir, "scheduler-certs"),
+			"--leader-elect=false",
+		}, schedPort},
+		{"kube-controller-manager-" + c.Name, s.opts.Tools.KubeControllerManager(), []string{
+			"--kubeconfig=" + kubeconfig,
+			"--authentication-kubeconfig=" + kubeconfig,
+			"--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(kcmPort),
+			"--cert-dir=" + filepath.Join(c.dir, "kcm-certs"),
+			"--leader-elect=false",
+			"--controllers=*,-node-ipam-controller",
+			"--use-service-account-credentials=false",
+			"--service-account-private-key-file=" + c.ServiceAccountKey.PrivateFile,
+			"--root-ca-file=" + s.CAFile,
+		}, kcmPort},
+	}
+	for _, a := range agents {
+		p, err := s.start(a.name, a.path, a.args)
+		if err != nil {
+			return err
+		}
+		if a.port == 0 {
+			continue
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d/healthz", a.port)
+		if err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error { return healthz(ctx, url) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// healthz checks a component's /healthz. The component serves a self-signed
+// certificate on loopback, so it is not verified.
+func healthz(ctx context.Context, url string) error {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe of a process we started
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// waitSpokeReady waits until the spoke's node is Ready without the not-ready
+// taint (kube-controller-manager removes it) and the service-account
+// controller has created the default account, so a test's first pod schedules.
+func (s *Stack) waitSpokeReady(ctx context.Context, c *Cluster) error {
+	began := time.Now()
+	kwok := s.proc("kwok-" + c.Name)
+	err := kwok.waitReady(ctx, startTimeout, func(ctx context.Context) error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !nodeReady(node) {
+			return fmt.Errorf("node %s not Ready yet", c.NodeName)
+		}
+		for _, t := range node.Spec.Taints {
+			if t.Key == corev1.TaintNodeNotReady {
+				return fmt.Errorf("node %s still tainted %s", c.NodeName, t.Key)
+			}
+		}
+		if _, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("default service account: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("spoke %s: %w", c.Name, err)
+	}
+	s.opts.Progress("%s node %s Ready (%s)", c.Name, c.NodeName, time.Since(began).Round(100*time.Millisecond))
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// writeKwokConfig writes kwok's stages and one ClusterLogs rule that serves
+// logFile as the log of every container of every pod.
+func writeKwokConfig(path, logFile string) error {
+	entries, err := kwokStages.ReadDir("kwokstages")
+	if err != nil {
+		return err
+	}
+	var docs []string
+	for _, e := range entries {
+		data, err := kwokStages.ReadFile("kwokstages/" + e.Name())
+		if err != nil {
+			return err
+		}
+		docs = append(docs, strings.TrimSpace(string(data)))
+	}
+	docs = append(docs, fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: all-pods
+spec:
+  selector: {}
+  logs:
+  - logsFile: %q
+    follow: true`, logFile))
+	return os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
+}
+
+// AppendPodLog appends lines to the spoke's pod log in the CRI format kwok
+// serves (timestamp, stream, full-line tag, text).
+func (c *Cluster) AppendPodLog(lines ...string) error {
+	f, err := os.OpenFile(c.PodLogFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open pod log of %s: %w", c.Name, err)
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,281 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Issuer is the service-account issuer of the hub and of every spoke: the
+// shared default of ADR-0048.
+const Issuer = "https://kubernetes.default.svc"
+
+// Identities the stack creates, as the real clusters of ADR-0048 have them.
+const (
+	HubNamespace          = "crucible"
+	HubServiceAccount     = "crucible-controller"
+	SpokeNamespace        = "loops"
+	SpokeServiceAccount   = "crucible-turn"
+	DefaultSpokeName      = "wharf"
+	NodeName              = "kwok-node-0"
+	hubName               = "hub"
+	startTimeout          = 90 * time.Second
+	stopGrace             = 10 * time.Second
+)
+
+// Options says what stack to start. The zero value starts a hub and one spoke
+// named wharf in a temporary directory.
+type Options struct {
+	// Dir holds certificates, kubeconfigs, logs and etcd's data. Empty means a
+	// temporary directory that Stop removes.
+	Dir string
+	// Spokes to run; empty means one spoke named wharf.
+	Spokes []SpokeOptions
+	// Tools locates the binaries; the zero value means FindTools().
+	Tools Tools
+	// Detached processes outlive this process; `crucible dev down` stops them.
+	Detached bool
+	// Progress receives one line per step; nil discards them.
+	Progress func(format string, args ...any)
+	// ExtraAPIServerArgs are appended to every kube-apiserver's flags.
+	ExtraAPIServerArgs []string
+}
+
+// SpokeOptions configures one spoke cluster.
+type SpokeOptions struct {
+	// Name is a DNS label; it names the kubeconfig file and env variables.
+	Name string
+	// TokenWebhook, if set, makes the spoke's kube-apiserver ask this webhook
+	// about bearer tokens it cannot validate itself.
+	TokenWebhook *TokenWebhook
+}
+
+// TokenWebhook is where a spoke's kube-apiserver sends TokenReviews.
+type TokenWebhook struct {
+	URL string
+	// CAFile verifies an https URL; empty for http or the stack's own CA.
+	CAFile string
+	// CacheTTL is how long kube-apiserver caches answers (default 10s).
+	CacheTTL time.Duration
+}
+
+// Stack is a running hub and its spokes.
+type Stack struct {
+	Dir     string
+	CAFile  string
+	EtcdURL string
+	Hub     *Cluster
+	Spokes  []*Cluster
+
+	ca        *CA
+	opts      Options
+	procs     []*process
+	removeDir bool
+	stopOnce  sync.Once
+}
+
+// Cluster is one running kube-apiserver and, for spokes, what runs its pods.
+type Cluster struct {
+	Name string
+	// Server is the API server's URL, https://127.0.0.1:<port>.
+	Server string
+	// KubeconfigFile holds an admin (system:masters) identity.
+	KubeconfigFile string
+	// Admin is a REST config with the admin identity; Client uses it.
+	Admin  *rest.Config
+	Client kubernetes.Interface
+	// ServiceAccountKey signs the cluster's service-account tokens.
+	ServiceAccountKey ServiceAccountKey
+	// PodLogFile (spokes) is the CRI-format log file that kwok serves as every
+	// pod's log; append to it to make lines appear in a followed log.
+	PodLogFile string
+	// NodeName (spokes) is the kwok node pods are scheduled onto.
+	NodeName string
+
+	dir string
+}
+
+// Spoke returns the spoke called name, or nil.
+func (s *Stack) Spoke(name string) *Cluster {
+	for _, c := range s.Spokes {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (o *Options) setDefaults() {
+	if len(o.Spokes) == 0 {
+		o.Spokes = []SpokeOptions{{Name: DefaultSpokeName}}
+	}
+	if o.Tools.Dir == "" {
+		o.Tools = FindTools()
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+}
+
+// validate reports every problem with the options at once.
+func (o *Options) validate() error {
+	var errs []error
+	seen := map[string]bool{hubName: true}
+	for i, s := range o.Spokes {
+		for _, msg := range validation.IsDNS1123Label(s.Name) {
+			errs = append(errs, fmt.Errorf("spokes[%d].name %q: %s", i, s.Name, msg))
+		}
+		if seen[s.Name] {
+			errs = append(errs, fmt.Errorf("spokes[%d].name %q: used twice (or is the hub's name)", i, s.Name))
+		}
+		seen[s.Name] = true
+		if s.TokenWebhook != nil && s.TokenWebhook.URL == "" {
+			errs = append(errs, fmt.Errorf("spokes[%d].tokenWebhook.url: required", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start starts a stack and returns when every part is ready: API servers
+// answer /readyz, each spoke's node is Ready and untainted, the identities
+// exist. On failure everything already started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("invalid stack options: %w", err)
+	}
+	if err := opts.Tools.Check(); err != nil {
+		return nil, err
+	}
+	s := &Stack{opts: opts}
+	if opts.Dir == "" {
+		dir, err := os.MkdirTemp("", "crucible-devstack-")
+		if err != nil {
+			return nil, err
+		}
+		s.Dir, s.removeDir = dir, true
+	} else {
+		dir, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.Dir = dir
+	}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	began := time.Now()
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	if err := s.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startAPIServers(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.createIdentities(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.writeState(); err != nil {
+		return nil, err
+	}
+	opts.Progress("stack ready in %s (dir %s)", time.Since(began).Round(100*time.Millisecond), s.Dir)
+	return s, nil
+}
+
+// prepare lays out the directory and writes the CA, certificates and keys.
+func (s *Stack) prepare() error {
+	if err := os.MkdirAll(filepath.Join(s.Dir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("create stack dir: %w", err)
+	}
+	// A directory reused from an earlier stack must not leak its old etcd data
+	// or logs into this one.
+	for _, stale := range []string{"etcd", stateFile} {
+		if err := os.RemoveAll(filepath.Join(s.Dir, stale)); err != nil {
+			return err
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(s.Dir, "logs", "*.log"))
+	for _, l := range logs {
+		_ = os.Remove(l)
+	}
+	ca, err := newCA()
+	if err != nil {
+		return err
+	}
+	s.ca = ca
+	s.CAFile = filepath.Join(s.Dir, "ca.crt")
+	if err := os.WriteFile(s.CAFile, ca.CertPEM, 0o644); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Stack) logFile(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
+
+func (s *Stack) start(name, path string, args []string) (*process, error) {
+	p, err := startProcess(name, path, args, s.logFile(name), s.opts.Detached)
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// each runs fn for every cluster at once and joins the errors: the API servers
+// and node agents start in parallel, which halves a stack's start time.
+func each[T any](items []T, fn func(T) error) error {
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() { errs[i] = fn(it) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Stop ends every process the stack started, last started first, and removes
+// the directory if the stack made it. It is safe to call more than once.
+func (s *Stack) Stop() {
+	s.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		// Node agents first, then API servers, then etcd, so nothing spends its
+		// last seconds logging connection errors.
+		for _, group := range [][]string{{"kwok", "kube-scheduler", "kube-controller-manager"}, {"kube-apiserver"}, {"etcd"}} {
+			for _, p := range s.procs {
+				if slices.ContainsFunc(group, func(prefix string) bool { return strings.HasPrefix(p.Name, prefix) }) {
+					wg.Go(func() { p.stop(stopGrace) })
+				}
+			}
+			wg.Wait()
+		}
+		if s.removeDir {
+			_ = os.RemoveAll(s.Dir)
+		}
+	})
+}
+
+// Processes returns the name and PID of everything the stack started.
+func (s *Stack) Processes() map[string]int {
+	m := make(map[string]int, len(s.procs))
+	for _, p := range s.procs {
+		m[p.Name] = p.PID()
+	}
+	return m
+}
