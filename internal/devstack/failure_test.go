@@ -41,6 +41,9 @@ func TestInvalidSpokeNamesAllReported(t *testing.T) {
 // A process that dies while starting is reported with the tail of its log,
 // and nothing the failed start began is left running.
 func TestDyingProcessReportsLogTailAndCleansUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real API servers; run without -short")
+	}
 	if err := devstack.FindTools().Check(); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,7 @@ func Main(m *testing.M, opts devstack.Options) int {
 // that use it must not disturb one another (own namespaces or object names).
 func Shared(tb testing.TB) *devstack.Stack {
 	tb.Helper()
+	skipShort(tb)
 	sharedOnce.Do(func() {
 		opts := sharedOpts
 		if testing.Verbose() {
@@ -57,6 +58,7 @@ func Shared(tb testing.TB) *devstack.Stack {
 // Start starts a stack of the test's own, stopped by t.Cleanup.
 func Start(tb testing.TB, opts devstack.Options) *devstack.Stack {
 	tb.Helper()
+	skipShort(tb)
 	if opts.Progress == nil {
 		opts.Progress = func(format string, args ...any) { tb.Logf("devstack: "+format, args...) }
 	}
@@ -68,4 +70,13 @@ func Start(tb testing.TB, opts devstack.Options) *devstack.Stack {
 	}
 	tb.Cleanup(s.Stop)
 	return s
+}
+
+// skipShort skips tests on real API servers under -short (make unit); make test
+// and CI never pass -short, so there they always run.
+func skipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs real API servers; run without -short")
+	}
 }
