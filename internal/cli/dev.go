@@ -121,4 +121,3 @@ logs stay in DIR.`,
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack to stop")
 	return cmd
 }
-

@@ -22,15 +22,15 @@ const Issuer = "https://kubernetes.default.svc"
 
 // Identities the stack creates, as the real clusters of ADR-0048 have them.
 const (
-	HubNamespace          = "crucible"
-	HubServiceAccount     = "crucible-controller"
-	SpokeNamespace        = "loops"
-	SpokeServiceAccount   = "crucible-turn"
-	DefaultSpokeName      = "wharf"
-	NodeName              = "kwok-node-0"
-	hubName               = "hub"
-	startTimeout          = 90 * time.Second
-	stopGrace             = 10 * time.Second
+	HubNamespace        = "crucible"
+	HubServiceAccount   = "crucible-controller"
+	SpokeNamespace      = "loops"
+	SpokeServiceAccount = "crucible-turn"
+	DefaultSpokeName    = "wharf"
+	NodeName            = "kwok-node-0"
+	hubName             = "hub"
+	startTimeout        = 90 * time.Second
+	stopGrace           = 10 * time.Second
 )
 
 // Options says what stack to start. The zero value starts a hub and one spoke
