@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,8 @@ func newDevUpCmd() *cobra.Command {
 		spokes   []string
 		detach   bool
 		toolsDir string
+		crucible string
+		noFed    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -43,6 +46,12 @@ func newDevUpCmd() *cobra.Command {
   ca.crt                               the CA of every certificate in the stack
   env                                  shell exports: HUB_KUBECONFIG, <SPOKE>_KUBECONFIG, servers
   logs/                                one log per process
+  crucible/                            the controller's hub token, the webhooks' configs
+
+Besides the clusters it runs the federation: the crucible controller on the hub
+(its discovery mirror on the external listener) and an authn webhook per spoke,
+which the spoke's kube-apiserver asks about bearer tokens, so the hub's
+crucible/crucible-controller token with audience <spoke> works on that spoke.
 
 In the foreground (the default) it runs until Ctrl-C, then stops everything.
 With --detach it returns once the stack is ready; stop it with
@@ -66,6 +75,16 @@ With --detach it returns once the stack is ready; stop it with
 			if toolsDir != "" {
 				opts.Tools = devstack.Tools{Dir: toolsDir}
 			}
+			if !noFed {
+				if crucible == "" {
+					exe, err := os.Executable()
+					if err != nil {
+						return fmt.Errorf("find the crucible binary to run the controller and webhooks: %w", err)
+					}
+					crucible = exe
+				}
+				opts.Crucible = crucible
+			}
 			for _, name := range spokes {
 				opts.Spokes = append(opts.Spokes, devstack.SpokeOptions{Name: name})
 			}
@@ -77,6 +96,9 @@ With --detach it returns once the stack is ready; stop it with
 			fmt.Fprintf(out, "hub    %s  kubeconfig %s\n", stack.Hub.Server, stack.Hub.KubeconfigFile)
 			for _, s := range stack.Spokes {
 				fmt.Fprintf(out, "%-6s %s  kubeconfig %s\n", s.Name, s.Server, s.KubeconfigFile)
+			}
+			if f := stack.Federation; f != nil {
+				fmt.Fprintf(out, "controller  internal %s  external %s\n", f.ControllerInternalURL, f.ControllerExternalURL)
 			}
 			fmt.Fprintf(out, "\nsource %s/%s for the addresses.\n", stack.Dir, devstack.EnvFile)
 			if detach {
@@ -94,6 +116,8 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
+	cmd.Flags().BoolVar(&noFed, "no-federation", false, "run only the clusters: no crucible controller, no authn webhooks")
+	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller and webhooks (default: this one)")
 	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")
 	return cmd
 }

@@ -12,7 +12,12 @@ import (
 	"testing"
 
 	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
+
+func TestMain(m *testing.M) {
+	os.Exit(devstacktest.Main(m, devstack.Options{}))
+}
 
 // dev up --detach leaves a stack that kubectl can use; dev down stops every
 // process of it.
@@ -26,15 +31,15 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "stack")
 	var out, errOut bytes.Buffer
-	if err := Run(t.Context(), []string{"dev", "up", "--detach", "--dir", dir}, &out, &errOut); err != nil {
+	if err := Run(t.Context(), []string{"dev", "up", "--detach", "--dir", dir, "--crucible-binary", devstacktest.CrucibleBinary(t)}, &out, &errOut); err != nil {
 		t.Fatalf("dev up: %v\n%s", err, errOut.String())
 	}
 	pids := recordedPIDs(t, dir)
 	t.Cleanup(func() { // stop the stack even if an assertion below fails
 		_, _ = devstack.StopDir(dir, nil)
 	})
-	if len(pids) != 6 { // etcd, 2 apiservers, kwok, scheduler, controller-manager
-		t.Errorf("recorded %d processes, want 6: %v", len(pids), pids)
+	if len(pids) != 8 { // etcd, 2 apiservers, kwok, scheduler, controller-manager, crucible controller and webhook
+		t.Errorf("recorded %d processes, want 8: %v", len(pids), pids)
 	}
 	for _, f := range []string{"hub.kubeconfig", "wharf.kubeconfig", "ca.crt", "env"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -62,7 +67,7 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	if err := Run(t.Context(), []string{"dev", "down", "--dir", dir}, &out, &errOut); err != nil {
 		t.Fatalf("dev down: %v", err)
 	}
-	if want := "stopped 6 processes of the stack in " + dir + "\n"; out.String() != want {
+	if want := "stopped 8 processes of the stack in " + dir + "\n"; out.String() != want {
 		t.Errorf("dev down printed %q, want %q", out.String(), want)
 	}
 	for name, pid := range pids {

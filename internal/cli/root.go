@@ -42,7 +42,7 @@ Start a local hub and spoke (real kube-apiservers) with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDevCmd())
+	root.AddCommand(newVersionCmd(), newDevCmd(), newControllerCmd(), newWebhookCmd())
 	return root
 }
 

@@ -16,6 +16,8 @@ import (
 type process struct {
 	Name    string
 	LogFile string
+	path    string
+	args    []string
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
@@ -43,7 +45,7 @@ func startProcess(name, path string, args []string, logFile string, detached boo
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s (%s): %w", name, path, err)
 	}
-	p := &process{Name: name, LogFile: logFile, cmd: cmd, done: make(chan struct{})}
+	p := &process{Name: name, LogFile: logFile, path: path, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)

@@ -49,6 +49,14 @@ type Options struct {
 	Progress func(format string, args ...any)
 	// ExtraAPIServerArgs are appended to every kube-apiserver's flags.
 	ExtraAPIServerArgs []string
+
+	// Crucible is the path of a crucible binary. If set, the stack also runs
+	// the federation (see Federation): the controller with its discovery
+	// mirror on the hub and an authn webhook per spoke.
+	Crucible string
+	// MirrorTTL and MirrorMaxStale tune the controller's discovery mirror
+	// (defaults 5s and 10m: short, so a rotated hub key shows quickly).
+	MirrorTTL, MirrorMaxStale time.Duration
 }
 
 // SpokeOptions configures one spoke cluster.
@@ -76,6 +84,8 @@ type Stack struct {
 	EtcdURL string
 	Hub     *Cluster
 	Spokes  []*Cluster
+	// Federation is nil unless Options.Crucible was set.
+	Federation *Federation
 
 	ca        *CA
 	opts      Options
@@ -124,6 +134,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string, ...any) {}
+	}
+	if o.MirrorTTL == 0 {
+		o.MirrorTTL = 5 * time.Second
+	}
+	if o.MirrorMaxStale == 0 {
+		o.MirrorMaxStale = 10 * time.Minute
 	}
 }
 
@@ -183,13 +199,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.startEtcd(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.planFederation(); err != nil {
+		return nil, err
+	}
 	if err := s.startAPIServers(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.startNodes(ctx); err != nil {
+	if err := s.createIdentities(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.createIdentities(ctx); err != nil {
+	if err := s.startFederation(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startNodes(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.writeState(); err != nil {
@@ -257,7 +279,7 @@ func (s *Stack) Stop() {
 		var wg sync.WaitGroup
 		// Node agents first, then API servers, then etcd, so nothing spends its
 		// last seconds logging connection errors.
-		for _, group := range [][]string{{"kwok", "kube-scheduler", "kube-controller-manager"}, {"kube-apiserver"}, {"etcd"}} {
+		for _, group := range [][]string{{"crucible", "kwok", "kube-scheduler", "kube-controller-manager"}, {"kube-apiserver"}, {"etcd"}} {
 			for _, p := range s.procs {
 				if slices.ContainsFunc(group, func(prefix string) bool { return strings.HasPrefix(p.Name, prefix) }) {
 					wg.Go(func() { p.stop(stopGrace) })

@@ -54,8 +54,15 @@ func (s *Stack) Env() string {
 		"HUB_KUBECONFIG":   s.Hub.KubeconfigFile,
 		"HUB_SERVER":       s.Hub.Server,
 	}
+	if f := s.Federation; f != nil {
+		vars["CRUCIBLE_API"] = f.ControllerInternalURL
+		vars["CRUCIBLE_EXTERNAL"] = f.ControllerExternalURL
+	}
 	for _, c := range s.Spokes {
 		v := EnvName(c.Name)
+		if f := s.Federation; f != nil {
+			vars[v+"_WEBHOOK"] = f.WebhookURLs[c.Name]
+		}
 		vars[v+"_KUBECONFIG"] = c.KubeconfigFile
 		vars[v+"_SERVER"] = c.Server
 		vars[v+"_POD_LOG"] = c.PodLogFile

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +22,17 @@ var (
 	sharedOnce  sync.Once
 	sharedStack *devstack.Stack
 	sharedErr   error
+
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
 )
+
+// BuildCrucible, as Options.Crucible, makes Shared and Start build the
+// crucible binary from this checkout (once per test process) and run the
+// federation with it.
+const BuildCrucible = "<build crucible>"
 
 // Main runs the package's tests and then stops the shared stack, if a test
 // started one. Call it from TestMain: os.Exit(devstacktest.Main(m, opts)).
@@ -29,6 +41,9 @@ func Main(m *testing.M, opts devstack.Options) int {
 	code := m.Run()
 	if sharedStack != nil {
 		sharedStack.Stop()
+	}
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
 	return code
 }
@@ -43,6 +58,11 @@ func Shared(tb testing.TB) *devstack.Stack {
 		if testing.Verbose() {
 			opts.Progress = func(format string, args ...any) {
 				fmt.Fprintf(os.Stderr, "devstack: "+format+"\n", args...)
+			}
+		}
+		if opts.Crucible == BuildCrucible {
+			if opts.Crucible, sharedErr = crucibleBinary(); sharedErr != nil {
+				return
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -62,6 +82,13 @@ func Start(tb testing.TB, opts devstack.Options) *devstack.Stack {
 	if opts.Progress == nil {
 		opts.Progress = func(format string, args ...any) { tb.Logf("devstack: "+format, args...) }
 	}
+	if opts.Crucible == BuildCrucible {
+		bin, err := crucibleBinary()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		opts.Crucible = bin
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := devstack.Start(ctx, opts)
@@ -79,4 +106,31 @@ func skipShort(tb testing.TB) {
 	if testing.Short() {
 		tb.Skip("needs real API servers; run without -short")
 	}
+}
+
+// crucibleBinary builds cmd/crucible once per test process. Main removes it.
+func crucibleBinary() (string, error) {
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "crucible-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "crucible")
+		cmd := exec.Command("go", "build", "-o", binPath, "crucible.dev/crucible/cmd/crucible")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build crucible: %v\n%s", err, out)
+		}
+	})
+	return binPath, binErr
+}
+
+// CrucibleBinary returns the path of a crucible binary built from this
+// checkout, building it on first use; Main removes it.
+func CrucibleBinary(tb testing.TB) string {
+	tb.Helper()
+	bin, err := crucibleBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
 }

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"crucible.dev/crucible/internal/webhook"
+)
+
+func newWebhookCmd() *cobra.Command {
+	var (
+		configFile     string
+		serve          webhook.ServeOptions
+		reloadInterval time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "authn-webhook",
+		Short: "Serve the spoke's token authentication webhook (TokenReview) for hub-issued tokens",
+		Long: `authn-webhook runs on a spoke cluster next to its kube-apiserver. The API
+server sends it every bearer token its own authenticators do not accept, as a
+TokenReview (authentication.k8s.io v1 or v1beta1); the webhook accepts the hub
+controller's projected service-account tokens by checking them against the
+hub's keys, which it fetches through a discovery URL (crucible's read-only
+mirror of the hub's /.well-known/openid-configuration and JWKS).
+
+The hub's service-account issuer is usually https://kubernetes.default.svc,
+the same string as the spoke's own: keys, not the issuer, tell the tokens
+apart. A token is routed to the provider whose issuer.url equals its iss
+claim, checked with kube-apiserver's own JWT authenticator (signature,
+audiences, expiry, claimValidationRules, claimMappings, userValidationRules),
+then its sub must be in allowedSubjects and the mapped username and groups
+must not start with "system:".
+
+Answers: a definitive "no" is authenticated:false (kube-apiserver caches it);
+when a provider's keys cannot be fetched the answer carries status.error,
+which kube-apiserver never caches. The config file is re-read when it
+changes (checked every --reload-interval); a broken file is logged and the
+previous configuration keeps serving.
+
+Endpoints: POST / and POST /authenticate (TokenReview), GET /healthz,
+GET /readyz (200 once every provider has keys; JSON per provider),
+GET /metrics (Prometheus, crucible_webhook_*).
+
+Point the spoke's kube-apiserver at it with
+  --authentication-token-webhook-config-file=/etc/crucible/webhook.kubeconfig
+  --authentication-token-webhook-version=v1
+where webhook.kubeconfig is:
+
+  apiVersion: v1
+  kind: Config
+  clusters:
+  - name: crucible
+    cluster:
+      server: https://127.0.0.1:9443/
+      certificate-authority: /etc/crucible/webhook-ca.crt
+  users:
+  - name: kube-apiserver
+  contexts:
+  - name: webhook
+    context: {cluster: crucible, user: kube-apiserver}
+  current-context: webhook
+
+Example --config:
+
+  jwksMinRefreshInterval: 10s   # optional: min time between key fetches per provider
+  providers:
+  - name: hub                   # DNS label; in logs, metrics and /readyz
+    allowedSubjects:            # exact sub claims; empty accepts nobody
+    - system:serviceaccount:crucible:crucible-controller
+    issuer:                     # as in kube-apiserver's AuthenticationConfiguration
+      url: https://kubernetes.default.svc
+      discoveryURL: https://mirror.example:8443/.well-known/openid-configuration
+      certificateAuthority: |   # optional: verifies discoveryURL and jwks_uri
+        -----BEGIN CERTIFICATE-----
+        ...
+      audiences: [wharf]
+    claimMappings:
+      username: {claim: sub, prefix: "hub:"}
+
+The discovery document's issuer must equal issuer.url exactly; keys come from
+its jwks_uri (https only). Fields are those of an AuthenticationConfiguration
+jwt entry (apiserver.config.k8s.io/v1) except egressSelectorType; unknown
+fields are errors.`,
+		Example: `  crucible authn-webhook --config webhook.yaml --tls-cert tls.crt --tls-key tls.key
+  crucible authn-webhook --config webhook.yaml --listen 127.0.0.1:9443 --insecure-http`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile == "" {
+				return errors.New("--config is required")
+			}
+			ctx := cmd.Context()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			cfg, err := webhook.LoadConfig(configFile)
+			if err != nil {
+				return err
+			}
+			srv, err := webhook.NewServer(ctx, cfg, webhook.Options{Logger: log})
+			if err != nil {
+				return err
+			}
+			reloader := &webhook.Reloader{Path: configFile, Interval: reloadInterval, Server: srv, Logger: log}
+			g, ctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return reloader.Start(ctx) })
+			g.Go(func() error { return webhook.ListenAndServe(ctx, serve, srv.Handler(), log) })
+			if err := g.Wait(); err != nil {
+				return fmt.Errorf("authn-webhook: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "the webhook's configuration file (YAML; see above)")
+	f.StringVar(&serve.Addr, "listen", "127.0.0.1:9443", "host:port to serve on")
+	f.StringVar(&serve.CertFile, "tls-cert", "", "serving certificate (PEM, chain first); re-read when it changes")
+	f.StringVar(&serve.KeyFile, "tls-key", "", "serving key (PEM); re-read when it changes")
+	f.BoolVar(&serve.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of TLS; only on a loopback --listen address, for testing")
+	f.DurationVar(&reloadInterval, "reload-interval", webhook.DefaultReloadInterval, "how often to check --config for changes")
+	return cmd
+}

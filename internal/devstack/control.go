@@ -1,0 +1,90 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Tests use these to take parts of a running stack away and bring them back:
+// an API server outage, a signing-key rotation.
+
+// StopAPIServer stops c's kube-apiserver, as an outage would. Clients of c
+// then fail with connection errors until StartAPIServer.
+func (s *Stack) StopAPIServer(c *Cluster) error {
+	p := s.proc("kube-apiserver-" + c.Name)
+	if p == nil {
+		return fmt.Errorf("no kube-apiserver for %s", c.Name)
+	}
+	p.stop(stopGrace)
+	return nil
+}
+
+// StartAPIServer starts c's kube-apiserver again on the same port with the
+// same flags (or with args, if given) and waits until it is ready.
+func (s *Stack) StartAPIServer(ctx context.Context, c *Cluster) error {
+	return s.restartAPIServer(ctx, c, nil)
+}
+
+func (s *Stack) restartAPIServer(ctx context.Context, c *Cluster, args []string) error {
+	name := "kube-apiserver-" + c.Name
+	i := slices.IndexFunc(s.procs, func(p *process) bool { return p.Name == name })
+	if i < 0 {
+		return fmt.Errorf("no kube-apiserver for %s", c.Name)
+	}
+	old := s.procs[i]
+	old.stop(stopGrace)
+	if args == nil {
+		args = old.args
+	}
+	p, err := startProcess(name, old.path, args, old.LogFile, s.opts.Detached)
+	if err != nil {
+		return err
+	}
+	s.procs[i] = p
+	if err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
+		_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if s.opts.Detached {
+		return s.writeState()
+	}
+	return nil
+}
+
+// RotateServiceAccountKey gives c a new signing key, keeping the old one as a
+// verification key, as an operator rotating keys would: tokens signed before
+// stay valid, new tokens carry the new key id, and the JWKS lists both.
+func (s *Stack) RotateServiceAccountKey(ctx context.Context, c *Cluster) error {
+	name := "kube-apiserver-" + c.Name
+	old := s.proc(name)
+	if old == nil {
+		return fmt.Errorf("no kube-apiserver for %s", c.Name)
+	}
+	n := 1
+	for _, a := range old.args {
+		if strings.HasPrefix(a, "--service-account-key-file=") {
+			n++
+		}
+	}
+	key, err := newServiceAccountKey(c.dir, fmt.Sprintf("service-account-%d", n))
+	if err != nil {
+		return err
+	}
+	var args []string
+	for _, a := range old.args {
+		if strings.HasPrefix(a, "--service-account-signing-key-file=") {
+			a = "--service-account-signing-key-file=" + key.PrivateFile
+		}
+		args = append(args, a)
+	}
+	args = append(args, "--service-account-key-file="+key.PublicFile)
+	if err := s.restartAPIServer(ctx, c, args); err != nil {
+		return err
+	}
+	c.ServiceAccountKey = key
+	return nil
+}

@@ -1,0 +1,217 @@
+package devstack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Federation is the crucible side of a stack: the controller on the hub
+// (serving the discovery mirror) and one authn webhook per spoke, each spoke's
+// kube-apiserver pointed at its webhook. It runs only when Options.Crucible
+// names a crucible binary.
+type Federation struct {
+	// ControllerInternalURL serves health, readiness and metrics (the API).
+	ControllerInternalURL string
+	// ControllerExternalURL is the external route: the mirror (and drop-box).
+	ControllerExternalURL string
+	// ControllerTokenFile is the controller's hub token (audience: the hub),
+	// as a kubelet would project it.
+	ControllerTokenFile string
+	// WebhookURLs maps spoke name to its webhook's base URL.
+	WebhookURLs map[string]string
+	// WebhookConfigFiles maps spoke name to its webhook's configuration file,
+	// which the webhook reloads when it changes.
+	WebhookConfigFiles map[string]string
+
+	internalPort, externalPort int
+	webhookPorts               map[string]int
+}
+
+// Identity and wiring of the federation, as ADR-0048 sets it up.
+const (
+	// HubSubject is the controller's identity, the one subject the spokes'
+	// webhooks accept from the hub.
+	HubSubject = "system:serviceaccount:" + HubNamespace + ":" + HubServiceAccount
+	// HubUsernamePrefix marks hub identities on a spoke.
+	HubUsernamePrefix = "hub:"
+)
+
+// planFederation picks the ports of the controller and the webhooks before any
+// API server starts, because a spoke's kube-apiserver needs its webhook's URL
+// in its flags.
+func (s *Stack) planFederation() error {
+	if s.opts.Crucible == "" {
+		return nil
+	}
+	ports, err := freePorts(2 + len(s.opts.Spokes))
+	if err != nil {
+		return err
+	}
+	f := &Federation{
+		internalPort: ports[0], externalPort: ports[1],
+		ControllerInternalURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		ControllerExternalURL: "https://127.0.0.1:" + strconv.Itoa(ports[1]),
+		WebhookURLs:           map[string]string{},
+		WebhookConfigFiles:    map[string]string{},
+		webhookPorts:          map[string]int{},
+	}
+	for i := range s.opts.Spokes {
+		so := &s.opts.Spokes[i]
+		f.webhookPorts[so.Name] = ports[2+i]
+		f.WebhookURLs[so.Name] = "https://127.0.0.1:" + strconv.Itoa(ports[2+i])
+		if so.TokenWebhook == nil {
+			so.TokenWebhook = &TokenWebhook{URL: f.WebhookURLs[so.Name] + "/authenticate"}
+		}
+	}
+	s.Federation = f
+	return nil
+}
+
+// startFederation starts the controller, then every spoke's webhook, and waits
+// until each is ready: the controller's mirror has fetched the hub's documents
+// and each webhook has the hub's keys through it.
+func (s *Stack) startFederation(ctx context.Context) error {
+	f := s.Federation
+	if f == nil {
+		return nil
+	}
+	dir := filepath.Join(s.Dir, "crucible")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f.ControllerTokenFile = filepath.Join(dir, "controller-hub.token")
+	token, err := s.Hub.TokenRequest(ctx, HubNamespace, HubServiceAccount, []string{Issuer}, int64((24 * time.Hour).Seconds()), nil)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(f.ControllerTokenFile, []byte(token), 0o600); err != nil {
+		return err
+	}
+	serving := filepath.Join(s.Dir, "pki", "serving")
+	ctl, err := s.start("crucible-controller", s.opts.Crucible, []string{
+		"controller",
+		"--hub-server=" + s.Hub.Server,
+		"--hub-ca-file=" + s.CAFile,
+		"--hub-token-file=" + f.ControllerTokenFile,
+		"--internal-listen=127.0.0.1:" + strconv.Itoa(f.internalPort),
+		"--external-listen=127.0.0.1:" + strconv.Itoa(f.externalPort),
+		"--external-tls-cert=" + serving + ".crt",
+		"--external-tls-key=" + serving + ".key",
+		"--external-url=" + f.ControllerExternalURL,
+		"--mirror-ttl=" + s.opts.MirrorTTL.String(),
+		"--mirror-max-stale=" + s.opts.MirrorMaxStale.String(),
+	})
+	if err != nil {
+		return err
+	}
+	client := s.httpClient()
+	if err := ctl.waitReady(ctx, startTimeout, func(ctx context.Context) error {
+		return get(ctx, client, f.ControllerInternalURL+"/readyz")
+	}); err != nil {
+		return err
+	}
+	s.opts.Progress("crucible controller ready: internal %s, external %s", f.ControllerInternalURL, f.ControllerExternalURL)
+
+	for _, c := range s.Spokes {
+		cfg := filepath.Join(dir, "webhook-"+c.Name+".yaml")
+		if err := os.WriteFile(cfg, []byte(s.WebhookConfig(c.Name, []string{HubSubject})), 0o644); err != nil {
+			return err
+		}
+		f.WebhookConfigFiles[c.Name] = cfg
+		if _, err := s.start("crucible-webhook-"+c.Name, s.opts.Crucible, []string{
+			"authn-webhook",
+			"--config=" + cfg,
+			"--listen=127.0.0.1:" + strconv.Itoa(f.webhookPorts[c.Name]),
+			"--tls-cert=" + serving + ".crt",
+			"--tls-key=" + serving + ".key",
+			"--reload-interval=1s",
+		}); err != nil {
+			return err
+		}
+	}
+	return each(s.Spokes, func(c *Cluster) error {
+		p := s.proc("crucible-webhook-" + c.Name)
+		err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
+			return get(ctx, client, f.WebhookURLs[c.Name]+"/readyz")
+		})
+		if err != nil {
+			return err
+		}
+		s.opts.Progress("%s authn webhook ready at %s", c.Name, f.WebhookURLs[c.Name])
+		return nil
+	})
+}
+
+// WebhookConfig renders the authn-webhook configuration of ADR-0048 for a
+// spoke: one provider, the hub, whose keys come from the controller's mirror;
+// audience = the spoke's name; only the given subjects; usernames prefixed
+// hub: so they can never pass for the spoke's own identities.
+func (s *Stack) WebhookConfig(spoke string, allowedSubjects []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "jwksMinRefreshInterval: 1s\nproviders:\n- name: hub\n  allowedSubjects:\n")
+	for _, sub := range allowedSubjects {
+		fmt.Fprintf(&b, "  - %q\n", sub)
+	}
+	fmt.Fprintf(&b, "  issuer:\n    url: %q\n    discoveryURL: %q\n    audiences: [%q]\n    certificateAuthority: |\n",
+		Issuer, s.Federation.ControllerExternalURL+"/.well-known/openid-configuration", spoke)
+	for _, line := range strings.Split(strings.TrimSpace(string(s.ca.CertPEM)), "\n") {
+		fmt.Fprintf(&b, "      %s\n", line)
+	}
+	fmt.Fprintf(&b, "  claimMappings:\n    username:\n      claim: sub\n      prefix: %q\n", HubUsernamePrefix)
+	return b.String()
+}
+
+// httpClient trusts the stack's CA, for readiness probes of what it started.
+func (s *Stack) httpClient() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca.CertPEM)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+func get(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path so that a reader (client-go re-reading a
+// token file) never sees a half-written file.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

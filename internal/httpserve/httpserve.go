@@ -1,0 +1,172 @@
+// Package httpserve runs crucible's HTTP listeners: TLS with a serving
+// certificate re-read when its files change (so cert-manager renewals need no
+// restart), plain HTTP only on loopback and only when asked for, and a
+// graceful shutdown when the context ends.
+package httpserve
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// shutdownTimeout bounds how long reviews in flight may finish after the
+// context ends.
+const shutdownTimeout = 10 * time.Second
+
+// Options say where and how the webhook listens.
+type Options struct {
+	// Name says which listener this is, in logs and errors.
+	Name string
+	// Addr is host:port to listen on.
+	Addr string
+	// CertFile and KeyFile are the serving certificate (chain) and key, PEM.
+	// They are re-read when either file changes, so a renewed certificate is
+	// used without a restart.
+	CertFile, KeyFile string
+	// InsecureHTTP serves plain HTTP instead; allowed only on a loopback
+	// address, for local testing.
+	InsecureHTTP bool
+	// WriteTimeout bounds a response; zero means none (streams, SSE).
+	WriteTimeout time.Duration
+}
+
+// ListenAndServe serves h until ctx ends, then shuts down gracefully.
+func ListenAndServe(ctx context.Context, opts Options, h http.Handler, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if err := configureTLS(srv, opts, log); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("%s listener: listen on %s: %w", opts.Name, opts.Addr, err)
+	}
+	log.Info("serving", "listener", opts.Name, "address", ln.Addr().String(), "tls", !opts.InsecureHTTP)
+
+	errc := make(chan error, 1)
+	go func() {
+		if opts.InsecureHTTP {
+			errc <- srv.Serve(ln)
+		} else {
+			errc <- srv.ServeTLS(ln, "", "")
+		}
+	}()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+func configureTLS(srv *http.Server, opts Options, log *slog.Logger) error {
+	if opts.InsecureHTTP {
+		if opts.CertFile != "" || opts.KeyFile != "" {
+			return errors.New("a TLS certificate and plain HTTP exclude each other")
+		}
+		return requireLoopback(opts.Addr)
+	}
+	if opts.CertFile == "" || opts.KeyFile == "" {
+		return errors.New("a TLS certificate and key are required (plain HTTP only on loopback, when asked for explicitly)")
+	}
+	certs := &certFiles{certFile: opts.CertFile, keyFile: opts.KeyFile, log: log}
+	if _, err := certs.get(nil); err != nil {
+		return err
+	}
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}
+	return nil
+}
+
+// requireLoopback refuses plain HTTP on anything but a loopback address:
+// kube-apiserver would send tokens over it.
+func requireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("plain HTTP is only allowed on a loopback address, not %q", addr)
+	}
+	return nil
+}
+
+// certFiles loads the serving certificate and reloads it when either file's
+// size or modification time changes; a broken pair keeps the previous one.
+type certFiles struct {
+	certFile, keyFile string
+	log               *slog.Logger
+
+	mu      sync.Mutex
+	stamp   [2]fileStat
+	current *tls.Certificate
+}
+
+func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stamp, err := c.stat()
+	if err == nil && stamp == c.stamp && c.current != nil {
+		return c.current, nil
+	}
+	var cert tls.Certificate
+	if err == nil {
+		c.stamp = stamp // a broken pair is retried when the files change again
+		cert, err = tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	}
+	switch {
+	case err == nil:
+		c.current = &cert
+	case c.current == nil:
+		return nil, fmt.Errorf("load serving certificate: %w", err)
+	default:
+		c.log.Warn("serving certificate not reloaded; keeping the previous one", "cert", c.certFile, "error", err)
+	}
+	return c.current, nil
+}
+
+func (c *certFiles) stat() ([2]fileStat, error) {
+	var stamp [2]fileStat
+	for i, path := range []string{c.certFile, c.keyFile} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return stamp, err
+		}
+		stamp[i] = fileStat{size: fi.Size(), modTime: fi.ModTime()}
+	}
+	return stamp, nil
+}
+
+// fileStat is what a certificate poll compares without reading the file.
+type fileStat struct {
+	size    int64
+	modTime time.Time
+}

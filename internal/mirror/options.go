@@ -1,0 +1,129 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero values of Options.
+const (
+	// DefaultTTL is short because consumers honour Cache-Control: the TTL
+	// bounds how long a rotated hub key takes to reach the spokes.
+	DefaultTTL = 30 * time.Second
+	// DefaultMaxStale lets the spokes ride out a hub API outage of this
+	// length before token validation stops.
+	DefaultMaxStale = 10 * time.Minute
+)
+
+// Options configure a Mirror. Zero durations, Now and Logger take defaults.
+type Options struct {
+	// Upstream is authenticated to the hub API as the controller's service
+	// account (client-go rest.HTTPClientFor with BearerTokenFile, which
+	// handles token rotation).
+	Upstream *http.Client
+	// UpstreamURL is the hub API's base URL, e.g. https://127.0.0.1:6443.
+	UpstreamURL string
+	// ExternalURL is the mirror's own base URL as the spokes reach it; the
+	// served discovery document's jwks_uri points below it.
+	ExternalURL string
+	// TTL is how long a fetched document is served as fresh (DefaultTTL).
+	TTL time.Duration
+	// MaxStale is how long past its TTL the last good document is still
+	// served while the hub API fails (DefaultMaxStale).
+	MaxStale time.Duration
+	// Now is the clock (time.Now); tests set it.
+	Now func() time.Time
+	// Logger receives upstream failures (discarded when nil).
+	Logger *slog.Logger
+}
+
+// withDefaults returns o with every zero field that has a default filled in.
+func (o Options) withDefaults() Options {
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.MaxStale == 0 {
+		o.MaxStale = DefaultMaxStale
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// validate reports every problem with o at once, each prefixed by its field.
+func (o Options) validate() error {
+	var errs []error
+	if o.Upstream == nil {
+		errs = append(errs, errors.New("Upstream: required"))
+	}
+	if err := checkBaseURL(o.UpstreamURL, true); err != nil {
+		errs = append(errs, fmt.Errorf("UpstreamURL: %w", err))
+	}
+	if err := checkBaseURL(o.ExternalURL, false); err != nil {
+		errs = append(errs, fmt.Errorf("ExternalURL: %w", err))
+	}
+	if o.TTL < 0 {
+		errs = append(errs, fmt.Errorf("TTL: must not be negative, got %s", o.TTL))
+	}
+	if o.MaxStale < 0 {
+		errs = append(errs, fmt.Errorf("MaxStale: must not be negative, got %s", o.MaxStale))
+	}
+	return errors.Join(errs...)
+}
+
+// checkBaseURL accepts an absolute https URL, or plain http on a loopback
+// host, without credentials, query or fragment. The upstream may carry a path
+// prefix (API servers behind a proxy do); the external URL may not, because
+// the mirror serves its two paths at the root of its listener.
+func checkBaseURL(raw string, pathAllowed bool) error {
+	if raw == "" {
+		return errors.New("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	var problems []string
+	switch {
+	case !u.IsAbs() || u.Host == "":
+		problems = append(problems, "must be absolute")
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		problems = append(problems, "http is only allowed on a loopback host")
+	case u.Scheme != "https" && u.Scheme != "http":
+		problems = append(problems, fmt.Sprintf("scheme must be https, got %q", u.Scheme))
+	}
+	if u.User != nil {
+		problems = append(problems, "must not contain credentials")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		problems = append(problems, "must not have a query")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		problems = append(problems, "must not have a fragment")
+	}
+	if !pathAllowed && u.Path != "" && u.Path != "/" {
+		problems = append(problems, "must not have a path")
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,31 @@
+// Package webhook owns crucible's spoke authn webhook: the TokenReview server a
+// spoke kube-apiserver calls (--authentication-token-webhook-config-file) to
+// check the hub controller's projected service-account tokens.
+//
+// Hub and spoke share the service-account issuer string
+// (https://kubernetes.default.svc), so the spoke's own authenticator cannot
+// tell their tokens apart; the keys can. The webhook therefore checks tokens
+// against keys it fetches through a discovery URL (the controller's read-only
+// mirror of the hub's /.well-known/openid-configuration and JWKS), never
+// through the issuer URL.
+//
+// What the package owns:
+//
+//   - the configuration file (Config, ParseConfig, LoadConfig): providers
+//     shaped like kube-apiserver's AuthenticationConfiguration jwt entries plus
+//     a name and a subject allowlist, strictly decoded and validated with
+//     k8s.io/apiserver's own validation;
+//   - routing a token to the one provider whose issuer matches its unverified
+//     iss claim (route, untrusted);
+//   - each provider's key set: discovery, JWKS, refresh on unknown key ids at
+//     most once per interval, last good keys kept (keySet);
+//   - authentication by kube-apiserver's JWT authenticator library
+//     (k8s.io/apiserver/plugin/pkg/authenticator/token/oidc) with crucible's
+//     extra checks: subject allowlist, no system: names, no reserved extra keys;
+//   - the HTTP surface (Server.Handler) and configuration reload (Reloader).
+//
+// Answers follow kube-apiserver's caching: a definitive "no" is
+// authenticated:false (cached by the API server), while unavailable keys
+// answer status.error (never cached), so an outage of the hub's mirror does
+// not turn into cached denials.
+package webhook

@@ -1,0 +1,203 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"crucible.dev/crucible/internal/metrics"
+)
+
+// Options are a Server's dependencies; the zero value is usable.
+type Options struct {
+	// Logger receives one line per review (provider, result, reason; never
+	// the token) and key fetch. Default: slog.Default().
+	Logger *slog.Logger
+
+	// now drives the key-fetch rate limit; tests replace it.
+	now func() time.Time
+}
+
+// Server answers TokenReviews with the current configuration. The
+// configuration sits behind an atomic pointer: Apply swaps it whole, and a
+// review in flight finishes with the snapshot it started with.
+type Server struct {
+	log *slog.Logger
+	now func() time.Time
+
+	current atomic.Pointer[snapshot]
+	applyMu sync.Mutex // one Apply at a time
+}
+
+// snapshot is one configuration, built.
+type snapshot struct {
+	cfg       *Config
+	providers []*provider // file order, for /readyz
+	router    router[*provider]
+}
+
+// NewServer builds the authenticators of cfg. It does no I/O: keys are
+// fetched on first use, from /readyz, or by Reloader.Start.
+func NewServer(ctx context.Context, cfg *Config, opts Options) (*Server, error) {
+	s := &Server{log: opts.Logger, now: opts.now}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := s.Apply(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Apply builds cfg and makes it current. On error the current configuration
+// stays. Key sets whose source (provider name, issuer, discovery URL, CA,
+// interval) is unchanged carry over with their keys.
+func (s *Server) Apply(ctx context.Context, cfg *Config) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	snap, err := s.build(ctx, cfg, s.current.Load())
+	if err != nil {
+		return err
+	}
+	s.current.Store(snap)
+	return nil
+}
+
+// Config returns the configuration being served.
+func (s *Server) Config() *Config {
+	return s.current.Load().cfg
+}
+
+func (s *Server) build(ctx context.Context, cfg *Config, old *snapshot) (*snapshot, error) {
+	oldKeys := map[keySource]*keySet{}
+	if old != nil {
+		for _, p := range old.providers {
+			oldKeys[p.keys.src] = p.keys
+		}
+	}
+	snap := &snapshot{cfg: cfg, router: newRouter[*provider]()}
+	for _, pc := range cfg.Providers {
+		src := keySource{
+			provider:     pc.Name,
+			issuer:       pc.JWT.Issuer.URL,
+			discoveryURL: discoveryURL(pc),
+			ca:           pc.JWT.Issuer.CertificateAuthority,
+			minInterval:  cfg.JWKSMinRefreshInterval,
+		}
+		keys, ok := oldKeys[src]
+		if !ok {
+			var err error
+			if keys, err = newKeySet(src, s.now, s.log); err != nil {
+				return nil, err
+			}
+		}
+		p, err := buildProvider(ctx, pc, keys)
+		if err != nil {
+			return nil, err
+		}
+		snap.providers = append(snap.providers, p)
+		snap.router.byIssuer[p.issuer] = p
+	}
+	return snap, nil
+}
+
+// discoveryURL is the configured discovery URL, or the issuer's well-known
+// document as in kube-apiserver when none is set.
+func discoveryURL(pc ProviderConfig) string {
+	if u := pc.JWT.Issuer.DiscoveryURL; u != "" {
+		return u
+	}
+	return strings.TrimRight(pc.JWT.Issuer.URL, "/") + "/.well-known/openid-configuration"
+}
+
+// Handler serves:
+//
+//	POST /              TokenReview (what --authentication-token-webhook-config-file points at)
+//	POST /authenticate  the same, for configurations that name a path
+//	GET  /healthz       200 while the process serves
+//	GET  /readyz        200 when every provider has keys, else 503; JSON body per provider
+//	GET  /metrics       Prometheus metrics
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{$}", s.serveReview)
+	mux.HandleFunc("POST /authenticate", s.serveReview)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", metrics.Handler())
+	return mux
+}
+
+// Readiness is the /readyz body.
+type Readiness struct {
+	Ready     bool                `json:"ready"`
+	Providers []ProviderReadiness `json:"providers"`
+}
+
+// ProviderReadiness says whether one provider has keys, and the latest
+// fetch error (a provider can be ready with an error: it keeps old keys).
+type ProviderReadiness struct {
+	Name  string `json:"name"`
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+}
+
+// serveReady also fetches keys of providers that have none, within their
+// rate limit, so a readiness probe drives the first fetch.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	body := s.Ready(r.Context())
+	code := http.StatusOK
+	if !body.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, body)
+}
+
+// Ready reports per-provider readiness, fetching the keys of providers that
+// have none (within their rate limit).
+func (s *Server) Ready(ctx context.Context) Readiness {
+	snap := s.current.Load()
+	body := Readiness{Ready: true, Providers: []ProviderReadiness{}}
+	for _, p := range snap.providers {
+		_ = p.keys.prepare(ctx, "") // its error is the status's lastErr
+		ready, lastErr := p.keys.status()
+		pr := ProviderReadiness{Name: p.name, Ready: ready}
+		if lastErr != nil {
+			pr.Error = lastErr.Error()
+		}
+		body.Ready = body.Ready && ready
+		body.Providers = append(body.Providers, pr)
+	}
+	return body
+}
+
+// warm fetches the keys of every provider that has none, concurrently, so
+// the first review does not wait for it.
+func (s *Server) warm(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range s.current.Load().providers {
+		wg.Go(func() { _ = p.keys.prepare(ctx, "") })
+	}
+	wg.Wait()
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}

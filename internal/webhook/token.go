@@ -1,0 +1,139 @@
+package webhook
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// maxTokenBytes caps tokens before anything parses them: the JWT library
+// underneath uses go-jose v2, whose parser allocates in proportion to odd
+// inputs (CVE-2025-27144). A projected service-account token is about 1 KiB.
+const maxTokenBytes = 16 << 10
+
+// signingAlgs are the algorithms kube-apiserver signs service-account tokens
+// with (RS256 for RSA keys, ES* for EC keys). HS* and none can never pass.
+var signingAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.ES384, jose.ES512}
+
+// signingAlgNames is signingAlgs for the JWT library's options.
+func signingAlgNames() []string {
+	names := make([]string, len(signingAlgs))
+	for i, a := range signingAlgs {
+		names[i] = string(a)
+	}
+	return names
+}
+
+// errMalformed marks tokens refused before any signature check.
+var errMalformed = errors.New("malformed token")
+
+// untrusted holds what a token claims about itself before its signature is
+// checked. The issuer and key id only pick a provider and a key; the subject
+// is trusted once the JWT library has verified this exact token.
+type untrusted struct {
+	Issuer  string
+	Subject string
+	KeyID   string
+}
+
+// parseUntrusted checks a token's shape and reads its header and claims
+// without verifying anything. Every refusal wraps errMalformed.
+func parseUntrusted(token string) (untrusted, error) {
+	if len(token) > maxTokenBytes {
+		return untrusted{}, fmt.Errorf("%w: longer than %d bytes", errMalformed, maxTokenBytes)
+	}
+	if strings.HasPrefix(token, "{") || strings.Count(token, ".") != 2 {
+		return untrusted{}, fmt.Errorf("%w: not a compact JWS (three dot-separated parts)", errMalformed)
+	}
+	rawHeader, rest, _ := strings.Cut(token, ".")
+	rawClaims, _, _ := strings.Cut(rest, ".")
+
+	header, err := decodeSegment(rawHeader)
+	if err != nil {
+		return untrusted{}, fmt.Errorf("%w: header: %v", errMalformed, err)
+	}
+	alg, err := stringMember(header, "alg")
+	if err != nil || !slices.Contains(signingAlgs, jose.SignatureAlgorithm(alg)) {
+		return untrusted{}, fmt.Errorf("%w: unsupported alg", errMalformed)
+	}
+	if _, ok := header["crit"]; ok {
+		// RFC 7515 4.1.11: extensions marked critical must be understood; none is.
+		return untrusted{}, fmt.Errorf("%w: crit header", errMalformed)
+	}
+	kid, err := stringMember(header, "kid")
+	if err != nil {
+		return untrusted{}, fmt.Errorf("%w: header: %v", errMalformed, err)
+	}
+
+	claims, err := decodeSegment(rawClaims)
+	if err != nil {
+		return untrusted{}, fmt.Errorf("%w: claims: %v", errMalformed, err)
+	}
+	iss, err := stringMember(claims, "iss")
+	if err != nil {
+		return untrusted{}, fmt.Errorf("%w: claims: %v", errMalformed, err)
+	}
+	sub, err := stringMember(claims, "sub")
+	if err != nil {
+		return untrusted{}, fmt.Errorf("%w: claims: %v", errMalformed, err)
+	}
+	return untrusted{Issuer: iss, Subject: sub, KeyID: kid}, nil
+}
+
+// decodeSegment decodes one unpadded base64url JSON object. Members are
+// kept by exact name (encoding/json would match struct fields ignoring
+// case), the way the JWT library reads claims, so both see the same sub.
+func decodeSegment(seg string) (map[string]json.RawMessage, error) {
+	data, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return nil, err
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return nil, err
+	}
+	if members == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return members, nil
+}
+
+// stringMember returns a string member, "" when absent.
+func stringMember(members map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := members[name]
+	if !ok {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%s is not a string", name)
+	}
+	return s, nil
+}
+
+// router picks the provider for a token by its unverified iss claim. Issuers
+// are unique across providers (validation enforces it), so at most one
+// matches; the match is byte for byte, as in kube-apiserver.
+type router[P any] struct {
+	byIssuer map[string]P
+}
+
+func newRouter[P any]() router[P] {
+	return router[P]{byIssuer: map[string]P{}}
+}
+
+// route returns the token's provider and its untrusted content. ok is false
+// when no provider's issuer matches; err is set when the token is malformed.
+func (r router[P]) route(token string) (p P, tok untrusted, ok bool, err error) {
+	tok, err = parseUntrusted(token)
+	if err != nil {
+		return p, tok, false, err
+	}
+	p, ok = r.byIssuer[tok.Issuer]
+	return p, tok, ok, nil
+}
