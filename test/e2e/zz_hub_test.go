@@ -1,0 +1,124 @@
+package e2e
+
+// These tests take the hub's API server away or restart it with a new key.
+// They share the package's stack and so live in the file that sorts last:
+// go test runs a package's tests in source order.
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+)
+
+func TestHubKeyRotationNeedsNoRestart(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	before := hubToken(t, s, devstack.HubServiceAccount, "wharf")
+	pids := s.Processes()
+	if err := s.RotateServiceAccountKey(t.Context(), s.Hub); err != nil {
+		t.Fatal(err)
+	}
+	after := hubToken(t, s, devstack.HubServiceAccount, "wharf")
+	if header(t, before) == header(t, after) {
+		t.Fatal("rotation did not change the signing key id")
+	}
+	waitWhoami(t, s, wharf, controllerUser, func() string { return hubToken(t, s, devstack.HubServiceAccount, "wharf") })
+	if got, err := whoami(t.Context(), s, wharf, before); err != nil || got != controllerUser {
+		t.Errorf("token signed before the rotation: whoami = %q, %v", got, err)
+	}
+	for _, name := range []string{"crucible-webhook-wharf", "crucible-controller"} {
+		if s.Processes()[name] != pids[name] {
+			t.Errorf("%s was restarted", name)
+		}
+	}
+}
+
+func header(t *testing.T, token string) string {
+	t.Helper()
+	return strings.SplitN(token, ".", 2)[0]
+}
+
+// With the hub API down the mirror serves its last good documents (no-cache)
+// for MaxStale, the webhook keeps accepting tokens signed with keys it knows,
+// and after the bound the mirror answers 503 with Retry-After.
+func TestHubOutageBoundedStaleness(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	client := caClient(t)
+	discovery := s.Federation.ControllerExternalURL + "/.well-known/openid-configuration"
+	if resp, err := get(t.Context(), client, discovery); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("mirror before the outage: %v %v", resp, err)
+	}
+	if err := s.StopAPIServer(s.Hub); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.StartAPIServer(context.Background(), s.Hub); err != nil {
+			t.Errorf("restart hub: %v", err)
+		}
+	})
+	down := time.Now()
+
+	// Past the TTL (1s), within MaxStale (8s): stale but served.
+	time.Sleep(1500 * time.Millisecond)
+	resp, err := get(t.Context(), client, discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Control") != "no-cache" {
+		t.Errorf("stale discovery: %d Cache-Control %q, want 200 no-cache", resp.StatusCode, resp.Header.Get("Cache-Control"))
+	}
+	// The hub cannot mint tokens now; one signed with its key stands in.
+	tok := forged{claims: hubClaims(devstack.HubSubject, "wharf")}.signRS256(t, s.Hub.ServiceAccountKey.Key)
+	if got, err := whoami(t.Context(), s, wharf, tok); err != nil || got != controllerUser {
+		t.Errorf("during the outage: whoami = %q, %v; want %q", got, err, controllerUser)
+	}
+
+	var last *http.Response
+	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := get(ctx, client, discovery)
+		if err != nil {
+			return false, nil
+		}
+		r.Body.Close()
+		last = r
+		return r.StatusCode == http.StatusServiceUnavailable, nil
+	})
+	if err != nil {
+		t.Fatalf("mirror never answered 503 (last %v)", last)
+	}
+	if elapsed := time.Since(down); elapsed < 8*time.Second {
+		t.Errorf("503 after %s, before the 1s TTL + 8s staleness bound", elapsed)
+	}
+	if last.Header.Get("Retry-After") == "" || last.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("503 headers: Retry-After %q Cache-Control %q", last.Header.Get("Retry-After"), last.Header.Get("Cache-Control"))
+	}
+	// Keys the webhook already has still validate.
+	tok = forged{claims: hubClaims(devstack.HubSubject, "wharf")}.signRS256(t, s.Hub.ServiceAccountKey.Key)
+	if got, err := whoami(t.Context(), s, wharf, tok); err != nil || got != controllerUser {
+		t.Errorf("after the bound: whoami = %q, %v; want %q", got, err, controllerUser)
+	}
+
+	if err := s.StartAPIServer(t.Context(), s.Hub); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := get(ctx, client, discovery)
+		if err != nil {
+			return false, nil
+		}
+		r.Body.Close()
+		return r.StatusCode == http.StatusOK && strings.HasPrefix(r.Header.Get("Cache-Control"), "public, max-age="), nil
+	})
+	if err != nil {
+		t.Errorf("mirror did not recover after the hub came back: %v", err)
+	}
+}
