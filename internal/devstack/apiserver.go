@@ -55,11 +55,11 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 		if err := s.prepareCluster(c, certs); err != nil {
 			return err
 		}
-		var webhook *TokenWebhook
+		var so SpokeOptions
 		if i > 0 {
-			webhook = s.opts.Spokes[i-1].TokenWebhook
+			so = s.opts.Spokes[i-1]
 		}
-		args, err := s.apiserverArgs(c, certs, webhook)
+		args, err := s.apiserverArgs(c, certs, so)
 		if err != nil {
 			return err
 		}
@@ -106,8 +106,12 @@ func (s *Stack) prepareCluster(c *Cluster, certs pki) error {
 	return nil
 }
 
-func (s *Stack) apiserverArgs(c *Cluster, certs pki, webhook *TokenWebhook) ([]string, error) {
+func (s *Stack) apiserverArgs(c *Cluster, certs pki, so SpokeOptions) ([]string, error) {
 	port := c.Server[len("https://127.0.0.1:"):]
+	issuer := Issuer
+	if so.Issuer != "" {
+		issuer = so.Issuer
+	}
 	args := []string{
 		"--etcd-servers=" + s.EtcdURL,
 		"--etcd-prefix=/" + c.Name,
@@ -121,7 +125,7 @@ func (s *Stack) apiserverArgs(c *Cluster, certs pki, webhook *TokenWebhook) ([]s
 		"--client-ca-file=" + s.CAFile,
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--service-account-issuer=" + Issuer,
+		"--service-account-issuer=" + issuer,
 		"--service-account-key-file=" + c.ServiceAccountKey.PublicFile,
 		"--service-account-signing-key-file=" + c.ServiceAccountKey.PrivateFile,
 		"--api-audiences=" + Issuer,
@@ -132,7 +136,14 @@ func (s *Stack) apiserverArgs(c *Cluster, certs pki, webhook *TokenWebhook) ([]s
 		"--profiling=false",
 		"--v=1",
 	}
-	if webhook != nil {
+	if so.BuiltinHubAuthn {
+		path := filepath.Join(c.dir, "authentication-config.yaml")
+		if err := os.WriteFile(path, []byte(s.builtinAuthenticationConfig(c.Name)), 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, "--authentication-config="+path)
+	}
+	if webhook := so.TokenWebhook; webhook != nil {
 		path := filepath.Join(c.dir, "token-webhook.kubeconfig")
 		if err := writeWebhookKubeconfig(path, webhook, s.CAFile); err != nil {
 			return nil, err

@@ -67,7 +67,7 @@ func (s *Stack) planFederation() error {
 		so := &s.opts.Spokes[i]
 		f.webhookPorts[so.Name] = ports[2+i]
 		f.WebhookURLs[so.Name] = "https://127.0.0.1:" + strconv.Itoa(ports[2+i])
-		if so.TokenWebhook == nil {
+		if so.TokenWebhook == nil && !so.BuiltinHubAuthn {
 			so.TokenWebhook = &TokenWebhook{URL: f.WebhookURLs[so.Name] + "/authenticate"}
 		}
 	}
@@ -120,7 +120,12 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	}
 	s.opts.Progress("crucible controller ready: internal %s, external %s", f.ControllerInternalURL, f.ControllerExternalURL)
 
-	for _, c := range s.Spokes {
+	var hooked []*Cluster
+	for i, c := range s.Spokes {
+		if s.opts.Spokes[i].BuiltinHubAuthn {
+			continue
+		}
+		hooked = append(hooked, c)
 		cfg := filepath.Join(dir, "webhook-"+c.Name+".yaml")
 		if err := os.WriteFile(cfg, []byte(s.WebhookConfig(c.Name, []string{HubSubject})), 0o644); err != nil {
 			return err
@@ -137,7 +142,7 @@ func (s *Stack) startFederation(ctx context.Context) error {
 			return err
 		}
 	}
-	return each(s.Spokes, func(c *Cluster) error {
+	return each(hooked, func(c *Cluster) error {
 		p := s.proc("crucible-webhook-" + c.Name)
 		err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
 			return get(ctx, client, f.WebhookURLs[c.Name]+"/readyz")
@@ -214,4 +219,20 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// builtinAuthenticationConfig is kube-apiserver's AuthenticationConfiguration
+// equivalent of WebhookConfig, for a spoke whose own issuer differs from the
+// hub's: the subject allowlist becomes a CEL claim validation rule.
+func (s *Stack) builtinAuthenticationConfig(spoke string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n")
+	fmt.Fprintf(&b, "    url: %q\n    discoveryURL: %q\n    audiences: [%q]\n    certificateAuthority: |\n",
+		Issuer, s.Federation.ControllerExternalURL+"/.well-known/openid-configuration", spoke)
+	for _, line := range strings.Split(strings.TrimSpace(string(s.ca.CertPEM)), "\n") {
+		fmt.Fprintf(&b, "      %s\n", line)
+	}
+	fmt.Fprintf(&b, "  claimValidationRules:\n  - expression: %q\n    message: subject not allowed\n", "claims.sub == '"+HubSubject+"'")
+	fmt.Fprintf(&b, "  claimMappings:\n    username:\n      claim: sub\n      prefix: %q\n", HubUsernamePrefix)
+	return b.String()
 }

@@ -66,6 +66,17 @@ type SpokeOptions struct {
 	// TokenWebhook, if set, makes the spoke's kube-apiserver ask this webhook
 	// about bearer tokens it cannot validate itself.
 	TokenWebhook *TokenWebhook
+	// Issuer overrides the spoke's service-account issuer (default Issuer).
+	// kube-apiserver refuses an AuthenticationConfig whose JWT issuer equals
+	// its own, so a spoke using its built-in authenticator for hub tokens
+	// needs a different one.
+	Issuer string
+	// BuiltinHubAuthn makes a federated spoke validate hub tokens with
+	// kube-apiserver's own structured JWT authenticator (--authentication-config,
+	// keys from the controller's mirror, the same rules as the webhook's)
+	// instead of crucible's webhook. It needs an Issuer of its own. Benchmarks
+	// compare the two paths.
+	BuiltinHubAuthn bool
 }
 
 // TokenWebhook is where a spoke's kube-apiserver sends TokenReviews.
@@ -155,6 +166,12 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("spokes[%d].name %q: used twice (or is the hub's name)", i, s.Name))
 		}
 		seen[s.Name] = true
+		if s.BuiltinHubAuthn && (s.Issuer == "" || s.Issuer == Issuer) {
+			errs = append(errs, fmt.Errorf("spokes[%d].issuer: a spoke with builtinHubAuthn needs an issuer other than %s (kube-apiserver refuses to overlap them)", i, Issuer))
+		}
+		if s.BuiltinHubAuthn && o.Crucible == "" {
+			errs = append(errs, fmt.Errorf("spokes[%d].builtinHubAuthn: needs the federation (Crucible) for the mirror", i))
+		}
 		if s.TokenWebhook != nil && s.TokenWebhook.URL == "" {
 			errs = append(errs, fmt.Errorf("spokes[%d].tokenWebhook.url: required", i))
 		}

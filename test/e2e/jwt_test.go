@@ -35,7 +35,7 @@ func hubClaims(sub string, aud ...string) map[string]any {
 }
 
 // keyID is kube-apiserver's key id: the SHA-256 of the public key's DER.
-func keyID(t *testing.T, key *rsa.PrivateKey) string {
+func keyID(t testing.TB, key *rsa.PrivateKey) string {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
@@ -45,7 +45,7 @@ func keyID(t *testing.T, key *rsa.PrivateKey) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-func b64json(t *testing.T, v any) string {
+func b64json(t testing.TB, v any) string {
 	t.Helper()
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -55,7 +55,7 @@ func b64json(t *testing.T, v any) string {
 }
 
 // signRS256 signs with key, setting kid from it unless the header has one.
-func (f forged) signRS256(t *testing.T, key *rsa.PrivateKey) string {
+func (f forged) signRS256(t testing.TB, key *rsa.PrivateKey) string {
 	t.Helper()
 	h := map[string]any{"alg": "RS256", "kid": keyID(t, key)}
 	for k, v := range f.header {
@@ -72,7 +72,7 @@ func (f forged) signRS256(t *testing.T, key *rsa.PrivateKey) string {
 
 // signHS256 signs with an HMAC secret: the classic confusion attack when the
 // secret is the issuer's public key.
-func (f forged) signHS256(t *testing.T, secret []byte, kid string) string {
+func (f forged) signHS256(t testing.TB, secret []byte, kid string) string {
 	t.Helper()
 	input := b64json(t, map[string]any{"alg": "HS256", "kid": kid}) + "." + b64json(t, f.claims)
 	mac := hmac.New(sha256.New, secret)
@@ -81,7 +81,7 @@ func (f forged) signHS256(t *testing.T, secret []byte, kid string) string {
 }
 
 // unsigned is alg none with an empty signature.
-func (f forged) unsigned(t *testing.T, kid string) string {
+func (f forged) unsigned(t testing.TB, kid string) string {
 	t.Helper()
 	return b64json(t, map[string]any{"alg": "none", "kid": kid}) + "." + b64json(t, f.claims) + "."
 }
