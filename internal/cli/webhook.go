@@ -9,13 +9,14 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/webhook"
 )
 
 func newWebhookCmd() *cobra.Command {
 	var (
 		configFile     string
-		serve          webhook.ServeOptions
+		serve          = httpserve.Options{Name: "webhook", WriteTimeout: 40 * time.Second} // kube-apiserver gives up after 30 s
 		reloadInterval time.Duration
 	)
 	cmd := &cobra.Command{
@@ -93,6 +94,9 @@ fields are errors.`,
 			if configFile == "" {
 				return errors.New("--config is required")
 			}
+			if err := serve.Validate(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg, err := webhook.LoadConfig(configFile)
@@ -106,7 +110,7 @@ fields are errors.`,
 			reloader := &webhook.Reloader{Path: configFile, Interval: reloadInterval, Server: srv, Logger: log}
 			g, ctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return reloader.Start(ctx) })
-			g.Go(func() error { return webhook.ListenAndServe(ctx, serve, srv.Handler(), log) })
+			g.Go(func() error { return httpserve.ListenAndServe(ctx, serve, srv.Handler(), log) })
 			if err := g.Wait(); err != nil {
 				return fmt.Errorf("authn-webhook: %w", err)
 			}

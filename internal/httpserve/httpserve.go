@@ -1,7 +1,7 @@
-// Package httpserve runs crucible's HTTP listeners: TLS with a serving
-// certificate re-read when its files change (so cert-manager renewals need no
-// restart), plain HTTP only on loopback and only when asked for, and a
-// graceful shutdown when the context ends.
+// Package httpserve runs crucible's HTTPS listeners: a serving certificate
+// re-read when its files change (so renewals need no restart), plain HTTP only
+// on loopback and only when asked for, and a graceful shutdown when the
+// context ends.
 package httpserve
 
 import (
@@ -17,11 +17,11 @@ import (
 	"time"
 )
 
-// shutdownTimeout bounds how long reviews in flight may finish after the
+// shutdownTimeout bounds how long requests in flight may finish after the
 // context ends.
 const shutdownTimeout = 10 * time.Second
 
-// Options say where and how the webhook listens.
+// Options say where and how a listener listens.
 type Options struct {
 	// Name says which listener this is, in logs and errors.
 	Name string
@@ -34,7 +34,7 @@ type Options struct {
 	// InsecureHTTP serves plain HTTP instead; allowed only on a loopback
 	// address, for local testing.
 	InsecureHTTP bool
-	// WriteTimeout bounds a response; zero means none (streams, SSE).
+	// WriteTimeout bounds writing one response; zero means none (streams).
 	WriteTimeout time.Duration
 }
 
@@ -85,15 +85,24 @@ func ListenAndServe(ctx context.Context, opts Options, h http.Handler, log *slog
 	return nil
 }
 
-func configureTLS(srv *http.Server, opts Options, log *slog.Logger) error {
-	if opts.InsecureHTTP {
-		if opts.CertFile != "" || opts.KeyFile != "" {
+// Validate checks the options without touching files or the network, so a
+// command can refuse bad flags before it starts anything.
+func (o Options) Validate() error {
+	if o.InsecureHTTP {
+		if o.CertFile != "" || o.KeyFile != "" {
 			return errors.New("a TLS certificate and plain HTTP exclude each other")
 		}
-		return requireLoopback(opts.Addr)
+		return requireLoopback(o.Addr)
 	}
-	if opts.CertFile == "" || opts.KeyFile == "" {
+	if o.CertFile == "" || o.KeyFile == "" {
 		return errors.New("a TLS certificate and key are required (plain HTTP only on loopback, when asked for explicitly)")
+	}
+	return nil
+}
+
+func configureTLS(srv *http.Server, opts Options, log *slog.Logger) error {
+	if err := opts.Validate(); err != nil || opts.InsecureHTTP {
+		return err
 	}
 	certs := &certFiles{certFile: opts.CertFile, keyFile: opts.KeyFile, log: log}
 	if _, err := certs.get(nil); err != nil {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/google/go-cmp/cmp"
 	authv1 "k8s.io/api/authentication/v1"
 )
 

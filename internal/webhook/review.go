@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -47,7 +48,13 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 
 	metrics.WebhookReviews.WithLabelValues(out.provider, out.result).Inc()
 	metrics.WebhookReviewDuration.WithLabelValues(out.result).Observe(time.Since(start).Seconds())
-	s.log.Info("token review", "provider", out.provider, "result", out.result, "reason", out.reason)
+	// Acceptances are the bulk of the traffic and are counted in metrics;
+	// only refusals and errors are worth a line each at the default level.
+	level := slog.LevelInfo
+	if out.result == resultAuthenticated {
+		level = slog.LevelDebug
+	}
+	s.log.Log(r.Context(), level, "token review", "provider", out.provider, "result", out.result, "reason", out.reason)
 	writeJSON(w, http.StatusOK, answer)
 }
 

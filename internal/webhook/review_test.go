@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	authv1 "k8s.io/api/authentication/v1"
 
@@ -41,8 +41,10 @@ func TestReview(t *testing.T) {
 			provider: "hub",
 		},
 		{
-			name:     "wrong audience",
-			token:    func(t *testing.T) string { return hubToken(t, with(hubClaims(), map[string]any{"aud": []string{"dock"}})) },
+			name: "wrong audience",
+			token: func(t *testing.T) string {
+				return hubToken(t, with(hubClaims(), map[string]any{"aud": []string{"dock"}}))
+			},
 			want:     rejected,
 			provider: "hub",
 		},

@@ -52,37 +52,47 @@ func parseUntrusted(token string) (untrusted, error) {
 	}
 	rawHeader, rest, _ := strings.Cut(token, ".")
 	rawClaims, _, _ := strings.Cut(rest, ".")
-
-	header, err := decodeSegment(rawHeader)
+	kid, err := readHeader(rawHeader)
 	if err != nil {
 		return untrusted{}, fmt.Errorf("%w: header: %v", errMalformed, err)
 	}
-	alg, err := stringMember(header, "alg")
-	if err != nil || !slices.Contains(signingAlgs, jose.SignatureAlgorithm(alg)) {
-		return untrusted{}, fmt.Errorf("%w: unsupported alg", errMalformed)
-	}
-	if _, ok := header["crit"]; ok {
-		// RFC 7515 4.1.11: extensions marked critical must be understood; none is.
-		return untrusted{}, fmt.Errorf("%w: crit header", errMalformed)
-	}
-	kid, err := stringMember(header, "kid")
-	if err != nil {
-		return untrusted{}, fmt.Errorf("%w: header: %v", errMalformed, err)
-	}
-
-	claims, err := decodeSegment(rawClaims)
-	if err != nil {
-		return untrusted{}, fmt.Errorf("%w: claims: %v", errMalformed, err)
-	}
-	iss, err := stringMember(claims, "iss")
-	if err != nil {
-		return untrusted{}, fmt.Errorf("%w: claims: %v", errMalformed, err)
-	}
-	sub, err := stringMember(claims, "sub")
+	iss, sub, err := readClaims(rawClaims)
 	if err != nil {
 		return untrusted{}, fmt.Errorf("%w: claims: %v", errMalformed, err)
 	}
 	return untrusted{Issuer: iss, Subject: sub, KeyID: kid}, nil
+}
+
+// readHeader returns the key id of a header with a supported alg and no
+// crit member (RFC 7515 4.1.11: critical extensions must be understood, and
+// crucible understands none).
+func readHeader(seg string) (kid string, err error) {
+	header, err := decodeSegment(seg)
+	if err != nil {
+		return "", err
+	}
+	alg, err := stringMember(header, "alg")
+	if err != nil || !slices.Contains(signingAlgs, jose.SignatureAlgorithm(alg)) {
+		return "", errors.New("unsupported alg")
+	}
+	if _, ok := header["crit"]; ok {
+		return "", errors.New("crit member")
+	}
+	return stringMember(header, "kid")
+}
+
+func readClaims(seg string) (iss, sub string, err error) {
+	claims, err := decodeSegment(seg)
+	if err != nil {
+		return "", "", err
+	}
+	if iss, err = stringMember(claims, "iss"); err != nil {
+		return "", "", err
+	}
+	if sub, err = stringMember(claims, "sub"); err != nil {
+		return "", "", err
+	}
+	return iss, sub, nil
 }
 
 // decodeSegment decodes one unpadded base64url JSON object. Members are

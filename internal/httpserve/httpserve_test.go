@@ -1,4 +1,4 @@
-package webhook
+package httpserve
 
 import (
 	"context"
@@ -9,23 +9,24 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestServeOptionsRefused(t *testing.T) {
+func TestOptionsRefused(t *testing.T) {
 	tests := []struct {
 		name string
-		opts ServeOptions
+		opts Options
 		want string
 	}{
-		{"no certificate", ServeOptions{Addr: "127.0.0.1:0"}, "a TLS certificate and key are required"},
-		{"plain HTTP off loopback", ServeOptions{Addr: "0.0.0.0:0", InsecureHTTP: true}, "only allowed on a loopback address"},
-		{"plain HTTP on a name", ServeOptions{Addr: "example.com:0", InsecureHTTP: true}, "only allowed on a loopback address"},
-		{"plain HTTP and a certificate", ServeOptions{Addr: "127.0.0.1:0", InsecureHTTP: true, CertFile: "c", KeyFile: "k"}, "exclude each other"},
-		{"missing certificate files", ServeOptions{Addr: "127.0.0.1:0", CertFile: "/nonexistent/c", KeyFile: "/nonexistent/k"}, "load serving certificate"},
+		{"no certificate", Options{Addr: "127.0.0.1:0"}, "a TLS certificate and key are required"},
+		{"plain HTTP off loopback", Options{Addr: "0.0.0.0:0", InsecureHTTP: true}, "only allowed on a loopback address"},
+		{"plain HTTP on a name", Options{Addr: "example.com:0", InsecureHTTP: true}, "only allowed on a loopback address"},
+		{"plain HTTP and a certificate", Options{Addr: "127.0.0.1:0", InsecureHTTP: true, CertFile: "c", KeyFile: "k"}, "exclude each other"},
+		{"missing certificate files", Options{Addr: "127.0.0.1:0", CertFile: "/nonexistent/c", KeyFile: "/nonexistent/k"}, "load serving certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +47,7 @@ func TestListenAndServeTLS(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- ListenAndServe(ctx, ServeOptions{Addr: addr, CertFile: certFile, KeyFile: keyFile}, healthz(), slog.New(slog.DiscardHandler))
+		done <- ListenAndServe(ctx, Options{Addr: addr, CertFile: certFile, KeyFile: keyFile}, healthz(), slog.New(slog.DiscardHandler))
 	}()
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca}}, Timeout: 2 * time.Second}
@@ -107,4 +108,11 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

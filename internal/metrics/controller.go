@@ -1,0 +1,56 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Controller metrics: every decision an operator would alert on.
+var (
+	// TransientRetries counts retries of transient spoke errors, by operation
+	// (create-pod, delete-pod, pod-log, list-pods, ...). A rising rate means a
+	// spoke is flapping; the budget keeps runs alive meanwhile.
+	TransientRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_transient_retries_total",
+		Help: "Retries of transient errors (network, timeout, 429, 5xx, watch expiry) by operation.",
+	}, []string{"op"})
+
+	// Dispatches counts work-pod dispatches by cluster and result
+	// (ok, adopted, error).
+	Dispatches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_dispatches_total",
+		Help: "Work-pod dispatches by cluster and result: ok, adopted (a retried dispatch found its own pod), error.",
+	}, []string{"cluster", "result"})
+
+	// PodTransitions counts work-pod state changes written to the store.
+	PodTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_work_pod_transitions_total",
+		Help: "Work-pod state changes by cluster and new state (running, succeeded, failed, cancelled, lost).",
+	}, []string{"cluster", "state"})
+
+	// LogCollections counts tier-1 log pulls by cluster and result.
+	LogCollections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_log_collections_total",
+		Help: "Pulls of a finished pod's log into the log artifact, by cluster and result (ok, error).",
+	}, []string{"cluster", "result"})
+
+	// SweepDeletions counts pods the sweep deleted, by cluster and reason
+	// (collected, orphaned); SweepSkips counts clusters skipped because their
+	// list failed.
+	SweepDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_sweep_deletions_total",
+		Help: "Pods deleted by the sweep, by cluster and reason: collected (terminal, log stored) or orphaned (no live row past the grace).",
+	}, []string{"cluster", "reason"})
+	SweepSkips = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_sweep_skipped_total",
+		Help: "Sweeps skipped for a cluster because listing its pods failed; nothing is deleted there then.",
+	}, []string{"cluster"})
+
+	// ReconcileLost counts rows marked lost: their pod was confirmed gone by a
+	// list that succeeded.
+	ReconcileLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_reconcile_lost_total",
+		Help: "Work pods marked lost because a successful list of their cluster did not contain them.",
+	}, []string{"cluster"})
+)
+
+func init() {
+	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost)
+}

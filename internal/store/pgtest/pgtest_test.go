@@ -1,0 +1,105 @@
+package pgtest
+
+import (
+	"database/sql"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+func query(t *testing.T, dsn, q string, dest ...any) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn, err)
+	}
+	defer db.Close()
+	if err := db.QueryRowContext(t.Context(), q).Scan(dest...); err != nil {
+		t.Fatalf("%s on %s: %v", q, dsn, err)
+	}
+}
+
+// TestNewDatabase: each call gives a separate, empty database on a real
+// PostgreSQL server.
+func TestNewDatabase(t *testing.T) {
+	a, b := NewDatabase(t), NewDatabase(t)
+	if a == b {
+		t.Fatalf("two calls returned the same DSN %s", a)
+	}
+	var version, db string
+	query(t, a, `SELECT version(), current_database()`, &version, &db)
+	if !strings.HasPrefix(version, "PostgreSQL ") || !strings.HasSuffix(a, "/"+db+"?sslmode=disable") {
+		t.Errorf("version %q, database %q for %s", version, db, a)
+	}
+	var n int
+	query(t, a, `SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'`, &n)
+	if n != 0 {
+		t.Errorf("new database has %d tables", n)
+	}
+	if _, err := execSQL(t, a, `CREATE TABLE only_in_a (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	query(t, b, `SELECT COUNT(*) FROM pg_tables WHERE tablename = 'only_in_a'`, &n)
+	if n != 0 {
+		t.Error("a table created in one database is visible in another")
+	}
+}
+
+func execSQL(t *testing.T, dsn, q string) (sql.Result, error) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.ExecContext(t.Context(), q)
+}
+
+// TestStartStop: a server of its own runs as a non-root user, and Stop ends
+// exactly the process Start began and removes its directory.
+func TestStartStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL tests skipped in -short mode")
+	}
+	s, err := Start(t.Context())
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	pid, dir := s.cmd.Process.Pid, s.dir
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatalf("read process status: %v", err)
+	}
+	if os.Geteuid() == 0 && strings.Contains(uidLine(string(status)), "\t0\t") {
+		t.Errorf("postgres runs as root: %s", uidLine(string(status)))
+	}
+	var one int
+	query(t, s.DSN("postgres"), `SELECT 1`, &one)
+
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("directory %s left behind: %v", dir, err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("postgres %d still exists after Stop: %v", pid, err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+}
+
+func uidLine(status string) string {
+	for _, l := range strings.Split(status, "\n") {
+		if strings.HasPrefix(l, "Uid:") {
+			return l + "\t"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,388 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sqlStore implements Store over database/sql for both dialects. The SQL is
+// shared; the few differences (placeholders, row locks) are decided by d.
+type sqlStore struct {
+	d     dialect
+	w     *sql.DB // writes and read-modify-writes
+	r     *sql.DB // plain reads; the same pool as w on PostgreSQL
+	clock clock
+}
+
+var _ Store = (*sqlStore)(nil)
+
+// clock hands out strictly increasing UTC timestamps, so that rows created by
+// one Store sort in creation order even when the wall clock is coarse.
+type clock struct {
+	mu   sync.Mutex
+	last int64
+}
+
+func (c *clock) now() int64 {
+	n := time.Now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n <= c.last {
+		n = c.last + 1
+	}
+	c.last = n
+	return n
+}
+
+// Times are stored as unix nanoseconds: exact, UTC by construction, ordered
+// as integers, and the same on both backends.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func toNanos(t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, fmt.Errorf("time %s out of range", t.Format(time.RFC3339Nano))
+	}
+	return t.UnixNano(), nil
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanWorkPod(sc scanner) (WorkPod, error) {
+	var (
+		p                WorkPod
+		state            string
+		exit, finished   sql.NullInt64
+		created, updated int64
+	)
+	err := sc.Scan(&p.ID, &p.Cluster, &p.Namespace, &p.Kind, &state, &p.PodUID, &p.Spec, &exit,
+		&p.Reason, &p.LogCollected, &created, &updated, &finished)
+	if err != nil {
+		return WorkPod{}, err
+	}
+	p.State = State(state)
+	if len(p.Spec) == 0 {
+		p.Spec = nil
+	}
+	if exit.Valid {
+		code := int32(exit.Int64)
+		p.ExitCode = &code
+	}
+	p.CreatedAt, p.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if finished.Valid {
+		t := fromNanos(finished.Int64)
+		p.FinishedAt = &t
+	}
+	return p, nil
+}
+
+// mutableArgs returns, in column order namespace … finished_at, the values
+// of the columns UpdateWorkPod may change (all but id, cluster, created_at).
+func mutableArgs(p *WorkPod, updated int64) ([]any, error) {
+	var exit, finished any
+	if p.ExitCode != nil {
+		exit = int64(*p.ExitCode)
+	}
+	if p.FinishedAt != nil {
+		n, err := toNanos(*p.FinishedAt)
+		if err != nil {
+			return nil, fmt.Errorf("finished at: %w", err)
+		}
+		finished = n
+	}
+	spec := p.Spec
+	if spec == nil {
+		spec = []byte{} // the column is NOT NULL; nil and empty are the same
+	}
+	return []any{p.Namespace, p.Kind, string(p.State), p.PodUID, spec, exit, p.Reason, p.LogCollected, updated, finished}, nil
+}
+
+// normalize makes p what a later GetWorkPod would return.
+func normalize(p *WorkPod) {
+	if len(p.Spec) == 0 {
+		p.Spec = nil
+	}
+	if p.FinishedAt != nil {
+		t := fromNanos(p.FinishedAt.UnixNano())
+		p.FinishedAt = &t
+	}
+	if p.ExitCode != nil {
+		code := *p.ExitCode
+		p.ExitCode = &code
+	}
+}
+
+func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
+	if err := p.validate(); err != nil {
+		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+	}
+	now := s.clock.now()
+	rest, err := mutableArgs(&p, now)
+	if err != nil {
+		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+	}
+	args := append([]any{p.ID, p.Cluster, now}, rest...)
+	res, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO work_pods
+		(id, cluster, created_at, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`), args...)
+	if err != nil {
+		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("create work pod %s: %w", p.ID, ErrConflict)
+	}
+	return nil
+}
+
+func (s *sqlStore) GetWorkPod(ctx context.Context, id string) (WorkPod, error) {
+	row := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT `+podColumns+` FROM work_pods WHERE id = ?`), id)
+	p, err := scanWorkPod(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return WorkPod{}, fmt.Errorf("get work pod %s: %w", id, err)
+	}
+	return p, nil
+}
+
+func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error) {
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list work pods: negative limit %d", f.Limit)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Cluster != "" {
+		where = append(where, "cluster = ?")
+		args = append(args, f.Cluster)
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	if len(f.States) > 0 {
+		where = append(where, "state IN (?"+strings.Repeat(", ?", len(f.States)-1)+")")
+		for _, st := range f.States {
+			args = append(args, string(st))
+		}
+	}
+	q := `SELECT ` + podColumns + ` FROM work_pods`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at DESC, id`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list work pods: %w", err)
+	}
+	defer rows.Close()
+	pods := []WorkPod{}
+	for rows.Next() {
+		p, err := scanWorkPod(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list work pods: %w", err)
+		}
+		pods = append(pods, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list work pods: %w", err)
+	}
+	return pods, nil
+}
+
+func (s *sqlStore) UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error) {
+	p, err := s.updateWorkPod(ctx, id, fn)
+	if err != nil {
+		return WorkPod{}, fmt.Errorf("update work pod %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// updateWorkPod is the read-modify-write. On SQLite the transaction began
+// with BEGIN IMMEDIATE and holds the database's write lock from the read on;
+// on PostgreSQL SELECT … FOR UPDATE locks the row against other replicas.
+func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return WorkPod{}, err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit; also covers a panicking fn
+
+	q := `SELECT ` + podColumns + ` FROM work_pods WHERE id = ?`
+	if s.d == dialectPostgres {
+		q += ` FOR UPDATE`
+	}
+	old, err := scanWorkPod(tx.QueryRowContext(ctx, s.d.rebind(q), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return WorkPod{}, ErrNotFound
+	}
+	if err != nil {
+		return WorkPod{}, err
+	}
+	p := old
+	if err := fn(&p); err != nil {
+		return WorkPod{}, err
+	}
+	switch {
+	case p.ID != old.ID:
+		return WorkPod{}, fmt.Errorf("%w: id", ErrImmutable)
+	case p.Cluster != old.Cluster:
+		return WorkPod{}, fmt.Errorf("%w: cluster", ErrImmutable)
+	case !p.CreatedAt.Equal(old.CreatedAt):
+		return WorkPod{}, fmt.Errorf("%w: created at", ErrImmutable)
+	}
+	if err := p.validate(); err != nil {
+		return WorkPod{}, err
+	}
+	now := s.clock.now()
+	args, err := mutableArgs(&p, now)
+	if err != nil {
+		return WorkPod{}, err
+	}
+	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE work_pods SET
+		namespace = ?, kind = ?, state = ?, pod_uid = ?, spec = ?, exit_code = ?, reason = ?,
+		log_collected = ?, updated_at = ?, finished_at = ?
+		WHERE id = ?`), append(args, id)...)
+	if err != nil {
+		return WorkPod{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return WorkPod{}, err
+	}
+	p.CreatedAt, p.UpdatedAt = old.CreatedAt, fromNanos(now)
+	normalize(&p)
+	return p, nil
+}
+
+func (s *sqlStore) PutArtifact(ctx context.Context, a Artifact) (bool, error) {
+	created, err := s.putArtifact(ctx, a)
+	if err != nil {
+		return false, fmt.Errorf("put artifact %s/%s: %w", a.PodID, a.Kind, err)
+	}
+	return created, nil
+}
+
+// putArtifact inserts only if the pod exists and the (pod, kind) is new, in
+// one statement, so concurrent uploads of the same artifact from several
+// replicas agree on which one created it. The CASTs give PostgreSQL the
+// parameter types an INSERT … SELECT cannot infer.
+func (s *sqlStore) putArtifact(ctx context.Context, a Artifact) (bool, error) {
+	switch {
+	case a.PodID == "" || a.Kind == "":
+		return false, errors.New("empty pod id or kind")
+	case a.Size < 0:
+		return false, fmt.Errorf("negative size %d", a.Size)
+	case a.SHA256 == "":
+		return false, errors.New("empty sha256")
+	}
+	res, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO artifacts (pod_id, kind, size, sha256, created_at)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT)
+		WHERE EXISTS (SELECT 1 FROM work_pods WHERE id = ?)
+		ON CONFLICT (pod_id, kind) DO NOTHING`),
+		a.PodID, a.Kind, a.Size, a.SHA256, s.clock.now(), a.PodID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	if n == 1 {
+		return true, nil
+	}
+	// Nothing inserted: either the pod is unknown or the artifact exists.
+	// Work pods are never deleted while the controller runs, so no row here
+	// means no pod.
+	have, err := s.getArtifact(ctx, s.w, a.PodID, a.Kind)
+	if err != nil {
+		return false, err
+	}
+	if have.SHA256 != a.SHA256 {
+		return false, fmt.Errorf("%w: recorded with sha256 %s", ErrConflict, have.SHA256)
+	}
+	return false, nil
+}
+
+func (s *sqlStore) GetArtifact(ctx context.Context, podID, kind string) (Artifact, error) {
+	a, err := s.getArtifact(ctx, s.r, podID, kind)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("get artifact %s/%s: %w", podID, kind, err)
+	}
+	return a, nil
+}
+
+func (s *sqlStore) getArtifact(ctx context.Context, db *sql.DB, podID, kind string) (Artifact, error) {
+	row := db.QueryRowContext(ctx, s.d.rebind(`SELECT pod_id, kind, size, sha256, created_at
+		FROM artifacts WHERE pod_id = ? AND kind = ?`), podID, kind)
+	a, err := scanArtifact(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Artifact{}, ErrNotFound
+	}
+	return a, err
+}
+
+func (s *sqlStore) ListArtifacts(ctx context.Context, podID string) ([]Artifact, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT pod_id, kind, size, sha256, created_at
+		FROM artifacts WHERE pod_id = ? ORDER BY kind`), podID)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of %s: %w", podID, err)
+	}
+	defer rows.Close()
+	arts := []Artifact{}
+	for rows.Next() {
+		a, err := scanArtifact(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list artifacts of %s: %w", podID, err)
+		}
+		arts = append(arts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list artifacts of %s: %w", podID, err)
+	}
+	return arts, nil
+}
+
+func scanArtifact(sc scanner) (Artifact, error) {
+	var (
+		a       Artifact
+		created int64
+	)
+	if err := sc.Scan(&a.PodID, &a.Kind, &a.Size, &a.SHA256, &created); err != nil {
+		return Artifact{}, err
+	}
+	a.CreatedAt = fromNanos(created)
+	return a, nil
+}
+
+func (s *sqlStore) Close() error {
+	var errs []error
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}

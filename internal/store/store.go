@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Callers test them with errors.Is; every error the store
+// returns wraps one of them when the cause is one of these conditions.
+var (
+	// ErrNotFound: the work pod or artifact does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a work pod with that id already exists, or an artifact of
+	// that kind was already recorded with different content.
+	ErrConflict = errors.New("conflict")
+	// ErrImmutable: an UpdateWorkPod callback changed ID, Cluster or
+	// CreatedAt. Those identify the row and the pod on its spoke, so changing
+	// them is a caller bug, reported rather than silently undone.
+	ErrImmutable = errors.New("immutable field changed")
+	// ErrSchemaTooNew: the database was migrated by a newer binary. Running an
+	// older binary against it could misread rows, so Open refuses.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+)
+
+// State is where a work pod is in its life.
+type State string
+
+// The states of a work pod. Pending, dispatched and running are live: the
+// controller still owes the pod an await. The others are terminal.
+const (
+	StatePending    State = "pending"
+	StateDispatched State = "dispatched"
+	StateRunning    State = "running"
+	StateSucceeded  State = "succeeded"
+	StateFailed     State = "failed"
+	StateCancelled  State = "cancelled"
+	StateLost       State = "lost" // the pod is confirmed gone from its spoke (R-C5)
+)
+
+// Terminal reports whether the pod has finished, one way or another.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateCancelled, StateLost:
+		return true
+	}
+	return false
+}
+
+// Live reports whether the pod still needs the controller's attention.
+func (s State) Live() bool {
+	switch s {
+	case StatePending, StateDispatched, StateRunning:
+		return true
+	}
+	return false
+}
+
+// valid reports whether s is one of the declared states; the store refuses to
+// write anything else so that Live and Terminal stay exhaustive.
+func (s State) valid() bool { return s.Live() || s.Terminal() }
+
+// WorkPod is one row of work_pods.
+type WorkPod struct {
+	ID           string // also the pod's name on the spoke (DNS label)
+	Cluster      string // the spoke it runs on
+	Namespace    string
+	Kind         string // "loop" | "turn"
+	State        State
+	PodUID       string // uid on that cluster once created ("" before)
+	Spec         []byte // the submitted request, JSON, opaque to the store; empty reads back as nil
+	ExitCode     *int32
+	Reason       string // why it failed / was lost
+	LogCollected bool   // tier-1 log stored as artifact "log" (R-C7); the sweep deletes only collected pods
+	CreatedAt    time.Time
+	UpdatedAt    time.Time // CreatedAt and UpdatedAt are UTC and set by the store
+	FinishedAt   *time.Time
+}
+
+// Filter selects work pods. Zero fields do not filter; Limit 0 means all.
+// Results are ordered newest first (CreatedAt descending), then by ID.
+type Filter struct {
+	Cluster string
+	Kind    string
+	States  []State
+	Limit   int
+}
+
+// Artifact is one recorded result of a work pod: the bytes live elsewhere
+// (the drop-box's files, R-IN6); the store records what was accepted.
+type Artifact struct {
+	PodID     string
+	Kind      string
+	Size      int64
+	SHA256    string    // hex
+	CreatedAt time.Time // set by the store
+}
+
+// Store is the controller's state. Implementations are safe for concurrent use.
+type Store interface {
+	// CreateWorkPod inserts p. ErrConflict if the ID exists. The store sets
+	// CreatedAt and UpdatedAt.
+	CreateWorkPod(ctx context.Context, p WorkPod) error
+	// GetWorkPod returns the pod or ErrNotFound.
+	GetWorkPod(ctx context.Context, id string) (WorkPod, error)
+	// ListWorkPods returns the pods matching f, newest first.
+	ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error)
+	// UpdateWorkPod reads the row, calls fn, and writes the result in one
+	// transaction, so concurrent updates (also from other replicas on
+	// PostgreSQL) never lose each other's changes. fn returning an error
+	// aborts with that error wrapped and the row unchanged. fn must not
+	// change ID, Cluster or CreatedAt (ErrImmutable) and must not call the
+	// Store: on SQLite it runs while holding the only write connection.
+	UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error)
+	// PutArtifact records an artifact. The same (PodID, Kind) with the same
+	// SHA256 again is (false, nil), with a different SHA256 ErrConflict; an
+	// unknown PodID is ErrNotFound. created is true when the row is new.
+	PutArtifact(ctx context.Context, a Artifact) (created bool, err error)
+	// GetArtifact returns the artifact or ErrNotFound.
+	GetArtifact(ctx context.Context, podID, kind string) (Artifact, error)
+	// ListArtifacts returns the pod's artifacts ordered by Kind (none for an
+	// unknown pod).
+	ListArtifacts(ctx context.Context, podID string) ([]Artifact, error)
+	Close() error
+}
+
+// validate checks what the schema cannot express portably. It does not judge
+// names (the API and the drop-box do, R-IN6): the store keeps any string.
+func (p *WorkPod) validate() error {
+	switch {
+	case p.ID == "":
+		return errors.New("empty id")
+	case p.Cluster == "":
+		return errors.New("empty cluster")
+	case !p.State.valid():
+		return fmt.Errorf("unknown state %q", p.State)
+	}
+	return nil
+}

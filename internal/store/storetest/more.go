@@ -1,0 +1,297 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"crucible.dev/crucible/internal/store"
+)
+
+func testCancelledContext(t *testing.T, s store.Store) {
+	mustCreate(t, s, pod("ctx"))
+	before := mustGet(t, s, "ctx")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	calls := map[string]func() error{
+		"create": func() error { return s.CreateWorkPod(ctx, pod("ctx2")) },
+		"get":    func() error { _, err := s.GetWorkPod(ctx, "ctx"); return err },
+		"list":   func() error { _, err := s.ListWorkPods(ctx, store.Filter{}); return err },
+		"update": func() error {
+			_, err := s.UpdateWorkPod(ctx, "ctx", func(p *store.WorkPod) error { p.Reason = "x"; return nil })
+			return err
+		},
+		"put artifact": func() error {
+			_, err := s.PutArtifact(ctx, store.Artifact{PodID: "ctx", Kind: "log", Size: 1, SHA256: sha("a")})
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: got %v, want context.Canceled", name, err)
+		}
+	}
+	if diff := cmp.Diff(before, mustGet(t, s, "ctx")); diff != "" {
+		t.Errorf("row changed (-want +got):\n%s", diff)
+	}
+	if _, err := s.GetWorkPod(t.Context(), "ctx2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("get ctx2: got %v, want ErrNotFound", err)
+	}
+}
+
+func testTimeRoundTrip(t *testing.T, s store.Store) {
+	tests := []struct {
+		name string
+		in   time.Time
+	}{
+		{"unix epoch", time.Unix(0, 0)},
+		{"nanoseconds", time.Date(2026, 7, 1, 12, 30, 45, 123456789, time.UTC)},
+		{"one nanosecond past a microsecond", time.Date(2026, 7, 1, 12, 30, 45, 1001, time.UTC)},
+		{"east of UTC", time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.FixedZone("IST", 5*3600+1800))},
+		{"west of UTC, across midnight", time.Date(2026, 12, 31, 22, 0, 0, 7, time.FixedZone("EST", -5*3600))},
+		{"local zone", time.Date(2027, 3, 28, 2, 30, 0, 0, time.Local)},
+		{"before 1970", time.Date(1969, 7, 20, 20, 17, 40, 0, time.UTC)},
+		{"far future", time.Date(2261, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{"with monotonic reading", time.Now()},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("t%d", i)
+			mustCreate(t, s, pod(id, func(p *store.WorkPod) { p.FinishedAt = ptr(tc.in) }))
+			got := mustGet(t, s, id).FinishedAt
+			if got == nil {
+				t.Fatal("FinishedAt nil")
+			}
+			if !got.Equal(tc.in) || got.Location() != time.UTC {
+				t.Errorf("FinishedAt = %v (%v), want %v in UTC", got, got.Location(), tc.in.UTC())
+			}
+			if got.Nanosecond() != tc.in.Nanosecond() {
+				t.Errorf("nanoseconds = %d, want %d", got.Nanosecond(), tc.in.Nanosecond())
+			}
+		})
+	}
+}
+
+func testSpecBytes(t *testing.T, s store.Store) {
+	specs := map[string][]byte{
+		"json":       []byte(`{"prompt":"sélection ✓","n":1e400,"s":"\u0000"}`),
+		"binary":     {0x00, 0xff, 0xfe, 0x80, '\'', '"', '\\', 0x00},
+		"large":      []byte(strings.Repeat(`{"k":"v"},`, 30_000)),
+		"not utf8":   {0xc3, 0x28},
+		"whitespace": []byte(" \n\t "),
+	}
+	for name, spec := range specs {
+		t.Run(name, func(t *testing.T) {
+			mustCreate(t, s, pod("spec-"+strings.ReplaceAll(name, " ", "-"), func(p *store.WorkPod) { p.Spec = spec }))
+			got := mustGet(t, s, "spec-"+strings.ReplaceAll(name, " ", "-")).Spec
+			if !bytes.Equal(spec, got) || got == nil {
+				t.Errorf("spec = %d bytes %q…, want %d bytes %q…", len(got), head(got), len(spec), head(spec))
+			}
+		})
+	}
+}
+
+func head(b []byte) []byte { return b[:min(len(b), 32)] }
+
+// sha returns a distinct, well-formed hex digest for a label.
+func sha(label string) string {
+	sum := sha256.Sum256([]byte(label))
+	return hex.EncodeToString(sum[:])
+}
+
+func testArtifacts(t *testing.T, s store.Store) {
+	mustCreate(t, s, pod("p1"), pod("p2"))
+	ctx := t.Context()
+	log := store.Artifact{PodID: "p1", Kind: "log", Size: 1234, SHA256: sha("log")}
+
+	before := time.Now()
+	created, err := s.PutArtifact(ctx, log)
+	after := time.Now()
+	if err != nil || !created {
+		t.Fatalf("first put: created=%v err=%v, want true, nil", created, err)
+	}
+	got, err := s.GetArtifact(ctx, "p1", "log")
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if diff := cmp.Diff(log, got, cmpopts.IgnoreFields(store.Artifact{}, "CreatedAt")); diff != "" {
+		t.Errorf("get (-want +got):\n%s", diff)
+	}
+	if got.CreatedAt.Before(before) || got.CreatedAt.After(after) || got.CreatedAt.Location() != time.UTC {
+		t.Errorf("CreatedAt %v not a UTC time within the put call [%v, %v]", got.CreatedAt, before, after)
+	}
+
+	tests := []struct {
+		name        string
+		in          store.Artifact
+		wantCreated bool
+		wantErr     error // nil, a sentinel, or errAny
+	}{
+		{"same again is idempotent", log, false, nil},
+		{"same digest, other size field", store.Artifact{PodID: "p1", Kind: "log", Size: 1, SHA256: sha("log")}, false, nil},
+		{"different digest conflicts", store.Artifact{PodID: "p1", Kind: "log", Size: 1234, SHA256: sha("other")}, false, store.ErrConflict},
+		{"unknown pod", store.Artifact{PodID: "ghost", Kind: "log", Size: 1, SHA256: sha("x")}, false, store.ErrNotFound},
+		{"same kind on another pod", store.Artifact{PodID: "p2", Kind: "log", Size: 5, SHA256: sha("log2")}, true, nil},
+		{"another kind", store.Artifact{PodID: "p1", Kind: "result.json", Size: 0, SHA256: sha("empty")}, true, nil},
+		{"kind sorting before log", store.Artifact{PodID: "p1", Kind: "diff", Size: 9, SHA256: sha("diff")}, true, nil},
+		{"empty kind", store.Artifact{PodID: "p1", Kind: "", Size: 1, SHA256: sha("e")}, false, errAny},
+		{"empty digest", store.Artifact{PodID: "p1", Kind: "x", Size: 1}, false, errAny},
+		{"negative size", store.Artifact{PodID: "p1", Kind: "y", Size: -1, SHA256: sha("y")}, false, errAny},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			created, err := s.PutArtifact(ctx, tc.in)
+			if created != tc.wantCreated {
+				t.Errorf("created = %v, want %v", created, tc.wantCreated)
+			}
+			checkErr(t, err, tc.wantErr)
+		})
+	}
+	// The conflicting put left the first record as it was.
+	if got2, err := s.GetArtifact(ctx, "p1", "log"); err != nil || got2 != got {
+		t.Errorf("log after conflict = %+v, %v; want %+v", got2, err, got)
+	}
+
+	list, err := s.ListArtifacts(ctx, "p1")
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	kinds := []string{}
+	for _, a := range list {
+		kinds = append(kinds, a.Kind)
+	}
+	if diff := cmp.Diff([]string{"diff", "log", "result.json"}, kinds); diff != "" {
+		t.Errorf("kinds (-want +got):\n%s", diff)
+	}
+	if list[1] != got {
+		t.Errorf("listed log = %+v, want %+v", list[1], got)
+	}
+	for _, id := range []string{"ghost", "p2x"} {
+		if list, err := s.ListArtifacts(ctx, id); err != nil || len(list) != 0 || list == nil {
+			t.Errorf("list %s = %#v, %v; want empty, nil", id, list, err)
+		}
+	}
+	for _, k := range [][2]string{{"p1", "missing"}, {"ghost", "log"}, {"p2", "diff"}} {
+		if _, err := s.GetArtifact(ctx, k[0], k[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("get %s/%s: got %v, want ErrNotFound", k[0], k[1], err)
+		}
+	}
+}
+
+// testArtifactConcurrentPut: several uploads of the same artifact at once
+// (retries, several replicas) create it exactly once.
+func testArtifactConcurrentPut(t *testing.T, s store.Store) {
+	const n = 8
+	mustCreate(t, s, pod("race"))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		creates int
+	)
+	for range n {
+		wg.Go(func() {
+			created, err := s.PutArtifact(t.Context(), store.Artifact{PodID: "race", Kind: "log", Size: 3, SHA256: sha("race")})
+			if err != nil {
+				t.Errorf("put: %v", err)
+			}
+			if created {
+				mu.Lock()
+				creates++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if creates != 1 {
+		t.Errorf("%d puts reported created, want exactly 1", creates)
+	}
+}
+
+// hostile strings must round-trip byte for byte and match only themselves:
+// every value reaches the database as a parameter, never as SQL text.
+var hostile = []string{
+	`it's`,
+	`"quoted"`,
+	`'; DROP TABLE work_pods; --`,
+	`x' OR '1'='1`,
+	`back\slash\`,
+	`?`, `$1`, `:name`, `@p`, `%`, `_`, `%_*`,
+	"tab\tnew\nline\r",
+	`ünïcødé-名前-🚀`,
+	"\u200b zero width \ufeff",
+	strings.Repeat("long", 500),
+}
+
+func testHostileInput(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, pod("plain"))
+	for i, v := range hostile {
+		t.Run(fmt.Sprintf("%d", i), func(t *testing.T) {
+			in := pod(v, func(p *store.WorkPod) { p.Cluster, p.Kind, p.Namespace, p.Reason, p.PodUID = v, v, v, v, v })
+			mustCreate(t, s, in)
+			if diff := cmp.Diff(in, mustGet(t, s, v), ignoreStoreTimes); diff != "" {
+				t.Errorf("get (-want +got):\n%s", diff)
+			}
+			list, err := s.ListWorkPods(ctx, store.Filter{Cluster: v, Kind: v})
+			if err != nil || len(list) != 1 || list[0].ID != v {
+				t.Errorf("list by cluster/kind %q = %d rows, %v; want exactly the one", v, len(list), err)
+			}
+			updated, err := s.UpdateWorkPod(ctx, v, func(p *store.WorkPod) error { p.Reason = v + v; return nil })
+			if err != nil || updated.Reason != v+v {
+				t.Errorf("update = %q, %v", updated.Reason, err)
+			}
+			a := store.Artifact{PodID: v, Kind: v, Size: int64(len(v)), SHA256: sha(v)}
+			if created, err := s.PutArtifact(ctx, a); err != nil || !created {
+				t.Fatalf("put artifact = %v, %v", created, err)
+			}
+			got, err := s.GetArtifact(ctx, v, v)
+			if err != nil {
+				t.Fatalf("get artifact: %v", err)
+			}
+			if diff := cmp.Diff(a, got, cmpopts.IgnoreFields(store.Artifact{}, "CreatedAt")); diff != "" {
+				t.Errorf("artifact (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Nothing was dropped or widened: every row is still there, and the
+	// plain row matches no hostile filter.
+	all, err := s.ListWorkPods(ctx, store.Filter{})
+	if err != nil || len(all) != len(hostile)+1 {
+		t.Errorf("list all = %d rows, %v; want %d", len(all), err, len(hostile)+1)
+	}
+	if got := mustGet(t, s, "plain"); got.Cluster != "wharf" || got.Reason != "" {
+		t.Errorf("plain row changed: %+v", got)
+	}
+}
+
+// errAny stands for "some error, no particular sentinel".
+var errAny = errors.New("any error")
+
+func checkErr(t *testing.T, got, want error) {
+	t.Helper()
+	switch {
+	case want == nil && got != nil:
+		t.Errorf("err = %v, want nil", got)
+	case want == errAny:
+		if got == nil {
+			t.Error("err = nil, want an error")
+		}
+		for _, s := range []error{store.ErrConflict, store.ErrNotFound} {
+			if errors.Is(got, s) {
+				t.Errorf("err = %v wraps %v, want neither sentinel", got, s)
+			}
+		}
+	case want != nil && !errors.Is(got, want):
+		t.Errorf("err = %v, want %v", got, want)
+	}
+}
