@@ -24,7 +24,7 @@ kube-apiserver and, per spoke, a kube-apiserver, kube-scheduler,
 kube-controller-manager and kwok as the node, so pods are scheduled, run,
 complete and serve logs. The binaries come from "make tools".`,
 	}
-	dev.AddCommand(newDevUpCmd(), newDevDownCmd())
+	dev.AddCommand(newDevUpCmd(), newDevDownCmd(), newDevRefreshTokensCmd())
 	return dev
 }
 
@@ -143,5 +143,22 @@ logs stay in DIR.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack to stop")
+	return cmd
+}
+
+// newDevRefreshTokensCmd is the kubelet stand-in of a detached stack: it
+// rewrites the controller's projected tokens before they expire.
+func newDevRefreshTokensCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:    "refresh-tokens --dir DIR",
+		Short:  "Keep a detached dev stack's controller tokens fresh (started by dev up --detach)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return devstack.RunTokenRefresher(cmd.Context(), dir)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack")
 	return cmd
 }

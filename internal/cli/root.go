@@ -42,7 +42,8 @@ Start a local hub and spoke (real kube-apiservers) with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDevCmd(), newControllerCmd(), newWebhookCmd())
+	root.AddCommand(newVersionCmd(), newDevCmd(), newControllerCmd(), newWebhookCmd(),
+		newSubmitCmd(), newPodsCmd(), newLogsCmd(), newArtifactsCmd(), newRenderCmd())
 	return root
 }
 

@@ -1,7 +1,9 @@
-// Package controller assembles crucible's hub controller: the hub identity,
-// the internal listener (health, readiness, metrics; the API joins it with the
-// dispatcher) and the external listener, which serves exactly the discovery
-// mirror (and, with the ingest work, the drop-box) and 404 for everything else.
+// Package controller assembles crucible's hub controller from a profile: the
+// store, one federated client per spoke, the dispatcher, the reconciler
+// (watch, await, startup reconcile, sweep), the cluster health probes, and two
+// listeners — internal (API, health, readiness, metrics) and external, which
+// serves exactly the discovery mirror (the drop-box joins it) and 404 for
+// everything else.
 package controller
 
 import (
@@ -10,69 +12,27 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/mirror"
+	"crucible.dev/crucible/internal/reconcile"
+	"crucible.dev/crucible/internal/retry"
+	"crucible.dev/crucible/internal/store"
 )
 
-// Config is what the controller needs to run.
-type Config struct {
-	Hub      HubConfig
-	Internal ListenerConfig
-	External ListenerConfig
-	// ExternalURL is the external listener's base URL as spokes reach it; the
-	// mirror points jwks_uri below it.
-	ExternalURL string
-	Mirror      MirrorConfig
-}
-
-// HubConfig says how the controller reaches its own cluster's API. Empty
-// Server means in-cluster: the pod's service-account token file and CA.
-type HubConfig struct {
-	Server string
-	CAFile string
-	// TokenFile is the controller's projected service-account token for the
-	// hub's own audience. client-go re-reads it, so rotation needs no restart.
-	TokenFile string
-}
-
-// ListenerConfig is one listener; plain HTTP only on loopback.
-type ListenerConfig struct {
-	Listen          string
-	TLSCert, TLSKey string
-	InsecureHTTP    bool
-}
-
-// MirrorConfig tunes the discovery mirror; zero values take its defaults.
-type MirrorConfig struct {
-	TTL, MaxStale time.Duration
-}
-
-// Validate reports every problem with c at once.
-func (c Config) Validate() error {
-	var errs []error
-	if c.Hub.Server != "" && c.Hub.TokenFile == "" {
-		errs = append(errs, errors.New("hub.tokenFile: required when hub.server is set (the controller has no other credential)"))
-	}
-	if c.Internal.Listen == "" {
-		errs = append(errs, errors.New("internal.listen: required"))
-	}
-	if c.External.Listen == "" {
-		errs = append(errs, errors.New("external.listen: required"))
-	}
-	if c.ExternalURL == "" {
-		errs = append(errs, errors.New("externalURL: required (the URL spokes reach the external listener at)"))
-	}
-	return errors.Join(errs...)
-}
-
-// hubRESTConfig builds the controller's client config for the hub. The token
-// is referenced by file, never read into a string here.
-func (h HubConfig) restConfig() (*rest.Config, error) {
+// hubRESTConfig builds the controller's client config for its own cluster.
+// The token is referenced by file, never read into a string here, so the
+// kubelet's rotation reaches every request.
+func hubRESTConfig(h fleet.Hub) (*rest.Config, error) {
 	if h.Server == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
@@ -80,19 +40,12 @@ func (h HubConfig) restConfig() (*rest.Config, error) {
 		}
 		return cfg, nil
 	}
-	return &rest.Config{
-		Host:            h.Server,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: h.CAFile},
-		BearerTokenFile: h.TokenFile,
-	}, nil
+	return &rest.Config{Host: h.Server, TLSClientConfig: rest.TLSClientConfig{CAFile: h.CAFile}, BearerTokenFile: h.TokenFile}, nil
 }
 
 // Run serves until ctx ends.
-func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("invalid controller config: %w", err)
-	}
-	hubCfg, err := cfg.Hub.restConfig()
+func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
+	hubCfg, err := hubRESTConfig(p.Hub)
 	if err != nil {
 		return err
 	}
@@ -101,22 +54,39 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("hub client: %w", err)
 	}
 	m, err := mirror.New(mirror.Options{
-		Upstream:    hubHTTP,
-		UpstreamURL: hubCfg.Host,
-		ExternalURL: cfg.ExternalURL,
-		TTL:         cfg.Mirror.TTL,
-		MaxStale:    cfg.Mirror.MaxStale,
-		Logger:      log.With("component", "mirror"),
+		Upstream: hubHTTP, UpstreamURL: hubCfg.Host, ExternalURL: p.Controller.ExternalURL,
+		TTL: p.Mirror.TTL.Duration, MaxStale: p.Mirror.MaxStale.Duration, Logger: log.With("component", "mirror"),
 	})
 	if err != nil {
 		return fmt.Errorf("discovery mirror: %w", err)
 	}
+	st, err := store.Open(ctx, p.Controller.Store)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	clients, err := fleet.NewClients(p.Clusters)
+	if err != nil {
+		return err
+	}
+	policy := retry.Policy{Initial: 200 * time.Millisecond, Max: p.Reconcile.MaxBackoff.Duration, Budget: p.Reconcile.RetryBudget.Duration}
+	d := &dispatch.Dispatcher{Clients: clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
+	arts := artifact.Dir{Root: p.Controller.ArtifactsDir}
+	rec := &reconcile.Reconciler{
+		Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Instance: p.Controller.Instance, Retry: policy,
+		SweepInterval: p.Reconcile.SweepInterval.Duration, OrphanGrace: p.Reconcile.OrphanGrace.Duration,
+		Log: log.With("component", "reconcile"),
+	}
+	apiSrv := &api.Server{
+		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Log: log.With("component", "api"),
+		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: p.Reconcile.RetryBudget.Duration + 30*time.Second,
+	}
 
 	internal := http.NewServeMux()
+	apiSrv.Routes(internal)
 	internal.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	internal.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := m.Check(r.Context()); err != nil {
-			log.Warn("not ready", "error", err)
 			http.Error(w, "mirror: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -124,26 +94,35 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	internal.Handle("GET /metrics", metrics.Handler())
 
-	// Either listener failing stops the other: a controller with half its
-	// routes is worse than one that restarts.
+	// Any runnable failing stops the rest: a controller with half its loops
+	// is worse than one that restarts.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
-	go func() {
-		errc <- httpserve.ListenAndServe(ctx, httpserve.Options{
-			Name: "internal", Addr: cfg.Internal.Listen, CertFile: cfg.Internal.TLSCert, KeyFile: cfg.Internal.TLSKey,
-			InsecureHTTP: cfg.Internal.InsecureHTTP, WriteTimeout: 0,
-		}, internal, log)
-	}()
-	go func() {
-		// The external listener is the internet-facing route: only the mirror
-		// (which answers 404 for every other path).
-		errc <- httpserve.ListenAndServe(ctx, httpserve.Options{
-			Name: "external", Addr: cfg.External.Listen, CertFile: cfg.External.TLSCert, KeyFile: cfg.External.TLSKey,
-			InsecureHTTP: cfg.External.InsecureHTTP, WriteTimeout: time.Minute,
-		}, m, log)
-	}()
-	first := <-errc
-	cancel()
-	return errors.Join(first, <-errc)
+	c := p.Controller
+	runnables := []func(context.Context) error{
+		rec.Start,
+		func(ctx context.Context) error { return clients.ProbeLoop(ctx, p.Reconcile.HealthInterval.Duration) },
+		func(ctx context.Context) error {
+			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "internal", Addr: c.InternalListen,
+				CertFile: c.InternalTLSCert, KeyFile: c.InternalTLSKey, InsecureHTTP: c.InternalTLSCert == ""}, internal, log)
+		},
+		func(ctx context.Context) error {
+			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "external", Addr: c.ExternalListen,
+				CertFile: c.ExternalTLSCert, KeyFile: c.ExternalTLSKey, InsecureHTTP: c.ExternalTLSCert == "", WriteTimeout: time.Minute}, m, log)
+		},
+	}
+	errs := make([]error, len(runnables))
+	var wg sync.WaitGroup
+	for i, run := range runnables {
+		wg.Go(func() {
+			errs[i] = run(ctx)
+			cancel()
+		})
+	}
+	log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return nil
 }

@@ -88,3 +88,37 @@ func (s *Stack) RotateServiceAccountKey(ctx context.Context, c *Cluster) error {
 	c.ServiceAccountKey = key
 	return nil
 }
+
+// KillProcess kills a process of the stack with SIGKILL, as a crash would:
+// no shutdown handler runs.
+func (s *Stack) KillProcess(name string) error {
+	p := s.proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return nil
+}
+
+// RestartProcess starts a stopped or killed process again with the same
+// command line and waits until ready reports nil.
+func (s *Stack) RestartProcess(ctx context.Context, name string, ready func(context.Context) error) error {
+	i := slices.IndexFunc(s.procs, func(p *process) bool { return p.Name == name })
+	if i < 0 {
+		return fmt.Errorf("no process %s", name)
+	}
+	old := s.procs[i]
+	old.stop(stopGrace)
+	p, err := startProcess(name, old.path, old.args, old.LogFile, s.opts.Detached)
+	if err != nil {
+		return err
+	}
+	s.procs[i] = p
+	return p.waitReady(ctx, startTimeout, ready)
+}
+
+// ControllerReady is the readiness check of the stack's controller.
+func (s *Stack) ControllerReady(ctx context.Context) error {
+	return get(ctx, s.httpClient(), s.Federation.ControllerInternalURL+"/readyz")
+}

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
+
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/render"
 )
 
 // Federation is the crucible side of a stack: the controller on the hub
@@ -30,6 +32,11 @@ type Federation struct {
 	// WebhookConfigFiles maps spoke name to its webhook's configuration file,
 	// which the webhook reloads when it changes.
 	WebhookConfigFiles map[string]string
+	// ProfileFile is the controller's crucible.toml.
+	ProfileFile string
+	// SpokeTokenFiles maps spoke name to the controller's token for it
+	// (audience = the spoke's name).
+	SpokeTokenFiles map[string]string
 
 	internalPort, externalPort int
 	webhookPorts               map[string]int
@@ -42,6 +49,10 @@ const (
 	HubSubject = "system:serviceaccount:" + HubNamespace + ":" + HubServiceAccount
 	// HubUsernamePrefix marks hub identities on a spoke.
 	HubUsernamePrefix = "hub:"
+	// Instance is the controller's origin-label value in the stack.
+	Instance = "devstack"
+	// IngestAudience is the audience of work pods' drop-box tokens.
+	IngestAudience = "crucible-ingest"
 )
 
 // planFederation picks the ports of the controller and the webhooks before any
@@ -77,7 +88,9 @@ func (s *Stack) planFederation() error {
 
 // startFederation starts the controller, then every spoke's webhook, and waits
 // until each is ready: the controller's mirror has fetched the hub's documents
-// and each webhook has the hub's keys through it.
+// and each webhook has the hub's keys through it. The controller holds no
+// spoke credential but its hub tokens, and on each spoke exactly the RBAC of
+// `crucible render spoke`.
 func (s *Stack) startFederation(ctx context.Context) error {
 	f := s.Federation
 	if f == nil {
@@ -87,28 +100,15 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f.ControllerTokenFile = filepath.Join(dir, "controller-hub.token")
-	token, err := s.Hub.TokenRequest(ctx, HubNamespace, HubServiceAccount, []string{Issuer}, int64((24 * time.Hour).Seconds()), nil)
-	if err != nil {
+	if err := s.startKubelet(ctx, dir); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(f.ControllerTokenFile, []byte(token), 0o600); err != nil {
+	profile := filepath.Join(dir, "crucible.toml")
+	if err := os.WriteFile(profile, []byte(s.profile(dir)), 0o644); err != nil {
 		return err
 	}
-	serving := filepath.Join(s.Dir, "pki", "serving")
-	ctl, err := s.start("crucible-controller", s.opts.Crucible, []string{
-		"controller",
-		"--hub-server=" + s.Hub.Server,
-		"--hub-ca-file=" + s.CAFile,
-		"--hub-token-file=" + f.ControllerTokenFile,
-		"--internal-listen=127.0.0.1:" + strconv.Itoa(f.internalPort),
-		"--external-listen=127.0.0.1:" + strconv.Itoa(f.externalPort),
-		"--external-tls-cert=" + serving + ".crt",
-		"--external-tls-key=" + serving + ".key",
-		"--external-url=" + f.ControllerExternalURL,
-		"--mirror-ttl=" + s.opts.MirrorTTL.String(),
-		"--mirror-max-stale=" + s.opts.MirrorMaxStale.String(),
-	})
+	f.ProfileFile = profile
+	ctl, err := s.start("crucible-controller", s.opts.Crucible, []string{"controller", "--config=" + profile})
 	if err != nil {
 		return err
 	}
@@ -120,8 +120,12 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	}
 	s.opts.Progress("crucible controller ready: internal %s, external %s", f.ControllerInternalURL, f.ControllerExternalURL)
 
+	serving := filepath.Join(s.Dir, "pki", "serving")
 	var hooked []*Cluster
 	for i, c := range s.Spokes {
+		if err := s.applySpokeRBAC(ctx, c); err != nil {
+			return err
+		}
 		if s.opts.Spokes[i].BuiltinHubAuthn {
 			continue
 		}
@@ -153,6 +157,71 @@ func (s *Stack) startFederation(ctx context.Context) error {
 		s.opts.Progress("%s authn webhook ready at %s", c.Name, f.WebhookURLs[c.Name])
 		return nil
 	})
+}
+
+// startKubelet writes the controller's first tokens and keeps them fresh: in
+// this process, or for a detached stack in a process of its own.
+func (s *Stack) startKubelet(ctx context.Context, dir string) error {
+	f := s.Federation
+	f.ControllerTokenFile = filepath.Join(dir, "controller-hub.token")
+	tokens := []projectedToken{{File: f.ControllerTokenFile, Audience: Issuer}}
+	f.SpokeTokenFiles = map[string]string{}
+	for _, c := range s.Spokes {
+		f.SpokeTokenFiles[c.Name] = filepath.Join(dir, "controller-"+c.Name+".token")
+		tokens = append(tokens, projectedToken{File: f.SpokeTokenFiles[c.Name], Audience: c.Name})
+	}
+	s.kubelet = newKubelet(s.Hub.Client, s.Dir, tokens)
+	if err := s.kubelet.rotate(ctx, false); err != nil {
+		return err
+	}
+	if s.opts.Detached {
+		_, err := s.start("crucible-token-refresher", s.opts.Crucible, []string{"dev", "refresh-tokens", "--dir=" + s.Dir})
+		return err
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	s.stopKubelet = cancel
+	go s.kubelet.run(kctx, s.opts.Progress)
+	return nil
+}
+
+// applySpokeRBAC grants the controller's hub identity exactly R-ID4 on c.
+func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
+	entry := s.clusterEntry(c)
+	for _, obj := range render.SpokeRBAC(entry, HubUsernamePrefix+HubSubject) {
+		if err := createObject(ctx, c, obj); err != nil {
+			return fmt.Errorf("apply controller RBAC on %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Stack) clusterEntry(c *Cluster) fleet.ClusterEntry {
+	return fleet.ClusterEntry{
+		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
+		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
+		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
+	}
+}
+
+// profile renders the controller's crucible.toml for this stack.
+func (s *Stack) profile(dir string) string {
+	f := s.Federation
+	serving := filepath.Join(s.Dir, "pki", "serving")
+	var b strings.Builder
+	fmt.Fprintf(&b, "# crucible profile written by the dev stack\ndefault_cluster = %q\n\n", s.Spokes[0].Name)
+	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"127.0.0.1:%d\"\n", Instance, f.internalPort, f.externalPort)
+	fmt.Fprintf(&b, "external_url = %q\nexternal_tls_cert = %q\nexternal_tls_key = %q\n", f.ControllerExternalURL, serving+".crt", serving+".key")
+	fmt.Fprintf(&b, "store = %q\nartifacts_dir = %q\n\n", "sqlite:"+filepath.Join(dir, "crucible.db"), filepath.Join(dir, "artifacts"))
+	fmt.Fprintf(&b, "[hub]\nserver = %q\nca_file = %q\ntoken_file = %q\n\n", s.Hub.Server, s.CAFile, f.ControllerTokenFile)
+	fmt.Fprintf(&b, "[mirror]\nttl = %q\nmax_stale = %q\n\n", s.opts.MirrorTTL.String(), s.opts.MirrorMaxStale.String())
+	fmt.Fprintf(&b, "[reconcile]\nsweep_interval = %q\norphan_grace = %q\nretry_budget = %q\nmax_backoff = \"2s\"\nhealth_interval = \"2s\"\n",
+		s.opts.SweepInterval.String(), s.opts.OrphanGrace.String(), s.opts.RetryBudget.String())
+	for _, c := range s.Spokes {
+		e := s.clusterEntry(c)
+		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
+		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)
+	}
+	return b.String()
 }
 
 // WebhookConfig renders the authn-webhook configuration of ADR-0048 for a

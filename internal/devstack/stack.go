@@ -57,6 +57,9 @@ type Options struct {
 	// MirrorTTL and MirrorMaxStale tune the controller's discovery mirror
 	// (defaults 5s and 10m: short, so a rotated hub key shows quickly).
 	MirrorTTL, MirrorMaxStale time.Duration
+	// SweepInterval, OrphanGrace and RetryBudget tune the controller's
+	// reconciler (defaults 5s, 30s, 2m).
+	SweepInterval, OrphanGrace, RetryBudget time.Duration
 }
 
 // SpokeOptions configures one spoke cluster.
@@ -98,11 +101,13 @@ type Stack struct {
 	// Federation is nil unless Options.Crucible was set.
 	Federation *Federation
 
-	ca        *CA
-	opts      Options
-	procs     []*process
-	removeDir bool
-	stopOnce  sync.Once
+	ca          *CA
+	opts        Options
+	kubelet     *kubelet
+	stopKubelet context.CancelFunc
+	procs       []*process
+	removeDir   bool
+	stopOnce    sync.Once
 }
 
 // Cluster is one running kube-apiserver and, for spokes, what runs its pods.
@@ -151,6 +156,15 @@ func (o *Options) setDefaults() {
 	}
 	if o.MirrorMaxStale == 0 {
 		o.MirrorMaxStale = 10 * time.Minute
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = 5 * time.Second
+	}
+	if o.OrphanGrace == 0 {
+		o.OrphanGrace = 30 * time.Second
+	}
+	if o.RetryBudget == 0 {
+		o.RetryBudget = 2 * time.Minute
 	}
 }
 
@@ -293,6 +307,9 @@ func each[T any](items []T, fn func(T) error) error {
 // the directory if the stack made it. It is safe to call more than once.
 func (s *Stack) Stop() {
 	s.stopOnce.Do(func() {
+		if s.stopKubelet != nil {
+			s.stopKubelet()
+		}
 		var wg sync.WaitGroup
 		// Node agents first, then API servers, then etcd, so nothing spends its
 		// last seconds logging connection errors.

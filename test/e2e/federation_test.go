@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
 		MirrorTTL:      time.Second,
 		MirrorMaxStale: 8 * time.Second,
+		SweepInterval:  2 * time.Second,
+		OrphanGrace:    orphanGrace,
+		RetryBudget:    90 * time.Second,
 	}))
 }
 
@@ -59,6 +62,9 @@ func hubToken(t *testing.T, s *devstack.Stack, sa string, aud ...string) string 
 	}
 	return tok
 }
+
+// orphanGrace is how long the sweep leaves a pod without a row alone.
+const orphanGrace = 10 * time.Second
 
 const controllerUser = "hub:system:serviceaccount:crucible:crucible-controller"
 

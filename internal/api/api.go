@@ -1,0 +1,149 @@
+// Package api serves the controller's JSON API on the internal listener
+// (R-C9): submit a work pod to a cluster, list/filter/get, cancel, artifacts,
+// clusters with health. Every error is JSON naming the bad field; what the
+// client sees is kept apart from what is logged.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Server holds what the handlers need.
+type Server struct {
+	Profile    *fleet.Profile
+	Store      store.Store
+	Dispatcher *dispatch.Dispatcher
+	Clients    *fleet.Clients
+	Artifacts  artifact.Dir
+	Log        *slog.Logger
+	// MaxRequestBytes bounds request bodies (413 beyond).
+	MaxRequestBytes int64
+	// DispatchTimeout bounds one submit's work on the spoke.
+	DispatchTimeout time.Duration
+}
+
+// Routes registers the API on mux.
+func (s *Server) Routes(mux *http.ServeMux) {
+	mux.Handle("POST /api/pods", s.handle(s.submit))
+	mux.Handle("GET /api/pods", s.handle(s.list))
+	mux.Handle("GET /api/pods/{pod}", s.handle(s.get))
+	mux.Handle("POST /api/pods/{pod}/cancel", s.handle(s.cancel))
+	mux.Handle("GET /api/pods/{pod}/artifacts", s.handle(s.listArtifacts))
+	mux.Handle("GET /api/pods/{pod}/artifacts/{kind}", s.handle(s.getArtifact))
+	mux.Handle("GET /api/clusters", s.handle(s.clusters))
+	mux.Handle("/api/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
+		return &Error{Code: http.StatusNotFound, Msg: "no such endpoint: " + r.Method + " " + r.URL.Path}
+	}))
+}
+
+// Error is an HTTP error: Code and Msg go to the client, Err only to the log.
+type Error struct {
+	Code  int
+	Msg   string
+	Field string
+	Err   error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+type errorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := fn(w, r)
+		if err == nil {
+			return
+		}
+		var he *Error
+		if !errors.As(err, &he) {
+			he = &Error{Code: http.StatusInternalServerError, Msg: "internal error", Err: err}
+		}
+		if he.Code >= 500 {
+			s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
+		}
+		writeJSON(w, he.Code, errorBody{Error: he.Msg, Field: he.Field})
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// decode reads a JSON body strictly: a size limit (413), unknown fields and
+// trailing data are errors naming what was wrong.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &Error{Code: http.StatusUnsupportedMediaType, Msg: "Content-Type must be application/json, not " + ct}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.MaxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return &Error{Code: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body over %d bytes", tooBig.Limit)}
+		case errors.As(err, &syntax):
+			return &Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
+		case errors.As(err, &typ):
+			return &Error{Code: http.StatusBadRequest, Field: typ.Field, Msg: fmt.Sprintf("%s: must be %s, not %s", typ.Field, typ.Type, typ.Value)}
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return &Error{Code: http.StatusBadRequest, Field: field, Msg: "unknown field " + field}
+		default:
+			return &Error{Code: http.StatusBadRequest, Msg: "unreadable JSON body", Err: err}
+		}
+	}
+	if dec.More() {
+		return &Error{Code: http.StatusBadRequest, Msg: "trailing data after the JSON object"}
+	}
+	return nil
+}
+
+// newID makes a work pod's id, which is also its pod's name on the spoke.
+func newID(kind string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return kind + "-" + string(b)
+}
+
+func notFound(what string) error {
+	return &Error{Code: http.StatusNotFound, Msg: what + " not found"}
+}
+
+func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}

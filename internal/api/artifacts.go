@@ -1,0 +1,91 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/store"
+)
+
+func podUID(p store.WorkPod) types.UID { return types.UID(p.PodUID) }
+
+func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.row(r)
+	if err != nil {
+		return err
+	}
+	arts, err := s.Store.ListArtifacts(r.Context(), p.ID)
+	if err != nil {
+		return err
+	}
+	if arts == nil {
+		arts = []store.Artifact{}
+	}
+	writeJSON(w, http.StatusOK, arts)
+	return nil
+}
+
+// getArtifact streams an artifact's bytes; the digest travels in headers.
+func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.row(r)
+	if err != nil {
+		return err
+	}
+	kind := r.PathValue("kind")
+	if !artifact.ValidName(kind) {
+		return &Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", kind)}
+	}
+	a, err := s.Store.GetArtifact(r.Context(), p.ID, kind)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(fmt.Sprintf("artifact %q of %s", kind, p.ID))
+	}
+	if err != nil {
+		return err
+	}
+	f, err := s.Artifacts.Open(p.ID, kind)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(a.Size, 10))
+	w.Header().Set("X-Crucible-SHA256", a.SHA256)
+	w.Header().Set("ETag", `"sha256:`+a.SHA256+`"`)
+	w.WriteHeader(http.StatusOK)
+	_, err = io.CopyN(w, f, a.Size)
+	if err != nil {
+		s.Log.Warn("artifact download interrupted", "pod", p.ID, "kind", kind, "error", err)
+	}
+	return nil
+}
+
+// Cluster is a cluster as GET /api/clusters shows it.
+type Cluster struct {
+	Name          string       `json:"name"`
+	Server        string       `json:"server"`
+	LoopNamespace string       `json:"loop_namespace"`
+	Default       bool         `json:"default"`
+	Health        fleet.Health `json:"health"`
+}
+
+func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
+	def, _ := s.Profile.Cluster("")
+	var out []Cluster
+	for _, c := range s.Clients.All() {
+		out = append(out, Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
+			Default: c.Entry.Name == def.Name, Health: c.Health()})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,210 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// SubmitRequest is the body of POST /api/pods.
+type SubmitRequest struct {
+	Kind        string            `json:"kind,omitempty"`    // loop | turn (default turn)
+	Cluster     string            `json:"cluster,omitempty"` // default: the profile's default cluster
+	Image       string            `json:"image"`
+	Command     []string          `json:"command,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Env         []render.EnvVar   `json:"env,omitempty"`
+	Files       map[string]string `json:"files,omitempty"`
+	SecretFiles map[string]string `json:"secret_files,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// WorkPod is a work pod as the API shows it.
+type WorkPod struct {
+	ID           string      `json:"id"`
+	Cluster      string      `json:"cluster"`
+	Namespace    string      `json:"namespace"`
+	Kind         string      `json:"kind"`
+	State        store.State `json:"state"`
+	Image        string      `json:"image,omitempty"`
+	PodUID       string      `json:"pod_uid,omitempty"`
+	ExitCode     *int32      `json:"exit_code,omitempty"`
+	Reason       string      `json:"reason,omitempty"`
+	LogCollected bool        `json:"log_collected"`
+	CreatedAt    time.Time   `json:"created_at"`
+	UpdatedAt    time.Time   `json:"updated_at"`
+	FinishedAt   *time.Time  `json:"finished_at,omitempty"`
+}
+
+func view(p store.WorkPod) WorkPod {
+	var spec render.WorkPod
+	_ = json.Unmarshal(p.Spec, &spec)
+	return WorkPod{
+		ID: p.ID, Cluster: p.Cluster, Namespace: p.Namespace, Kind: p.Kind, State: p.State, Image: spec.Image,
+		PodUID: p.PodUID, ExitCode: p.ExitCode, Reason: p.Reason, LogCollected: p.LogCollected,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt,
+	}
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
+	var req SubmitRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Kind == "" {
+		req.Kind = "turn"
+	}
+	cluster, ok := s.Profile.Cluster(req.Cluster)
+	if !ok {
+		var names []string
+		for _, c := range s.Profile.Clusters {
+			names = append(names, c.Name)
+		}
+		return &Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", req.Cluster, strings.Join(names, ", "))}
+	}
+	wp := render.WorkPod{
+		ID: newID(req.Kind), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
+		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
+	}
+	if req.Kind != "loop" && req.Kind != "turn" {
+		wp.ID = newID("wp")
+	}
+	if errs := wp.Validate(); len(errs) > 0 {
+		return &Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: errs.ToAggregate().Error()}
+	}
+	spec, err := json.Marshal(wp)
+	if err != nil {
+		return err
+	}
+	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending, Spec: spec}
+	if err := s.Store.CreateWorkPod(r.Context(), row); err != nil {
+		return fmt.Errorf("record work pod: %w", err)
+	}
+	// The spoke work outlives a client that hangs up: the row must end in a
+	// state that says what happened.
+	ctx, cancel := detach(r.Context(), s.DispatchTimeout)
+	defer cancel()
+	res, derr := s.Dispatcher.Dispatch(ctx, cluster.Name, wp)
+	updated, err := s.Store.UpdateWorkPod(ctx, wp.ID, func(p *store.WorkPod) error {
+		if derr != nil {
+			now := time.Now().UTC()
+			p.State, p.Reason, p.FinishedAt = store.StateFailed, "dispatch: "+derr.Error(), &now
+			return nil
+		}
+		if p.PodUID == "" {
+			p.PodUID = string(res.PodUID)
+		}
+		if p.State == store.StatePending {
+			p.State = store.StateDispatched
+		}
+		return nil
+	})
+	if derr != nil {
+		code := http.StatusBadGateway
+		if errors.Is(derr, dispatch.ErrNotOurs) {
+			code = http.StatusConflict
+		}
+		return &Error{Code: code, Msg: "dispatch to " + cluster.Name + " failed: " + derr.Error(), Err: derr}
+	}
+	if err != nil {
+		return fmt.Errorf("record dispatch of %s: %w", wp.ID, err)
+	}
+	writeJSON(w, http.StatusCreated, view(updated))
+	return nil
+}
+
+var knownStates = []store.State{store.StatePending, store.StateDispatched, store.StateRunning, store.StateSucceeded,
+	store.StateFailed, store.StateCancelled, store.StateLost}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := store.Filter{Cluster: q.Get("cluster"), Kind: q.Get("kind")}
+	if f.Cluster != "" {
+		if _, ok := s.Profile.Cluster(f.Cluster); !ok {
+			return &Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", f.Cluster)}
+		}
+	}
+	if f.Kind != "" && f.Kind != "loop" && f.Kind != "turn" {
+		return &Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", f.Kind)}
+	}
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			if !slices.Contains(knownStates, store.State(one)) {
+				return &Error{Code: http.StatusBadRequest, Field: "state", Msg: fmt.Sprintf("state %q: must be one of %v", one, knownStates)}
+			}
+			f.States = append(f.States, store.State(one))
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 10000 {
+			return &Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to 10000", l)}
+		}
+		f.Limit = n
+	}
+	rows, err := s.Store.ListWorkPods(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := make([]WorkPod, 0, len(rows))
+	for _, p := range rows {
+		out = append(out, view(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) row(r *http.Request) (store.WorkPod, error) {
+	id := r.PathValue("pod")
+	p, err := s.Store.GetWorkPod(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return p, notFound(fmt.Sprintf("work pod %q", id))
+	}
+	return p, err
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.row(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(p))
+	return nil
+}
+
+// cancel deletes the pod on its spoke and marks the row cancelled.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.row(r)
+	if err != nil {
+		return err
+	}
+	if !p.State.Live() {
+		return &Error{Code: http.StatusConflict, Msg: fmt.Sprintf("work pod %s is already %s", p.ID, p.State)}
+	}
+	ctx, cancel := detach(r.Context(), s.DispatchTimeout)
+	defer cancel()
+	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
+		return &Error{Code: http.StatusBadGateway, Msg: "cancel on " + p.Cluster + " failed: " + err.Error(), Err: err}
+	}
+	updated, err := s.Store.UpdateWorkPod(ctx, p.ID, func(row *store.WorkPod) error {
+		if row.State.Live() {
+			now := time.Now().UTC()
+			row.State, row.Reason, row.FinishedAt = store.StateCancelled, "cancelled through the API", &now
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(updated))
+	return nil
+}

@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/render"
+)
+
+// apiClient talks to the controller's internal listener.
+type apiClient struct {
+	server string
+	http   *http.Client
+}
+
+// defaultServer is $CRUCIBLE_API, else CRUCIBLE_API from the dev stack's env
+// file in ./.dev, else the controller's default internal address.
+func defaultServer() string {
+	if s := os.Getenv("CRUCIBLE_API"); s != "" {
+		return s
+	}
+	if f, err := os.Open(filepath.Join(defaultDevDir, "env")); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "export CRUCIBLE_API="); ok {
+				return strings.Trim(v, "'")
+			}
+		}
+	}
+	return "http://127.0.0.1:8080"
+}
+
+func addServerFlag(cmd *cobra.Command, server *string) {
+	cmd.Flags().StringVar(server, "server", "", "controller API URL (default $CRUCIBLE_API, else the dev stack's, else http://127.0.0.1:8080)")
+}
+
+func newAPIClient(server string) *apiClient {
+	if server == "" {
+		server = defaultServer()
+	}
+	return &apiClient{server: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute}}
+}
+
+// do sends a request and decodes a JSON answer into out; an error answer
+// becomes an error carrying the controller's message.
+func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.server+path, r)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("controller API at %s: %w", c.server, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct{ Error string }
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
+		}
+		return fmt.Errorf("controller answered %s: %s", resp.Status, bytes.TrimSpace(data))
+	}
+	if out == nil {
+		return nil
+	}
+	if w, ok := out.(io.Writer); ok {
+		_, err := io.Copy(w, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func newSubmitCmd() *cobra.Command {
+	var (
+		server, cluster, image, kind string
+		env                          []string
+		files                        map[string]string
+		wait                         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit --image IMAGE [--cluster C] -- COMMAND [ARGS...]",
+		Short: "Submit a work pod to a spoke and print its id",
+		Long: `submit asks the controller to run a work pod on a spoke cluster (the profile's
+default unless --cluster). It prints the work pod's id, which is also the pod's
+name on the spoke. With --wait it waits until the pod finished and exits non-zero
+unless it succeeded.`,
+		Example: `  crucible submit --image busybox -- sh -c 'echo hello'
+  crucible submit --cluster dock --image busybox --env MODE=fast --file input.txt=./input.txt -- ./run.sh`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.SubmitRequest{Kind: kind, Cluster: cluster, Image: image}
+			if len(args) > 0 {
+				req.Command = args
+			}
+			for _, kv := range env {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--env %q: want NAME=VALUE", kv)
+				}
+				req.Env = append(req.Env, render.EnvVar{Name: k, Value: v})
+			}
+			for key, path := range files {
+				data, err := os.ReadFile(path)
+				if err != nil {
+					return fmt.Errorf("--file %s=%s: %w", key, path, err)
+				}
+				if req.Files == nil {
+					req.Files = map[string]string{}
+				}
+				req.Files[key] = string(data)
+			}
+			c := newAPIClient(server)
+			var wp api.WorkPod
+			if err := c.do(cmd.Context(), http.MethodPost, "/api/pods", req, &wp); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), wp.ID)
+			if !wait {
+				return nil
+			}
+			return waitFinished(cmd.Context(), c, wp.ID, cmd.ErrOrStderr())
+		},
+	}
+	addServerFlag(cmd, &server)
+	cmd.Flags().StringVar(&image, "image", "", "container image (required)")
+	cmd.Flags().StringVar(&cluster, "cluster", "", "spoke to run on (default: the profile's default_cluster)")
+	cmd.Flags().StringVar(&kind, "kind", "turn", "work pod kind: turn or loop")
+	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable)")
+	cmd.Flags().StringToStringVar(&files, "file", nil, "KEY=PATH: put the file's content into the pod at /etc/crucible/files/KEY (repeatable)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the work pod finished; exit non-zero unless it succeeded")
+	_ = cmd.MarkFlagRequired("image")
+	return cmd
+}
+
+func waitFinished(ctx context.Context, c *apiClient, id string, progress io.Writer) error {
+	last := ""
+	for {
+		var wp api.WorkPod
+		if err := c.do(ctx, http.MethodGet, "/api/pods/"+url.PathEscape(id), nil, &wp); err != nil {
+			return err
+		}
+		if string(wp.State) != last {
+			fmt.Fprintf(progress, "%s: %s\n", id, wp.State)
+			last = string(wp.State)
+		}
+		switch wp.State {
+		case "succeeded":
+			return nil
+		case "failed", "cancelled", "lost":
+			return fmt.Errorf("work pod %s %s: %s", id, wp.State, wp.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func newPodsCmd() *cobra.Command {
+	pods := &cobra.Command{Use: "pods", Short: "List, inspect and cancel work pods"}
+	var server, output, cluster, state, kind string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List work pods (newest first)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			for k, v := range map[string]string{"cluster": cluster, "state": state, "kind": kind} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			var out []api.WorkPod
+			if err := newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/pods?"+q.Encode(), nil, &out); err != nil {
+				return err
+			}
+			return printPods(cmd.OutOrStdout(), output, out)
+		},
+	}
+	list.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
+	list.Flags().StringVar(&state, "state", "", "only these states (comma-separated)")
+	list.Flags().StringVar(&kind, "kind", "", "only this kind (turn, loop)")
+	get := &cobra.Command{
+		Use:   "get POD",
+		Short: "Show one work pod",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var wp api.WorkPod
+			if err := newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0]), nil, &wp); err != nil {
+				return err
+			}
+			return printPods(cmd.OutOrStdout(), output, wp)
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel POD",
+		Short: "Delete the work pod on its spoke and mark it cancelled",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var wp api.WorkPod
+			if err := newAPIClient(server).do(cmd.Context(), http.MethodPost, "/api/pods/"+url.PathEscape(args[0])+"/cancel", nil, &wp); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", wp.ID, wp.State)
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{list, get, cancel} {
+		addServerFlag(c, &server)
+	}
+	for _, c := range []*cobra.Command{list, get} {
+		c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	}
+	pods.AddCommand(list, get, cancel)
+	return pods
+}
+
+func printPods(w io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "table", "":
+	default:
+		return fmt.Errorf("--output %q: want table or json", format)
+	}
+	var rows []api.WorkPod
+	switch t := v.(type) {
+	case []api.WorkPod:
+		rows = t
+	case api.WorkPod:
+		rows = []api.WorkPod{t}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCLUSTER\tKIND\tSTATE\tEXIT\tAGE\tREASON")
+	for _, p := range rows {
+		exit := ""
+		if p.ExitCode != nil {
+			exit = fmt.Sprint(*p.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Cluster, p.Kind, p.State, exit, time.Since(p.CreatedAt).Round(time.Second), p.Reason)
+	}
+	return tw.Flush()
+}
+
+func newLogsCmd() *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "logs POD",
+		Short: "Print a finished work pod's log (the stored log artifact)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0])+"/artifacts/log", nil, cmd.OutOrStdout())
+		},
+	}
+	addServerFlag(cmd, &server)
+	return cmd
+}
+
+func newArtifactsCmd() *cobra.Command {
+	var server string
+	cmd := &cobra.Command{
+		Use:   "artifacts POD [KIND]",
+		Short: "List a work pod's artifacts, or print one",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := newAPIClient(server)
+			base := "/api/pods/" + url.PathEscape(args[0]) + "/artifacts"
+			if len(args) == 2 {
+				return c.do(cmd.Context(), http.MethodGet, base+"/"+url.PathEscape(args[1]), nil, cmd.OutOrStdout())
+			}
+			var arts []struct {
+				Kind   string
+				Size   int64
+				SHA256 string
+			}
+			if err := c.do(cmd.Context(), http.MethodGet, base, nil, &arts); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KIND\tSIZE\tSHA256")
+			for _, a := range arts {
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", a.Kind, a.Size, a.SHA256)
+			}
+			return tw.Flush()
+		},
+	}
+	addServerFlag(cmd, &server)
+	return cmd
+}

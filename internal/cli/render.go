@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/render"
+)
+
+// defaultControllerUsername is the name a spoke's authn webhook maps the hub
+// controller's token to with the default "hub:" username prefix.
+const defaultControllerUsername = "hub:system:serviceaccount:crucible:crucible-controller"
+
+func newRenderCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "render",
+		Short: "Print the Kubernetes objects crucible creates on a spoke, as YAML",
+		Long: `render prints, as a YAML stream for kubectl apply, the objects crucible
+would create on a spoke, from the same profile the controller reads
+(--config; see docs/config.md). Nothing is sent to any cluster.
+
+  turn   a work pod as the controller dispatches it
+  spoke  the RBAC the controller's identity needs on a spoke`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newRenderTurnCmd(), newRenderSpokeCmd())
+	return cmd
+}
+
+// renderFlags are the flags every render subcommand has.
+type renderFlags struct {
+	config, cluster string
+}
+
+func (f *renderFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.config, "config", "", "the controller's profile (TOML; required)")
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "the spoke to render for (default: the profile's default_cluster)")
+	_ = cmd.MarkFlagRequired("config")
+}
+
+// load reads the profile and picks the cluster.
+func (f *renderFlags) load() (*fleet.Profile, fleet.ClusterEntry, error) {
+	p, err := fleet.Load(f.config)
+	if err != nil {
+		return nil, fleet.ClusterEntry{}, fmt.Errorf("--config: %w", err)
+	}
+	c, ok := p.Cluster(f.cluster)
+	if !ok {
+		var names []string
+		for _, e := range p.Clusters {
+			names = append(names, e.Name)
+		}
+		return nil, fleet.ClusterEntry{}, fmt.Errorf("--cluster %q: no such cluster in %s (it has: %s)", f.cluster, f.config, strings.Join(names, ", "))
+	}
+	return p, c, nil
+}
+
+func newRenderTurnCmd() *cobra.Command {
+	var (
+		rf   renderFlags
+		w    = render.WorkPod{}
+		envs []string
+	)
+	cmd := &cobra.Command{
+		Use:   "turn --config FILE --image IMAGE [flags] [-- COMMAND [ARG...]]",
+		Short: "Print a work pod as the controller would dispatch it",
+		Long: `turn prints the Pod that the controller creates on a spoke for a work pod:
+in the cluster's loop_namespace, running as its turn_service_account without
+the API token, with the origin labels (app.kubernetes.io/managed-by=crucible,
+crucible.dev/instance, crucible.dev/work-pod, crucible.dev/kind), the
+environment variables CRUCIBLE_INGEST_URL (the cluster's ingest_url),
+CRUCIBLE_INGEST_TOKEN_FILE and CRUCIBLE_WORK_POD, and an ingest token
+projected for the cluster's ingest_audience at
+/var/run/secrets/crucible/ingest/token. [pods] in the profile sets the
+token's lifetime, the node selector and the image pull policy. (Files and
+secret files, which become a ConfigMap and a Secret owned by the pod, are
+only given through the API.)
+
+Everything after "--" is the container's command (the first word) and its
+arguments; without it the image's entrypoint runs.`,
+		Example: `  # the example profile's only spoke
+  crucible render turn --config examples/crucible.toml --image busybox -- sh -c 'echo hello'
+
+  # a loop pod on a named spoke, with environment variables
+  crucible render turn --config crucible.toml --cluster wharf --kind loop --id loop-1 \
+    --image ghcr.io/example/agent:1.2 --env MODEL=m1 --env STEPS=10 -- agent --loop
+
+  # create it by hand
+  crucible render turn --config crucible.toml --image busybox -- true | kubectl apply -f -`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); (dash < 0 && len(args) > 0) || dash > 0 {
+				return fmt.Errorf("unexpected argument %q: put the pod's command after \"--\"", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				w.Command, w.Args = args[:1], args[1:]
+			}
+			for _, kv := range envs {
+				name, value, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--env %q: want NAME=VALUE", kv)
+				}
+				w.Env = append(w.Env, render.EnvVar{Name: name, Value: value})
+			}
+			if err := workPodFlagErrors(w, envs); err != nil {
+				return err
+			}
+			p, c, err := rf.load()
+			if err != nil {
+				return err
+			}
+			objs, err := render.Turn(c, p.Pods, p.Controller.Instance, w)
+			if err != nil {
+				return err
+			}
+			out, err := render.YAML(objs.List()...)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	rf.add(cmd)
+	f := cmd.Flags()
+	f.StringVar(&w.ID, "id", "turn-example", "the work pod's id, which is the pod's name (a DNS label)")
+	f.StringVar(&w.Kind, "kind", render.KindTurn, `"turn" (a short pod) or "loop" (a long one)`)
+	f.StringVar(&w.Image, "image", "", "the container image (required)")
+	f.StringArrayVar(&envs, "env", nil, "an environment variable NAME=VALUE (repeatable; names starting with CRUCIBLE_ are reserved)")
+	_ = cmd.MarkFlagRequired("image")
+	return cmd
+}
+
+// workPodFlagErrors reports the work pod's problems by the flag that set the
+// bad value.
+func workPodFlagErrors(w render.WorkPod, envs []string) error {
+	var errs []error
+	for _, e := range w.Validate() {
+		flag := "--" + e.Field // id, kind, image
+		var i int
+		if _, err := fmt.Sscanf(e.Field, "env[%d]", &i); err == nil && i < len(envs) {
+			flag = fmt.Sprintf("--env %q", envs[i])
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", flag, e.ErrorBody()))
+	}
+	return errors.Join(errs...)
+}
+
+func newRenderSpokeCmd() *cobra.Command {
+	var (
+		rf       renderFlags
+		username string
+	)
+	cmd := &cobra.Command{
+		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER]",
+		Short: "Print the RBAC the controller's identity needs on a spoke (R-ID4)",
+		Long: `spoke prints exactly the permissions the hub controller needs on a spoke,
+and nothing more, bound to the user name the spoke's crucible authn webhook
+maps the controller's token to:
+
+  Role crucible-controller in the cluster's loop_namespace
+    pods        get list watch create delete   (dispatch, watch, reconcile, sweep)
+    pods/log    get                            (log collection and live view)
+    configmaps  create delete                  (a work pod's files)
+    secrets     create delete                  (a work pod's secret files)
+  ClusterRole crucible-controller
+    tokenreviews (authentication.k8s.io) create  (the drop-box checks pod tokens)
+
+each with a binding to the User --controller-username. The name is the
+webhook provider's username claim mapping applied to the controller's
+subject; with the example mapping (prefix "hub:") it is the default below.`,
+		Example: `  crucible render spoke --config examples/crucible.toml | kubectl --context wharf apply -f -
+
+  crucible render spoke --config crucible.toml --cluster wharf \
+    --controller-username 'hub:system:serviceaccount:crucible--runtime-ext:crucible-crucible-controller'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(username) == "" {
+				return errors.New("--controller-username: required")
+			}
+			_, c, err := rf.load()
+			if err != nil {
+				return err
+			}
+			out, err := render.YAML(render.SpokeRBAC(c, username)...)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	rf.add(cmd)
+	cmd.Flags().StringVar(&username, "controller-username", defaultControllerUsername, "the user name the spoke's authn webhook gives the controller")
+	return cmd
+}

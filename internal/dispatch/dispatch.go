@@ -1,0 +1,212 @@
+// Package dispatch is the target-aware boundary between the controller and
+// the spokes (R-C3): it creates a work pod's objects on the cluster its row
+// names, deletes them, and reads their logs, always through that cluster's
+// one shared federated client. Names are deterministic, so a dispatch that is
+// retried — after a timeout, a crash, a restart — adopts what it already
+// created instead of creating it twice.
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/retry"
+)
+
+// ErrUnknownCluster is returned for a cluster the profile does not name.
+var ErrUnknownCluster = errors.New("unknown cluster")
+
+// ErrNotOurs is returned when an object with a work pod's name exists on the
+// spoke but was not created by this controller for that work pod.
+var ErrNotOurs = errors.New("object exists and is not this work pod's")
+
+// MaxLogBytes bounds a pulled log (tier 1); the drop-box takes larger output.
+const MaxLogBytes = 64 << 20
+
+// Dispatcher creates, deletes and reads work pods on the fleet's clusters.
+type Dispatcher struct {
+	Clients  *fleet.Clients
+	Pods     fleet.Pods
+	Instance string
+	Retry    retry.Policy
+}
+
+// Result is what a dispatch created or adopted.
+type Result struct {
+	Namespace string
+	PodUID    types.UID
+	Adopted   bool
+}
+
+func (d *Dispatcher) client(cluster string) (*fleet.Client, error) {
+	c, ok := d.Clients.Get(cluster)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownCluster, cluster)
+	}
+	return c, nil
+}
+
+// Dispatch creates w's Pod and then its ConfigMap and Secret, owned by the
+// Pod so the spoke's garbage collector removes them with it. (Created after
+// the Pod because ownership needs the Pod's uid and the controller may only
+// create, not patch; the kubelet waits for the volumes' sources.) If a later
+// step fails for good, the Pod is deleted again: nothing is left half-made.
+func (d *Dispatcher) Dispatch(ctx context.Context, cluster string, w render.WorkPod) (Result, error) {
+	c, err := d.client(cluster)
+	if err != nil {
+		return Result{}, err
+	}
+	objs, err := render.Turn(c.Entry, d.Pods, d.Instance, w)
+	if err != nil {
+		return Result{}, err
+	}
+	ns := c.Entry.LoopNamespace
+
+	pod, adopted, err := d.createPod(ctx, c, objs.Pod)
+	if err != nil {
+		metrics.Dispatches.WithLabelValues(cluster, "error").Inc()
+		return Result{}, err
+	}
+	if err := d.createOwned(ctx, c, pod, objs); err != nil {
+		metrics.Dispatches.WithLabelValues(cluster, "error").Inc()
+		if derr := d.Delete(context.WithoutCancel(ctx), cluster, ns, pod.Name, pod.UID); derr != nil {
+			return Result{}, fmt.Errorf("%w (and removing the pod again failed: %v; the sweep will)", err, derr)
+		}
+		return Result{}, err
+	}
+	result := "ok"
+	if adopted {
+		result = "adopted"
+	}
+	metrics.Dispatches.WithLabelValues(cluster, result).Inc()
+	return Result{Namespace: ns, PodUID: pod.UID, Adopted: adopted}, nil
+}
+
+// createPod creates the pod, or adopts it if this work pod's pod already
+// exists (a retried dispatch).
+func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev1.Pod) (*corev1.Pod, bool, error) {
+	pods := c.Kube.CoreV1().Pods(want.Namespace)
+	var got *corev1.Pod
+	err := retry.Do(ctx, d.Retry, "create-pod", func(ctx context.Context) error {
+		var err error
+		got, err = pods.Create(ctx, want, metav1.CreateOptions{})
+		return err
+	})
+	if err == nil {
+		return got, false, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, false, explain(c.Entry.Name, err)
+	}
+	err = retry.Do(ctx, d.Retry, "get-pod", func(ctx context.Context) error {
+		var err error
+		got, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, false, explain(c.Entry.Name, err)
+	}
+	if !sameWorkPod(got.Labels, want.Labels) {
+		return nil, false, fmt.Errorf("pod %s/%s on %s: %w", got.Namespace, got.Name, c.Entry.Name, ErrNotOurs)
+	}
+	return got, true, nil
+}
+
+func sameWorkPod(got, want map[string]string) bool {
+	return got[render.LabelWorkPod] == want[render.LabelWorkPod] && got[render.LabelInstance] == want[render.LabelInstance] &&
+		got[render.LabelManagedBy] == render.ManagedByValue
+}
+
+func (d *Dispatcher) createOwned(ctx context.Context, c *fleet.Client, pod *corev1.Pod, objs render.Objects) error {
+	if cm := objs.ConfigMap; cm != nil {
+		render.Own(cm, pod)
+		cms := c.Kube.CoreV1().ConfigMaps(cm.Namespace)
+		err := retry.Do(ctx, d.Retry, "create-configmap", func(ctx context.Context) error {
+			_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return explain(c.Entry.Name, err)
+		}
+	}
+	if sec := objs.Secret; sec != nil {
+		render.Own(sec, pod)
+		secrets := c.Kube.CoreV1().Secrets(sec.Namespace)
+		err := retry.Do(ctx, d.Retry, "create-secret", func(ctx context.Context) error {
+			_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return explain(c.Entry.Name, err)
+		}
+	}
+	return nil
+}
+
+// Delete deletes the pod if it is still the one with uid (a precondition, so a
+// newer pod of the same name is never hit). Gone already is success.
+func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string, uid types.UID) error {
+	c, err := d.client(cluster)
+	if err != nil {
+		return err
+	}
+	opts := metav1.DeleteOptions{}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = retry.Do(ctx, d.Retry, "delete-pod", func(ctx context.Context) error {
+		return c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+	})
+	if err == nil || apierrors.IsNotFound(err) || (uid != "" && apierrors.IsConflict(err)) {
+		return nil
+	}
+	return explain(cluster, err)
+}
+
+// Logs pulls the pod's whole log, at most MaxLogBytes.
+func (d *Dispatcher) Logs(ctx context.Context, cluster, namespace, name string) ([]byte, error) {
+	c, err := d.client(cluster)
+	if err != nil {
+		return nil, err
+	}
+	limit := int64(MaxLogBytes)
+	var out []byte
+	err = retry.Do(ctx, d.Retry, "pod-log", func(ctx context.Context) error {
+		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		var buf bytes.Buffer
+		if _, err := io.Copy(&buf, io.LimitReader(rc, limit)); err != nil {
+			return err
+		}
+		out = buf.Bytes()
+		return nil
+	})
+	if err != nil {
+		return nil, explain(cluster, err)
+	}
+	return out, nil
+}
+
+// explain turns a spoke's 403 into a message that names the missing verb and
+// resource, which is what a platform engineer fixing RBAC needs to see.
+func explain(cluster string, err error) error {
+	var status apierrors.APIStatus
+	if apierrors.IsForbidden(err) && errors.As(err, &status) {
+		return fmt.Errorf("spoke %s denied it (check the RBAC of `crucible render spoke`): %w", cluster, err)
+	}
+	return fmt.Errorf("spoke %s: %w", cluster, err)
+}

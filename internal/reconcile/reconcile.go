@@ -1,0 +1,228 @@
+// Package reconcile keeps the store's work-pod rows in step with the pods on
+// the spokes (R-C4–R-C7): one label-selected informer per cluster feeds pod
+// changes to a work queue (no per-pod polling); a finished pod's log is pulled
+// into the "log" artifact before anything may delete the pod; at startup each
+// cluster's first list re-attaches live rows and marks confirmed-gone ones
+// lost; and a periodic sweep deletes what is collected or orphaned.
+//
+// A cluster that cannot be listed is left alone — its rows untouched, its pods
+// not swept — and retried: an outage must neither abort a run nor reap a pod.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/retry"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Reconciler watches every cluster of the fleet and drives the rows.
+type Reconciler struct {
+	Store      store.Store
+	Dispatcher *dispatch.Dispatcher
+	Clients    *fleet.Clients
+	Artifacts  artifact.Dir
+	Instance   string
+	Retry      retry.Policy
+	// SweepInterval and OrphanGrace drive the sweep; zero disables it.
+	SweepInterval, OrphanGrace time.Duration
+	Log                        *slog.Logger
+	// Workers processes the queue concurrently (default 4).
+	Workers int
+
+	started time.Time
+	queue   workqueue.TypedRateLimitingInterface[key]
+	mu      sync.RWMutex
+	listers map[string]corelisters.PodNamespaceLister
+	synced  map[string]bool
+}
+
+// key names one pod on one cluster.
+type key struct{ Cluster, Name string }
+
+// Selector selects the pods of this controller instance.
+func Selector(instance string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance})
+}
+
+// Synced reports whether cluster's first list has succeeded.
+func (r *Reconciler) Synced(cluster string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.synced[cluster]
+}
+
+// Start runs until ctx ends.
+func (r *Reconciler) Start(ctx context.Context) error {
+	if r.Log == nil {
+		r.Log = slog.Default()
+	}
+	if r.Workers == 0 {
+		r.Workers = 4
+	}
+	r.started = time.Now()
+	r.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
+	r.listers = map[string]corelisters.PodNamespaceLister{}
+	r.synced = map[string]bool{}
+	var wg sync.WaitGroup
+	for _, c := range r.Clients.All() {
+		r.watch(ctx, c, &wg)
+	}
+	for range r.Workers {
+		wg.Go(func() {
+			for r.next(ctx) {
+			}
+		})
+	}
+	if r.SweepInterval > 0 {
+		wg.Go(func() { r.sweepLoop(ctx) })
+	}
+	<-ctx.Done()
+	r.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// watch starts cluster c's informer. Its first LIST is the startup
+// reconcile's list: one per cluster, however many rows and pods.
+func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGroup) {
+	name := c.Entry.Name
+	selector := Selector(r.Instance).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0,
+		informers.WithNamespace(c.Entry.LoopNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	podInformer := factory.Core().V1().Pods()
+	inf := podInformer.Informer()
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			r.queue.Add(key{Cluster: name, Name: pod.Name})
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		r.Log.Error("add pod event handler", "cluster", name, "error", err)
+		return
+	}
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		r.Log.Warn("watch pods failed; retrying", "cluster", name, "error", err)
+	})
+	r.mu.Lock()
+	r.listers[name] = podInformer.Lister().Pods(c.Entry.LoopNamespace)
+	r.mu.Unlock()
+	factory.Start(ctx.Done())
+	wg.Go(func() {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return
+		}
+		r.mu.Lock()
+		r.synced[name] = true
+		r.mu.Unlock()
+		r.startupReconcile(ctx, name)
+	})
+	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
+}
+
+// startupReconcile attributes the rows of cluster that were live when the
+// controller started to the pods its first list returned: found ones are
+// queued (and so resumed, never re-dispatched); missing ones are lost — the
+// list succeeded, so their pods are confirmed gone.
+func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
+	rows, err := r.Store.ListWorkPods(ctx, store.Filter{Cluster: cluster, States: []store.State{store.StatePending, store.StateDispatched, store.StateRunning}})
+	if err != nil {
+		r.Log.Error("startup reconcile: list rows", "cluster", cluster, "error", err)
+		return
+	}
+	lister := r.lister(cluster)
+	resumed, lost := 0, 0
+	for _, row := range rows {
+		if !row.CreatedAt.Before(r.started) {
+			continue // dispatched by this process; its own events drive it
+		}
+		if _, err := lister.Get(row.ID); err == nil {
+			r.queue.Add(key{Cluster: cluster, Name: row.ID})
+			resumed++
+			continue
+		}
+		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
+			r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
+			continue
+		}
+		lost++
+	}
+	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", len(rows), "resumed", resumed, "lost", lost)
+}
+
+func (r *Reconciler) lister(cluster string) corelisters.PodNamespaceLister {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.listers[cluster]
+}
+
+func (r *Reconciler) next(ctx context.Context) bool {
+	k, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer r.queue.Done(k)
+	if err := r.sync(ctx, k); err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		r.Log.Warn("sync work pod; will retry", "cluster", k.Cluster, "pod", k.Name, "error", err)
+		r.queue.AddRateLimited(k)
+		return true
+	}
+	r.queue.Forget(k)
+	return true
+}
+
+func (r *Reconciler) markLost(ctx context.Context, id, reason string) error {
+	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
+		if !p.State.Live() {
+			return errSkip
+		}
+		now := time.Now().UTC()
+		p.State, p.Reason, p.FinishedAt = store.StateLost, reason, &now
+		return nil
+	})
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	metrics.ReconcileLost.WithLabelValues(row.Cluster).Inc()
+	metrics.PodTransitions.WithLabelValues(row.Cluster, string(store.StateLost)).Inc()
+	return nil
+}
+
+// errSkip aborts an UpdateWorkPod whose row needs no change.
+var errSkip = errors.New("no change")
+
+func wrapf(err error, format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}

@@ -1,0 +1,97 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/retry"
+	"crucible.dev/crucible/internal/store"
+)
+
+func (r *Reconciler) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(r.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, c := range r.Clients.All() {
+				r.Sweep(ctx, c.Entry.Name)
+			}
+		}
+	}
+}
+
+// Sweep deletes, on one cluster, this instance's pods that are finished and
+// collected, or orphaned (no live row) for longer than the grace. It acts only
+// on a fresh, successful list of the cluster — never on a cache that may be
+// stale after an outage — and only on pods that carry crucible's labels.
+func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
+	c, ok := r.Clients.Get(cluster)
+	if !ok {
+		return
+	}
+	var list *corev1.PodList
+	err := retry.Do(ctx, retry.Policy{Initial: r.Retry.Initial, Max: r.Retry.Max, Budget: 5 * time.Second}, "list-pods", func(ctx context.Context) error {
+		var err error
+		list, err = c.Kube.CoreV1().Pods(c.Entry.LoopNamespace).List(ctx, metav1.ListOptions{LabelSelector: Selector(r.Instance).String()})
+		return err
+	})
+	if err != nil {
+		metrics.SweepSkips.WithLabelValues(cluster).Inc()
+		r.Log.Warn("sweep skipped: list failed", "cluster", cluster, "error", err)
+		return
+	}
+	for i := range list.Items {
+		pod := &list.Items[i]
+		reason := r.verdict(ctx, cluster, pod)
+		if reason == "" {
+			continue
+		}
+		if err := r.Dispatcher.Delete(ctx, cluster, pod.Namespace, pod.Name, pod.UID); err != nil {
+			r.Log.Warn("sweep: delete failed", "cluster", cluster, "pod", pod.Name, "error", err)
+			continue
+		}
+		metrics.SweepDeletions.WithLabelValues(cluster, reason).Inc()
+		r.Log.Info("sweep deleted pod", "cluster", cluster, "pod", pod.Name, "reason", reason)
+	}
+}
+
+// verdict says why pod should go ("collected", "orphaned") or "" to keep it.
+func (r *Reconciler) verdict(ctx context.Context, cluster string, pod *corev1.Pod) string {
+	if pod.Labels[render.LabelManagedBy] != render.ManagedByValue || pod.Labels[render.LabelInstance] != r.Instance {
+		return "" // never touch what is not ours, whatever the selector returned
+	}
+	if pod.DeletionTimestamp != nil {
+		return ""
+	}
+	row, err := r.Store.GetWorkPod(ctx, pod.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "" // the store is unsure: keep
+	}
+	orphanedLongEnough := time.Since(pod.CreationTimestamp.Time) > r.OrphanGrace
+	switch {
+	case errors.Is(err, store.ErrNotFound), row.Cluster != cluster,
+		row.PodUID != "" && types.UID(row.PodUID) != pod.UID:
+		if orphanedLongEnough {
+			return "orphaned"
+		}
+	case row.State.Live():
+		// awaited: keep
+	case row.LogCollected:
+		return "collected"
+	case row.State == store.StateCancelled, row.State == store.StateLost:
+		if orphanedLongEnough {
+			return "orphaned"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+package render
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"crucible.dev/crucible/internal/fleet"
+)
+
+// ControllerRBACName names the Role, ClusterRole and their bindings.
+const ControllerRBACName = "crucible-controller"
+
+// SpokeRBAC is the controller identity's RBAC on spoke c, exactly R-ID4 and
+// nothing more: a Role in the loop namespace (pods get/list/watch/create/
+// delete, pods/log get, configmaps and secrets create/delete) and a
+// ClusterRole (tokenreviews create, for the drop-box), each bound to the User
+// controllerUsername, the name the spoke's authn webhook maps the
+// controller's token to. In apply order: Role, RoleBinding, ClusterRole,
+// ClusterRoleBinding.
+func SpokeRBAC(c fleet.ClusterEntry, controllerUsername string) []runtime.Object {
+	labels := map[string]string{LabelManagedBy: ManagedByValue}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controllerUsername}}
+	typeMeta := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
+	}
+	namespaced := metav1.ObjectMeta{Name: ControllerRBACName, Namespace: c.LoopNamespace, Labels: labels}
+	cluster := metav1.ObjectMeta{Name: ControllerRBACName, Labels: labels}
+	return []runtime.Object{
+		&rbacv1.Role{
+			TypeMeta:   typeMeta("Role"),
+			ObjectMeta: *namespaced.DeepCopy(),
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete"}},
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
+			},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   typeMeta("RoleBinding"),
+			ObjectMeta: *namespaced.DeepCopy(),
+			Subjects:   subjects,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ControllerRBACName},
+		},
+		&rbacv1.ClusterRole{
+			TypeMeta:   typeMeta("ClusterRole"),
+			ObjectMeta: *cluster.DeepCopy(),
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			},
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   typeMeta("ClusterRoleBinding"),
+			ObjectMeta: *cluster.DeepCopy(),
+			Subjects:   []rbacv1.Subject{subjects[0]},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ControllerRBACName},
+		},
+	}
+}

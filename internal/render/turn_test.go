@@ -1,0 +1,274 @@
+package render
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"crucible.dev/crucible/internal/fleet"
+)
+
+func wharf() fleet.ClusterEntry {
+	return fleet.ClusterEntry{
+		Name:               "wharf",
+		Server:             "https://api.wharf.example.com:6443",
+		CAFile:             "/etc/crucible/wharf/ca.crt",
+		TokenFile:          "/var/run/secrets/crucible/wharf/token",
+		LoopNamespace:      "loops",
+		TurnServiceAccount: "crucible-turn",
+		IngestURL:          "https://crucible-ext.hub.example.com",
+		IngestAudience:     "crucible-ingest",
+		QPS:                100,
+		Burst:              200,
+	}
+}
+
+func samplePods() fleet.Pods {
+	return fleet.Pods{
+		IngestTokenExpiration: fleet.Duration{Duration: 2 * time.Hour},
+		NodeSelector:          map[string]string{"nvidia.com/gpu.present": "true"},
+		ImagePullPolicy:       "IfNotPresent",
+	}
+}
+
+func sampleWorkPod() WorkPod {
+	return WorkPod{
+		ID:          "turn-1",
+		Kind:        "turn",
+		Image:       "ghcr.io/example/agent:1.2",
+		Command:     []string{"agent"},
+		Args:        []string{"--once", "--verbose"},
+		Env:         []EnvVar{{Name: "MODEL", Value: "m1"}, {Name: "A_B", Value: ""}},
+		Files:       map[string]string{"prompt.md": "# hi\n", "config.json": "{}"},
+		SecretFiles: map[string]string{"api-key": "s3cret\x00\xff"},
+		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"},
+	}
+}
+
+func sampleLabels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/managed-by": "crucible",
+		"crucible.dev/instance":        "crucible",
+		"crucible.dev/work-pod":        "turn-1",
+		"crucible.dev/kind":            "turn",
+	}
+}
+
+func TestTurnSample(t *testing.T) {
+	got, err := Turn(wharf(), samplePods(), "crucible", sampleWorkPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Objects{
+		Pod: &corev1.Pod{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        "turn-1",
+				Namespace:   "loops",
+				Labels:      sampleLabels(),
+				Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"},
+			},
+			Spec: corev1.PodSpec{
+				RestartPolicy:                corev1.RestartPolicyNever,
+				ServiceAccountName:           "crucible-turn",
+				AutomountServiceAccountToken: ptr.To(false),
+				NodeSelector:                 map[string]string{"nvidia.com/gpu.present": "true"},
+				Containers: []corev1.Container{{
+					Name:    "work",
+					Image:   "ghcr.io/example/agent:1.2",
+					Command: []string{"agent"},
+					Args:    []string{"--once", "--verbose"},
+					Env: []corev1.EnvVar{
+						{Name: "MODEL", Value: "m1"},
+						{Name: "A_B", Value: ""},
+						{Name: "CRUCIBLE_INGEST_URL", Value: "https://crucible-ext.hub.example.com"},
+						{Name: "CRUCIBLE_INGEST_TOKEN_FILE", Value: "/var/run/secrets/crucible/ingest/token"},
+						{Name: "CRUCIBLE_WORK_POD", Value: "turn-1"},
+					},
+					VolumeMounts: []corev1.VolumeMount{
+						{Name: "ingest-token", MountPath: "/var/run/secrets/crucible/ingest", ReadOnly: true},
+						{Name: "files", MountPath: "/etc/crucible/files", ReadOnly: true},
+						{Name: "secrets", MountPath: "/etc/crucible/secrets", ReadOnly: true},
+					},
+					ImagePullPolicy: corev1.PullIfNotPresent,
+				}},
+				Volumes: []corev1.Volume{
+					{Name: "ingest-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+						Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+							Audience:          "crucible-ingest",
+							ExpirationSeconds: ptr.To[int64](7200),
+							Path:              "token",
+						}}},
+					}}},
+					{Name: "files", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "turn-1-files"},
+					}}},
+					{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: "turn-1-secrets",
+					}}},
+				},
+			},
+		},
+		ConfigMap: &corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "turn-1-files", Namespace: "loops", Labels: sampleLabels()},
+			Immutable:  ptr.To(true),
+			Data:       map[string]string{"prompt.md": "# hi\n", "config.json": "{}"},
+		},
+		Secret: &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: "turn-1-secrets", Namespace: "loops", Labels: sampleLabels()},
+			Immutable:  ptr.To(true),
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{"api-key": []byte("s3cret\x00\xff")},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Turn (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Pod", "ConfigMap", "Secret"}, kinds(got)); diff != "" {
+		t.Errorf("List() kinds (-want +got):\n%s", diff)
+	}
+}
+
+func kinds(o Objects) []string {
+	var ks []string
+	for _, obj := range o.List() {
+		ks = append(ks, obj.GetObjectKind().GroupVersionKind().Kind)
+	}
+	return ks
+}
+
+func TestTurnWithoutFiles(t *testing.T) {
+	w := WorkPod{ID: "loop-7", Kind: "loop", Image: "busybox"}
+	got, err := Turn(wharf(), fleet.Pods{}, "crucible-b", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ConfigMap != nil || got.Secret != nil {
+		t.Errorf("ConfigMap = %v, Secret = %v; want both nil without files", got.ConfigMap, got.Secret)
+	}
+	if diff := cmp.Diff([]string{"Pod"}, kinds(got)); diff != "" {
+		t.Errorf("List() kinds (-want +got):\n%s", diff)
+	}
+	spec := got.Pod.Spec
+	wantVolumes := []corev1.Volume{{Name: "ingest-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "crucible-ingest", ExpirationSeconds: ptr.To[int64](3600), Path: "token",
+		}}},
+	}}}}
+	if diff := cmp.Diff(wantVolumes, spec.Volumes); diff != "" {
+		t.Errorf("volumes (-want +got):\n%s", diff)
+	}
+	c := spec.Containers[0]
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "ingest-token", MountPath: IngestTokenDir, ReadOnly: true}}, c.VolumeMounts); diff != "" {
+		t.Errorf("mounts (-want +got):\n%s", diff)
+	}
+	if c.Command != nil || c.Args != nil || c.ImagePullPolicy != "" || spec.NodeSelector != nil || got.Pod.Annotations != nil {
+		t.Errorf("unset fields were set: command %v args %v pull %q nodeSelector %v annotations %v",
+			c.Command, c.Args, c.ImagePullPolicy, spec.NodeSelector, got.Pod.Annotations)
+	}
+	wantLabels := map[string]string{
+		LabelManagedBy: "crucible", LabelInstance: "crucible-b", LabelWorkPod: "loop-7", LabelKind: "loop",
+	}
+	if diff := cmp.Diff(wantLabels, got.Pod.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+}
+
+func TestTurnCopiesItsInputs(t *testing.T) {
+	w := sampleWorkPod()
+	pods := samplePods()
+	got, err := Turn(wharf(), pods, "crucible", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Files["prompt.md"] = "changed"
+	w.Command[0] = "changed"
+	w.Annotations["x"] = "y"
+	pods.NodeSelector["x"] = "y"
+	got.Pod.Labels["mutated"] = "yes"
+	if got.ConfigMap.Data["prompt.md"] != "# hi\n" || got.Pod.Spec.Containers[0].Command[0] != "agent" ||
+		len(got.Pod.Annotations) != 1 || len(got.Pod.Spec.NodeSelector) != 1 {
+		t.Error("Turn's objects share maps or slices with its inputs")
+	}
+	if _, shared := got.ConfigMap.Labels["mutated"]; shared {
+		t.Error("the pod and the ConfigMap share one labels map")
+	}
+}
+
+func TestTurnErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		instance string
+		w        WorkPod
+		invalid  bool
+		want     string
+	}{
+		{
+			name: "invalid work pod", instance: "crucible", w: WorkPod{ID: "Turn_1", Kind: "turn", Image: "x"}, invalid: true,
+			want: `invalid work pod: id: Invalid value: "Turn_1": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+		},
+		{
+			name: "empty instance", instance: "", w: WorkPod{ID: "t", Kind: "turn", Image: "x"},
+			want: `instance "": must be a non-empty label value`,
+		},
+		{
+			name: "instance not a label value", instance: "a b", w: WorkPod{ID: "t", Kind: "turn", Image: "x"},
+			want: `instance "a b": must be a non-empty label value`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Turn(wharf(), fleet.Pods{}, tt.instance, tt.w)
+			if got.Pod != nil {
+				t.Error("Turn returned a pod with an error")
+			}
+			if err == nil {
+				t.Fatal("Turn succeeded")
+			}
+			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if errors.Is(err, ErrInvalidWorkPod) != tt.invalid {
+				t.Errorf("errors.Is(err, ErrInvalidWorkPod) = %v, want %v", !tt.invalid, tt.invalid)
+			}
+		})
+	}
+}
+
+func TestOwn(t *testing.T) {
+	objs, err := Turn(wharf(), fleet.Pods{}, "crucible", sampleWorkPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := objs.Pod.DeepCopy()
+	created.UID = types.UID("6f1e0c1a-0000-4000-8000-000000000001")
+
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "turn-0", UID: "other"}
+	objs.Secret.OwnerReferences = []metav1.OwnerReference{other}
+	Own(objs.ConfigMap, created)
+	Own(objs.ConfigMap, created) // idempotent
+	Own(objs.Secret, created)
+
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "turn-1", UID: "6f1e0c1a-0000-4000-8000-000000000001"}
+	if diff := cmp.Diff([]metav1.OwnerReference{ref}, objs.ConfigMap.OwnerReferences); diff != "" {
+		t.Errorf("ConfigMap owners (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]metav1.OwnerReference{other, ref}, objs.Secret.OwnerReferences); diff != "" {
+		t.Errorf("Secret owners (-want +got):\n%s", diff)
+	}
+}
+
+func TestOriginSelector(t *testing.T) {
+	want := "app.kubernetes.io/managed-by=crucible,crucible.dev/instance=crucible"
+	if got := OriginSelector("crucible"); got != want {
+		t.Errorf("OriginSelector = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,199 @@
+package render
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// fieldErr is the part of a field.Error the tests pin: which check, where,
+// on what value (Detail is checked where crucible writes it).
+type fieldErr struct {
+	Type     field.ErrorType
+	Field    string
+	BadValue any
+}
+
+func project(errs field.ErrorList) []fieldErr {
+	var out []fieldErr
+	for _, e := range errs {
+		out = append(out, fieldErr{e.Type, e.Field, e.BadValue})
+	}
+	return out
+}
+
+// omitted is what field.TooLong records instead of the value.
+const omitted = "<value omitted>"
+
+func TestValidate(t *testing.T) {
+	valid := func() WorkPod { return WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox"} }
+	tests := []struct {
+		name string
+		edit func(w *WorkPod)
+		want []fieldErr
+	}{
+		{name: "valid minimal", edit: func(*WorkPod) {}},
+		{name: "valid sample", edit: func(w *WorkPod) { *w = sampleWorkPod() }},
+		{name: "valid loop", edit: func(w *WorkPod) { w.Kind = "loop" }},
+		{
+			name: "id missing",
+			edit: func(w *WorkPod) { w.ID = "" },
+			want: []fieldErr{{field.ErrorTypeRequired, "id", ""}},
+		},
+		{
+			name: "id not a DNS label",
+			edit: func(w *WorkPod) { w.ID = "Turn.1" },
+			want: []fieldErr{{field.ErrorTypeInvalid, "id", "Turn.1"}},
+		},
+		{
+			name: "id longer than 63",
+			edit: func(w *WorkPod) { w.ID = strings.Repeat("a", 64) },
+			want: []fieldErr{{field.ErrorTypeInvalid, "id", strings.Repeat("a", 64)}},
+		},
+		{
+			name: "kind missing",
+			edit: func(w *WorkPod) { w.Kind = "" },
+			want: []fieldErr{{field.ErrorTypeRequired, "kind", ""}},
+		},
+		{
+			name: "kind unknown",
+			edit: func(w *WorkPod) { w.Kind = "job" },
+			want: []fieldErr{{field.ErrorTypeNotSupported, "kind", "job"}},
+		},
+		{
+			name: "image missing",
+			edit: func(w *WorkPod) { w.Image = "" },
+			want: []fieldErr{{field.ErrorTypeRequired, "image", ""}},
+		},
+		{
+			name: "image with whitespace",
+			edit: func(w *WorkPod) { w.Image = " busybox" },
+			want: []fieldErr{{field.ErrorTypeInvalid, "image", " busybox"}},
+		},
+		{
+			name: "image with a control character",
+			edit: func(w *WorkPod) { w.Image = "busy\x7fbox" },
+			want: []fieldErr{{field.ErrorTypeInvalid, "image", "busy\x7fbox"}},
+		},
+		{
+			name: "image not UTF-8",
+			edit: func(w *WorkPod) { w.Image = "busy\xffbox" },
+			want: []fieldErr{{field.ErrorTypeInvalid, "image", "busy\xffbox"}},
+		},
+		{
+			name: "env problems",
+			edit: func(w *WorkPod) {
+				w.Env = []EnvVar{
+					{Name: "OK", Value: "1"},
+					{Name: ""},
+					{Name: "my.var"},
+					{Name: "1X"},
+					{Name: "CRUCIBLE_INGEST_URL", Value: "https://evil.example.com"},
+					{Name: "OK", Value: "2"},
+				}
+			},
+			want: []fieldErr{
+				{field.ErrorTypeRequired, "env[1].name", ""},
+				{field.ErrorTypeInvalid, "env[2].name", "my.var"},
+				{field.ErrorTypeInvalid, "env[3].name", "1X"},
+				{field.ErrorTypeInvalid, "env[4].name", "CRUCIBLE_INGEST_URL"},
+				{field.ErrorTypeDuplicate, "env[5].name", "OK"},
+			},
+		},
+		{
+			name: "file keys",
+			edit: func(w *WorkPod) {
+				w.Files = map[string]string{"ok.txt": "", "../etc": "", "a/b": "", "..": "", strings.Repeat("k", 254): ""}
+			},
+			want: []fieldErr{
+				{field.ErrorTypeInvalid, "files[..]", ".."},
+				{field.ErrorTypeInvalid, "files[../etc]", "../etc"},
+				{field.ErrorTypeInvalid, "files[a/b]", "a/b"},
+				{field.ErrorTypeInvalid, "files[" + strings.Repeat("k", 254) + "]", strings.Repeat("k", 254)},
+			},
+		},
+		{
+			name: "file not UTF-8",
+			edit: func(w *WorkPod) { w.Files = map[string]string{"bin": "\xff"} },
+			want: []fieldErr{{field.ErrorTypeInvalid, "files[bin]", ""}},
+		},
+		{
+			name: "files too large",
+			edit: func(w *WorkPod) {
+				w.Files = map[string]string{"a": strings.Repeat("x", 500<<10), "b": strings.Repeat("x", 400<<10)}
+			},
+			want: []fieldErr{{field.ErrorTypeTooLong, "files", omitted}},
+		},
+		{
+			name: "files exactly at the limit",
+			edit: func(w *WorkPod) { w.Files = map[string]string{"a": strings.Repeat("x", MaxFilesBytes-1)} },
+		},
+		{
+			name: "secret file keys and size",
+			edit: func(w *WorkPod) {
+				w.SecretFiles = map[string]string{"bad key": "\xff", "big": strings.Repeat("x", MaxSecretFilesBytes)}
+			},
+			want: []fieldErr{
+				{field.ErrorTypeInvalid, "secret_files[bad key]", "bad key"},
+				{field.ErrorTypeTooLong, "secret_files", omitted},
+			},
+		},
+		{
+			name: "annotation keys",
+			edit: func(w *WorkPod) {
+				w.Annotations = map[string]string{"ok.example.com/Key": "v", "bad key": "v", "a/b/c": "v", "": "v"}
+			},
+			want: []fieldErr{
+				{field.ErrorTypeInvalid, "annotations[]", ""},
+				{field.ErrorTypeInvalid, "annotations[a/b/c]", "a/b/c"},
+				{field.ErrorTypeInvalid, "annotations[bad key]", "bad key"},
+			},
+		},
+		{
+			name: "annotations too large",
+			edit: func(w *WorkPod) { w.Annotations = map[string]string{"a": strings.Repeat("x", 256<<10)} },
+			want: []fieldErr{{field.ErrorTypeTooLong, "annotations", omitted}},
+		},
+		{
+			name: "everything at once, in field order",
+			edit: func(w *WorkPod) {
+				*w = WorkPod{Env: []EnvVar{{Name: "-"}}, Files: map[string]string{"/": ""}, SecretFiles: map[string]string{"/": ""}, Annotations: map[string]string{"/": ""}}
+			},
+			want: []fieldErr{
+				{field.ErrorTypeRequired, "id", ""},
+				{field.ErrorTypeRequired, "kind", ""},
+				{field.ErrorTypeRequired, "image", ""},
+				{field.ErrorTypeInvalid, "env[0].name", "-"},
+				{field.ErrorTypeInvalid, "files[/]", "/"},
+				{field.ErrorTypeInvalid, "secret_files[/]", "/"},
+				{field.ErrorTypeInvalid, "annotations[/]", "/"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := valid()
+			tt.edit(&w)
+			if diff := cmp.Diff(tt.want, project(w.Validate())); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateMessages(t *testing.T) {
+	w := WorkPod{ID: "t", Kind: "turn", Image: "x", Env: []EnvVar{{Name: "CRUCIBLE_X"}}, Files: map[string]string{"b": "\xff"}}
+	var got []string
+	for _, e := range w.Validate() {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`env[0].name: Invalid value: "CRUCIBLE_X": names starting with CRUCIBLE_ are reserved for crucible`,
+		`files[b]: Invalid value: "": must be valid UTF-8 (use secret_files for binary content)`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

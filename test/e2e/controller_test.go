@@ -1,0 +1,396 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/render"
+)
+
+// apiCall sends a JSON request to the controller's internal API.
+func apiCall(t *testing.T, s *devstack.Stack, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), method, s.Federation.ControllerInternalURL+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+func submit(t *testing.T, s *devstack.Stack, req api.SubmitRequest) api.WorkPod {
+	t.Helper()
+	code, body := apiCall(t, s, http.MethodPost, "/api/pods", req)
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	var wp api.WorkPod
+	if err := json.Unmarshal(body, &wp); err != nil {
+		t.Fatal(err)
+	}
+	return wp
+}
+
+func getPod(t *testing.T, s *devstack.Stack, id string) api.WorkPod {
+	t.Helper()
+	code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+id, nil)
+	if code != http.StatusOK {
+		t.Fatalf("get %s: %d %s", id, code, body)
+	}
+	var wp api.WorkPod
+	if err := json.Unmarshal(body, &wp); err != nil {
+		t.Fatal(err)
+	}
+	return wp
+}
+
+// waitState polls the API until the work pod reaches a terminal state, and
+// fails the test if it is not want.
+func waitState(t *testing.T, s *devstack.Stack, id, want string, within time.Duration) api.WorkPod {
+	t.Helper()
+	var wp api.WorkPod
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		wp = getPod(t, s, id)
+		switch wp.State {
+		case "succeeded", "failed", "cancelled", "lost":
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil || string(wp.State) != want {
+		t.Fatalf("work pod %s: state %s (%s), want %s (%v)", id, wp.State, wp.Reason, want, err)
+	}
+	return wp
+}
+
+// servedLog is what kwok serves as every pod's log on spoke: the messages of
+// the CRI log file, one per line.
+func servedLog(t *testing.T, spoke *devstack.Cluster) string {
+	t.Helper()
+	data, err := os.ReadFile(spoke.PodLogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
+			b.WriteString(f[3] + "\n")
+		}
+	}
+	return b.String()
+}
+
+func quick(delay string) map[string]string {
+	return map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": delay}
+}
+
+func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	if err := wharf.AppendPodLog("turn started", "turn done"); err != nil {
+		t.Fatal(err)
+	}
+	wp := submit(t, s, api.SubmitRequest{
+		Image: "registry.example/turn:1", Command: []string{"/bin/turn"}, Args: []string{"--fast"},
+		Env:         []render.EnvVar{{Name: "MODE", Value: "fast"}},
+		Files:       map[string]string{"input.txt": "hello"},
+		SecretFiles: map[string]string{"key": "s3cret"},
+		Annotations: quick("3s"),
+	})
+	if wp.Cluster != "wharf" || wp.Namespace != devstack.SpokeNamespace || wp.Kind != "turn" || wp.PodUID == "" {
+		t.Fatalf("submitted = %+v", wp)
+	}
+	ctx := t.Context()
+	pod, err := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace).Get(ctx, wp.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{render.LabelManagedBy: "crucible", render.LabelInstance: devstack.Instance, render.LabelWorkPod: wp.ID, render.LabelKind: "turn"}
+	for k, v := range wantLabels {
+		if pod.Labels[k] != v {
+			t.Errorf("pod label %s = %q, want %q", k, pod.Labels[k], v)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["CRUCIBLE_INGEST_URL"] != s.Federation.ControllerExternalURL || env["MODE"] != "fast" {
+		t.Errorf("pod env = %v", env)
+	}
+	if aud := ingestAudience(pod); aud != devstack.IngestAudience {
+		t.Errorf("projected ingest token audience = %q, want %q", aud, devstack.IngestAudience)
+	}
+	cm, err := wharf.Client.CoreV1().ConfigMaps(devstack.SpokeNamespace).Get(ctx, wp.ID+"-files", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := wharf.Client.CoreV1().Secrets(devstack.SpokeNamespace).Get(ctx, wp.ID+"-secrets", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, meta := range map[string]metav1.ObjectMeta{"configmap": cm.ObjectMeta, "secret": sec.ObjectMeta} {
+		if len(meta.OwnerReferences) != 1 || meta.OwnerReferences[0].UID != pod.UID {
+			t.Errorf("%s owner references = %+v, want the pod %s", name, meta.OwnerReferences, pod.UID)
+		}
+		if meta.Labels[render.LabelWorkPod] != wp.ID || meta.Labels[render.LabelInstance] != devstack.Instance {
+			t.Errorf("%s labels = %v", name, meta.Labels)
+		}
+	}
+	if cm.Data["input.txt"] != "hello" || string(sec.Data["key"]) != "s3cret" {
+		t.Errorf("configmap %v / secret keys %v", cm.Data, sec.Data)
+	}
+
+	done := waitState(t, s, wp.ID, "succeeded", time.Minute)
+	if done.ExitCode == nil || *done.ExitCode != 0 || !done.LogCollected {
+		t.Errorf("finished = %+v, want exit code 0 and the log collected", done)
+	}
+	code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil)
+	if code != http.StatusOK || string(body) != servedLog(t, wharf) {
+		t.Errorf("log artifact: %d %q, want the spoke's log %q", code, body, servedLog(t, wharf))
+	}
+	// Collected and finished: the sweep removes the pod, and the spoke's
+	// garbage collector its ConfigMap and Secret.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := wharf.Client.CoreV1().ConfigMaps(devstack.SpokeNamespace).Get(ctx, wp.ID+"-files", metav1.GetOptions{})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Errorf("pod and its ConfigMap not cleaned up after collection: %v", err)
+	}
+}
+
+func ingestAudience(pod *corev1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.ServiceAccountToken != nil {
+				return src.ServiceAccountToken.Audience
+			}
+		}
+	}
+	return ""
+}
+
+func TestTwoSpokes(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wp := submit(t, s, api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Annotations: quick("1s")})
+	if wp.Cluster != "dock" {
+		t.Fatalf("cluster = %q", wp.Cluster)
+	}
+	if _, err := s.Spoke("dock").Client.CoreV1().Pods(devstack.SpokeNamespace).Get(t.Context(), wp.ID, metav1.GetOptions{}); err != nil {
+		t.Errorf("pod not on dock: %v", err)
+	}
+	if _, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).Get(t.Context(), wp.ID, metav1.GetOptions{}); err == nil {
+		t.Errorf("pod also on wharf")
+	}
+	waitState(t, s, wp.ID, "succeeded", time.Minute)
+
+	code, body := apiCall(t, s, http.MethodGet, "/api/clusters", nil)
+	if code != http.StatusOK {
+		t.Fatalf("clusters: %d %s", code, body)
+	}
+	var clusters []api.Cluster
+	if err := json.Unmarshal(body, &clusters); err != nil {
+		t.Fatal(err)
+	}
+	if len(clusters) != 2 || clusters[0].Name != "wharf" || !clusters[0].Default || clusters[1].Name != "dock" || clusters[1].Default {
+		t.Fatalf("clusters = %s", body)
+	}
+	for _, c := range clusters {
+		if !c.Health.Reachable || !c.Health.CredentialsValid || c.Health.TokenExpiry == nil || c.Health.LastError != "" {
+			t.Errorf("%s health = %+v, want reachable with valid credentials and a token expiry", c.Name, c.Health)
+		}
+	}
+	code, body = apiCall(t, s, http.MethodGet, "/api/pods?cluster=dock", nil)
+	var rows []api.WorkPod
+	if code != http.StatusOK || json.Unmarshal(body, &rows) != nil {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	for _, r := range rows {
+		if r.Cluster != "dock" {
+			t.Errorf("filter cluster=dock returned %s on %s", r.ID, r.Cluster)
+		}
+	}
+}
+
+// crucibleObjects counts this controller's objects on a spoke.
+func crucibleObjects(t *testing.T, spoke *devstack.Cluster) int {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: render.LabelInstance + "=" + devstack.Instance}
+	pods, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, err := spoke.Client.CoreV1().ConfigMaps(devstack.SpokeNamespace).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(cms.Items)
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func TestBadSubmissions(t *testing.T) {
+	s := devstacktest.Shared(t)
+	before := crucibleObjects(t, s.Spoke("wharf"))
+	cases := []struct {
+		name     string
+		body     any
+		code     int
+		contains string
+	}{
+		{"unknown cluster", api.SubmitRequest{Cluster: "nope", Image: "x"}, 400, `cluster \"nope\": no such cluster (known: wharf, dock)`},
+		{"no image", api.SubmitRequest{}, 400, "image"},
+		{"bad env name", api.SubmitRequest{Image: "x", Env: []render.EnvVar{{Name: "1BAD", Value: "v"}}}, 400, "env[0].name"},
+		{"reserved env name", api.SubmitRequest{Image: "x", Env: []render.EnvVar{{Name: "CRUCIBLE_INGEST_URL", Value: "v"}}}, 400, "env[0].name"},
+		{"bad file key", api.SubmitRequest{Image: "x", Files: map[string]string{"../etc/passwd": "x"}}, 400, "files"},
+		{"bad kind", api.SubmitRequest{Image: "x", Kind: "batch"}, 400, "kind"},
+		{"unknown field", []byte(`{"image":"x","imagee":"y"}`), 400, "unknown field imagee"},
+		{"malformed JSON", []byte(`{"image":`), 400, "JSON"},
+		{"wrong type", []byte(`{"image":42}`), 400, "image"},
+		{"over the size limit", []byte(`{"image":"x","args":["` + strings.Repeat("a", 2<<20) + `"]}`), 413, "request body over"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := apiCall(t, s, http.MethodPost, "/api/pods", tc.body)
+			if code != tc.code || !strings.Contains(string(body), tc.contains) {
+				t.Errorf("got %d %s, want %d containing %q", code, body, tc.code, tc.contains)
+			}
+		})
+	}
+	if after := crucibleObjects(t, s.Spoke("wharf")); after != before {
+		t.Errorf("rejected submissions changed the spoke: %d objects before, %d after", before, after)
+	}
+	for path, want := range map[string]int{"/api/pods/nope-123": 404, "/api/pods?state=bogus": 400, "/api/pods?cluster=nope": 400, "/api/nothing": 404} {
+		if code, body := apiCall(t, s, http.MethodGet, path, nil); code != want {
+			t.Errorf("GET %s: %d %s, want %d", path, code, body, want)
+		}
+	}
+}
+
+// Taking one verb away from the controller's spoke role makes dispatch fail
+// with an error that names the verb and resource, and leaves nothing behind.
+func TestMissingRBACVerbIsNamed(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	roles := wharf.Client.RbacV1().Roles(devstack.SpokeNamespace)
+	role, err := roles.Get(t.Context(), "crucible-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := role.DeepCopy()
+	var rules []rbacv1.PolicyRule
+	for _, r := range role.Rules {
+		if len(r.Resources) == 1 && r.Resources[0] == "configmaps" {
+			continue
+		}
+		rules = append(rules, r)
+	}
+	if len(rules) != len(role.Rules)-1 {
+		t.Fatalf("role rules %+v: want exactly one configmaps rule", role.Rules)
+	}
+	role.Rules = rules
+	if _, err := roles.Update(t.Context(), role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cur, err := roles.Get(context.Background(), "crucible-controller", metav1.GetOptions{})
+		if err == nil {
+			cur.Rules = original.Rules
+			_, err = roles.Update(context.Background(), cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("restore role: %v", err)
+		}
+	})
+	before := crucibleObjects(t, wharf)
+	// RBAC changes reach the authorizer's cache quickly but not instantly.
+	var code int
+	var body []byte
+	_ = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		code, body = apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Files: map[string]string{"a": "b"}})
+		return code != http.StatusCreated, nil
+	})
+	if code != http.StatusBadGateway || !strings.Contains(string(body), `cannot create resource \"configmaps\"`) {
+		t.Errorf("submit without configmaps create: %d %s, want 502 naming create and configmaps", code, body)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return crucibleObjects(t, wharf) == before, nil
+	})
+	if err != nil {
+		t.Errorf("a failed dispatch left objects on the spoke: %d before, %d after", before, crucibleObjects(t, wharf))
+	}
+}
+
+func TestCancel(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: quick("1h")})
+	code, body := apiCall(t, s, http.MethodPost, "/api/pods/"+wp.ID+"/cancel", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"state": "cancelled"`) {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).Get(ctx, wp.ID, metav1.GetOptions{})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Errorf("cancelled pod still on the spoke")
+	}
+	if code, _ := apiCall(t, s, http.MethodPost, "/api/pods/"+wp.ID+"/cancel", nil); code != http.StatusConflict {
+		t.Errorf("second cancel: %d, want 409", code)
+	}
+	if got := getPod(t, s, wp.ID).State; got != "cancelled" {
+		t.Errorf("state after cancel = %s", got)
+	}
+}
+
+func TestFailedPodRecordsExitCode(t *testing.T) {
+	s := devstacktest.Shared(t)
+	ann := quick("1s")
+	ann["kwok.crucible.dev/exit-code"] = "7"
+	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: ann})
+	done := waitState(t, s, wp.ID, "failed", time.Minute)
+	if done.ExitCode == nil || *done.ExitCode != 7 || !done.LogCollected {
+		t.Errorf("failed pod = %+v, want exit code 7 with its log collected", done)
+	}
+}
+
+var _ = fmt.Sprint
