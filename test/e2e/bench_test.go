@@ -115,7 +115,9 @@ func BenchmarkAuthnWebhookVsBuiltin(b *testing.B) {
 	ssr := func(string) []byte {
 		return []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
 	}
-	ssrURL := func(c *devstack.Cluster) string { return c.Server + "/apis/authentication.k8s.io/v1/selfsubjectreviews" }
+	ssrURL := func(c *devstack.Cluster) string {
+		return c.Server + "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+	}
 
 	// The built-in authenticator initialises in the background: wait for it.
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
