@@ -31,9 +31,9 @@ unit:
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
-## dev: start a local hub and spoke in the foreground; Ctrl-C stops it
+## dev: start a local hub and spoke in the foreground, run a sample turn through it; Ctrl-C stops it
 dev: tools build
-	$(BIN)/crucible dev up
+	$(BIN)/crucible dev up --sample
 
 clean:
 	rm -rf $(BIN)/crucible .dev

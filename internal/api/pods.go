@@ -181,29 +181,30 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// cancel deletes the pod on its spoke and marks the row cancelled.
+// cancel marks the row cancelled and then deletes the pod on its spoke. The
+// row goes first: the informer then sees the pod vanish from a finished row
+// instead of declaring a live one lost. If the delete fails, the row stays
+// cancelled and the sweep removes the pod after the orphan grace.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.row(r)
 	if err != nil {
 		return err
 	}
-	if !p.State.Live() {
-		return &Error{Code: http.StatusConflict, Msg: fmt.Sprintf("work pod %s is already %s", p.ID, p.State)}
-	}
 	ctx, cancel := detach(r.Context(), s.DispatchTimeout)
 	defer cancel()
-	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
-		return &Error{Code: http.StatusBadGateway, Msg: "cancel on " + p.Cluster + " failed: " + err.Error(), Err: err}
-	}
 	updated, err := s.Store.UpdateWorkPod(ctx, p.ID, func(row *store.WorkPod) error {
-		if row.State.Live() {
-			now := time.Now().UTC()
-			row.State, row.Reason, row.FinishedAt = store.StateCancelled, "cancelled through the API", &now
+		if !row.State.Live() {
+			return &Error{Code: http.StatusConflict, Msg: fmt.Sprintf("work pod %s is already %s", row.ID, row.State)}
 		}
+		now := time.Now().UTC()
+		row.State, row.Reason, row.FinishedAt = store.StateCancelled, "cancelled through the API", &now
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
+		return &Error{Code: http.StatusBadGateway, Msg: "cancelled, but deleting the pod on " + p.Cluster + " failed (the sweep will retry): " + err.Error(), Err: err}
 	}
 	writeJSON(w, http.StatusOK, view(updated))
 	return nil

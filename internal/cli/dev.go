@@ -3,11 +3,13 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 )
 
@@ -36,6 +38,7 @@ func newDevUpCmd() *cobra.Command {
 		toolsDir string
 		crucible string
 		noFed    bool
+		sample   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -101,6 +104,12 @@ With --detach it returns once the stack is ready; stop it with
 				fmt.Fprintf(out, "controller  internal %s  external %s\n", f.ControllerInternalURL, f.ControllerExternalURL)
 			}
 			fmt.Fprintf(out, "\nsource %s/%s for the addresses.\n", stack.Dir, devstack.EnvFile)
+			if sample && stack.Federation != nil {
+				if err := runSample(cmd, stack); err != nil {
+					stack.Stop()
+					return fmt.Errorf("sample work pod: %w", err)
+				}
+			}
 			if detach {
 				fmt.Fprintf(out, "stop it with: crucible dev down --dir %s\n", dir)
 				return nil
@@ -116,6 +125,7 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
+	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, submit a sample turn and show its state and log")
 	cmd.Flags().BoolVar(&noFed, "no-federation", false, "run only the clusters: no crucible controller, no authn webhooks")
 	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller and webhooks (default: this one)")
 	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")
@@ -161,4 +171,31 @@ func newDevRefreshTokensCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack")
 	return cmd
+}
+
+// runSample shows the whole path once: a turn submitted through the API runs
+// on the first spoke and its log comes back as an artifact.
+func runSample(cmd *cobra.Command, stack *devstack.Stack) error {
+	spoke := stack.Spokes[0]
+	if err := spoke.AppendPodLog("hello from a crucible sample turn on "+spoke.Name, "the hub collected this log through the federated client"); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	c := newAPIClient(stack.Federation.ControllerInternalURL)
+	var wp api.WorkPod
+	req := api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", "echo hello"},
+		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}}
+	if err := c.do(cmd.Context(), http.MethodPost, "/api/pods", req, &wp); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nsample turn %s submitted to %s\n", wp.ID, wp.Cluster)
+	if err := waitFinished(cmd.Context(), c, wp.ID, out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "log of %s:\n", wp.ID)
+	if err := c.do(cmd.Context(), http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil, out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nAPI: %s (try: crucible pods list --server %s)\n", stack.Federation.ControllerInternalURL, stack.Federation.ControllerInternalURL)
+	return nil
 }

@@ -38,8 +38,8 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	t.Cleanup(func() { // stop the stack even if an assertion below fails
 		_, _ = devstack.StopDir(dir, nil)
 	})
-	if len(pids) != 8 { // etcd, 2 apiservers, kwok, scheduler, controller-manager, crucible controller and webhook
-		t.Errorf("recorded %d processes, want 8: %v", len(pids), pids)
+	if len(pids) != 9 { // etcd, 2 apiservers, kwok, scheduler, controller-manager, crucible controller, webhook, token refresher
+		t.Errorf("recorded %d processes, want 9: %v", len(pids), pids)
 	}
 	for _, f := range []string{"hub.kubeconfig", "wharf.kubeconfig", "ca.crt", "env"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -67,7 +67,7 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	if err := Run(t.Context(), []string{"dev", "down", "--dir", dir}, &out, &errOut); err != nil {
 		t.Fatalf("dev down: %v", err)
 	}
-	if want := "stopped 8 processes of the stack in " + dir + "\n"; out.String() != want {
+	if want := "stopped 9 processes of the stack in " + dir + "\n"; out.String() != want {
 		t.Errorf("dev down printed %q, want %q", out.String(), want)
 	}
 	for name, pid := range pids {

@@ -40,7 +40,7 @@ func hubRESTConfig(h fleet.Hub) (*rest.Config, error) {
 		}
 		return cfg, nil
 	}
-	return &rest.Config{Host: h.Server, TLSClientConfig: rest.TLSClientConfig{CAFile: h.CAFile}, BearerTokenFile: h.TokenFile}, nil
+	return fleet.TokenFileConfig(h.Server, h.CAFile, h.TokenFile)
 }
 
 // Run serves until ctx ends.
@@ -69,6 +69,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	clients.SetLogger(log.With("component", "fleet"))
 	policy := retry.Policy{Initial: 200 * time.Millisecond, Max: p.Reconcile.MaxBackoff.Duration, Budget: p.Reconcile.RetryBudget.Duration}
 	d := &dispatch.Dispatcher{Clients: clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
 	arts := artifact.Dir{Root: p.Controller.ArtifactsDir}

@@ -105,14 +105,28 @@ func newClient(e ClusterEntry) (*Client, error) {
 // one: client-go's BearerTokenFile transport re-reads only on its minute
 // timer. Never BearerToken, which would freeze the first token forever.
 func restConfig(e ClusterEntry, tokens transport.ResettableTokenSource) *rest.Config {
+	cfg := tokenConfig(e.Server, e.CAFile, tokens)
+	cfg.QPS, cfg.Burst, cfg.UserAgent = e.QPS, e.Burst, "crucible/"+e.Name
+	return cfg
+}
+
+func tokenConfig(server, caFile string, tokens transport.ResettableTokenSource) *rest.Config {
 	return &rest.Config{
-		Host:            e.Server,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: e.CAFile},
+		Host:            server,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
 		WrapTransport:   transport.ResettableTokenSourceWrapTransport(tokens),
-		QPS:             e.QPS,
-		Burst:           e.Burst,
-		UserAgent:       "crucible/" + e.Name,
 	}
+}
+
+// TokenFileConfig is a client configuration that authenticates with the
+// token in tokenFile the way the spoke clients do (re-read every minute and
+// after a 401); the controller uses it for its own hub API as well.
+func TokenFileConfig(server, caFile, tokenFile string) (*rest.Config, error) {
+	tokens := transport.NewCachedFileTokenSource(tokenFile)
+	if _, err := tokens.Token(); err != nil {
+		return nil, err
+	}
+	return tokenConfig(server, caFile, tokens), nil
 }
 
 // Get returns the client of the cluster called name.
