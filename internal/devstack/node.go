@@ -120,18 +120,10 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster) error {
 // healthz checks a component's /healthz. The component serves a self-signed
 // certificate on loopback, so it is not verified.
 func healthz(ctx context.Context, url string) error {
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe of a process we started
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
+	return get(ctx, selfSignedClient, url)
 }
+
+var selfSignedClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe of a process we started
 
 // waitSpokeReady waits until the spoke's node is Ready without the not-ready
 // taint (kube-controller-manager removes it) and the service-account

@@ -1,0 +1,74 @@
+package reconcile
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// The sweep's decision for each kind of pod it may meet, against a real
+// (SQLite) store.
+func TestSweepVerdict(t *testing.T) {
+	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := &Reconciler{Store: st, Instance: "hub-1", OrphanGrace: time.Minute}
+	rows := []store.WorkPod{
+		{ID: "live", Cluster: "wharf", State: store.StateRunning, PodUID: "u-live"},
+		{ID: "collected", Cluster: "wharf", State: store.StateSucceeded, PodUID: "u-collected", LogCollected: true},
+		{ID: "uncollected", Cluster: "wharf", State: store.StateFailed, PodUID: "u-uncollected"},
+		{ID: "cancelled", Cluster: "wharf", State: store.StateCancelled, PodUID: "u-cancelled"},
+		{ID: "elsewhere", Cluster: "dock", State: store.StateRunning, PodUID: "u-elsewhere"},
+		{ID: "replaced", Cluster: "wharf", State: store.StateRunning, PodUID: "u-new"},
+	}
+	for _, row := range rows {
+		row.Namespace, row.Kind = "loops", "turn"
+		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, young := time.Now().Add(-2*time.Minute), time.Now()
+	pod := func(name, uid string, created time.Time, labels map[string]string) *corev1.Pod {
+		if labels == nil {
+			labels = map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-1", render.LabelWorkPod: name}
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), Labels: labels, CreationTimestamp: metav1.NewTime(created)}}
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"awaited", pod("live", "u-live", old, nil), ""},
+		{"finished and collected", pod("collected", "u-collected", young, nil), "collected"},
+		{"finished, log not collected yet", pod("uncollected", "u-uncollected", old, nil), ""},
+		{"cancelled, past the grace", pod("cancelled", "u-cancelled", old, nil), "orphaned"},
+		{"cancelled, within the grace", pod("cancelled", "u-cancelled", young, nil), ""},
+		{"no row, past the grace", pod("stray", "u-stray", old, nil), "orphaned"},
+		{"no row, within the grace", pod("stray", "u-stray", young, nil), ""},
+		{"row of another cluster", pod("elsewhere", "u-elsewhere", old, nil), "orphaned"},
+		{"older pod of a re-dispatched row", pod("replaced", "u-old", old, nil), "orphaned"},
+		{"another instance's pod", pod("stray", "u", old, map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-2"}), ""},
+		{"unlabelled pod", pod("stray", "u", old, map[string]string{}), ""},
+	}
+	for _, tc := range cases {
+		if got := r.verdict(t.Context(), "wharf", tc.pod); got != tc.want {
+			t.Errorf("%s: verdict = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	deleting := pod("stray", "u-stray", old, nil)
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	if got := r.verdict(t.Context(), "wharf", deleting); got != "" {
+		t.Errorf("pod already being deleted: verdict = %q, want none", got)
+	}
+}
