@@ -87,8 +87,8 @@ func wantDefaults() *Profile {
 			TurnServiceAccount: "crucible-turn",
 			IngestURL:          "https://crucible.example.com",
 			IngestAudience:     "crucible-ingest",
-			QPS:                100,
-			Burst:              200,
+			QPS:                500,
+			Burst:              1000,
 		}},
 	}
 }
@@ -167,8 +167,8 @@ func TestLoadExample(t *testing.T) {
 			TurnServiceAccount: "crucible-turn",
 			IngestURL:          "https://crucible-ext.hub.example.com",
 			IngestAudience:     "crucible-ingest",
-			QPS:                100,
-			Burst:              200,
+			QPS:                500,
+			Burst:              1000,
 		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

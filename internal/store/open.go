@@ -113,7 +113,7 @@ func openSQLite(ctx context.Context, dsn string) (*sqlStore, error) {
 	// _txlock=immediate makes every transaction BEGIN IMMEDIATE: a
 	// read-modify-write takes the write lock before it reads, so it can never
 	// fail to upgrade a read lock half-way.
-	writer := base + "?" + join(query, busy, "_pragma=journal_mode(WAL)", "_pragma=foreign_keys(1)", "_txlock=immediate")
+	writer := base + "?" + join(query, busy, "_pragma=journal_mode(WAL)", "_pragma=synchronous(NORMAL)", "_pragma=foreign_keys(1)", "_txlock=immediate")
 	reader := base + "?" + join(query, busy, "_pragma=foreign_keys(1)", "_pragma=query_only(1)")
 
 	w, err := sql.Open("sqlite", writer)

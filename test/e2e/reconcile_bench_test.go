@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// BenchmarkStartupReconcile10k restarts the controller over 10,000 live rows
+// whose pods (5,000 per spoke) exist, and measures how long the startup
+// reconcile takes, how many LIST (and WATCH) requests for pods each spoke
+// served meanwhile (goal: one list per cluster), and the controller's RSS.
+func BenchmarkStartupReconcile10k(b *testing.B) {
+	const perSpoke = 5000
+	s := devstacktest.Start(b, devstack.Options{
+		Crucible:      devstacktest.CrucibleBinary(b),
+		Spokes:        []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
+		SweepInterval: time.Hour, // measure the reconcile alone
+	})
+	ctx := b.Context()
+	if err := s.KillProcess("crucible-controller"); err != nil {
+		b.Fatal(err)
+	}
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(s.Dir, "crucible", "crucible.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, spoke := range s.Spokes {
+		uids := createLabelledPods(b, spoke, perSpoke)
+		for name, uid := range uids {
+			row := store.WorkPod{ID: name, Cluster: spoke.Name, Namespace: devstack.SpokeNamespace, Kind: "turn", State: store.StateRunning, PodUID: uid}
+			if err := st.CreateWorkPod(ctx, row); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	st.Close()
+
+	before := map[string][2]int{}
+	for _, spoke := range s.Spokes {
+		before[spoke.Name] = podRequests(b, spoke)
+	}
+	logFile := filepath.Join(s.Dir, "logs", "crucible-controller.log")
+	offset := fileSize(b, logFile)
+	b.ResetTimer()
+	start := time.Now()
+	if err := s.RestartProcess(ctx, "crucible-controller", s.ControllerReady); err != nil {
+		b.Fatal(err)
+	}
+	done := regexp.MustCompile(`"msg":"startup reconcile done".*"cluster":"(\w+)","rows":(\d+),"resumed":(\d+),"lost":(\d+)`)
+	finished := map[string]bool{}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		data, _ := os.ReadFile(logFile)
+		for _, m := range done.FindAllStringSubmatch(string(data[offset:]), -1) {
+			if m[2] != strconv.Itoa(perSpoke) || m[3] != strconv.Itoa(perSpoke) || m[4] != "0" {
+				return false, fmt.Errorf("cluster %s: rows %s resumed %s lost %s, want %d resumed and none lost", m[1], m[2], m[3], m[4], perSpoke)
+			}
+			finished[m[1]] = true
+		}
+		return len(finished) == 2, nil
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("startup reconcile: %v", err)
+	}
+	rss := rssMiB(b, s.Processes()["crucible-controller"])
+	var lists, watches int
+	for _, spoke := range s.Spokes {
+		after := podRequests(b, spoke)
+		l, w := after[0]-before[spoke.Name][0], after[1]-before[spoke.Name][1]
+		b.Logf("%s: %d LIST and %d WATCH requests for pods during the reconcile", spoke.Name, l, w)
+		lists += l
+		watches += w
+	}
+	b.Logf("startup reconcile of %d rows over 2 spokes: %s, %d LISTs, %d WATCHes, controller RSS %.0f MiB", 2*perSpoke, elapsed.Round(time.Millisecond), lists, watches, rss)
+	b.ReportMetric(elapsed.Seconds(), "s-reconcile")
+	b.ReportMetric(float64(lists), "pod-LISTs")
+	b.ReportMetric(float64(watches), "pod-WATCHes")
+	b.ReportMetric(rss, "controller-rss-MiB")
+}
+
+// createLabelledPods creates n pods of this controller's instance on spoke
+// as an unthrottled admin and returns their uids by name.
+func createLabelledPods(b *testing.B, spoke *devstack.Cluster, n int) map[string]string {
+	b.Helper()
+	var mu sync.Mutex
+	uids := make(map[string]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for range 16 {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				name := fmt.Sprintf("turn-%s-%05d", spoke.Name, i)
+				pod := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devstack.SpokeNamespace,
+						Labels:      map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: devstack.Instance, render.LabelWorkPod: name, render.LabelKind: "turn"},
+						Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
+					Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "work", Image: "x"}}},
+				}
+				got, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(b.Context(), pod, metav1.CreateOptions{})
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				mu.Lock()
+				uids[name] = string(got.UID)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return uids
+}
+
+// podRequests reads how many LIST and WATCH requests for pods the spoke's
+// API server has served, from its own metrics.
+func podRequests(b *testing.B, spoke *devstack.Cluster) [2]int {
+	b.Helper()
+	raw, err := spoke.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out [2]int
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="pods"`) || !strings.Contains(line, `subresource=""`) {
+			continue
+		}
+		f := strings.Fields(line)
+		n, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		switch {
+		case strings.Contains(line, `verb="LIST"`):
+			out[0] += int(n)
+		case strings.Contains(line, `verb="WATCH"`):
+			out[1] += int(n)
+		}
+	}
+	return out
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	b.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return fi.Size()
+}
