@@ -111,6 +111,10 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	podInformer := factory.Core().V1().Pods()
 	inf := podInformer.Informer()
+	if err := inf.SetTransform(slimPod); err != nil {
+		r.Log.Error("set pod transform", "cluster", name, "error", err)
+		return
+	}
 	enqueue := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -225,4 +229,25 @@ var errSkip = errors.New("no change")
 
 func wrapf(err error, format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// slimPod keeps of a pod only what the reconciler reads — identity, labels,
+// deletion, phase and container verdicts — so the cache of thousands of pods
+// per cluster costs a fraction of their full objects.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: pod.Labels, CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, Reason: pod.Status.Reason, Message: pod.Status.Message},
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		slim.Status.ContainerStatuses = append(slim.Status.ContainerStatuses, corev1.ContainerStatus{Name: cs.Name, State: cs.State})
+	}
+	return slim, nil
 }
