@@ -224,7 +224,11 @@ func (s *shape) value(v any, t reflect.Type, path string) (any, bool) {
 			}
 		}
 		return m, true
-	case reflect.Slice: // of structs: an array of tables
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.String {
+			return s.strings(v, path)
+		}
+		// of structs: an array of tables
 		var elems []any
 		switch a := v.(type) {
 		case []map[string]any:
@@ -284,6 +288,22 @@ func (s *shape) value(v any, t reflect.Type, path string) (any, bool) {
 		}
 	default:
 		panic("fleet: profile field of unhandled kind " + t.Kind().String())
+	}
+	return v, true
+}
+
+// strings checks an array of strings.
+func (s *shape) strings(v any, path string) (any, bool) {
+	a, ok := v.([]any)
+	if !ok {
+		s.fail(path, "must be an array of strings, not "+tomlType(v))
+		return nil, false
+	}
+	for i, e := range a {
+		if _, ok := e.(string); !ok {
+			s.fail(fmt.Sprintf("%s[%d]", path, i), "must be a string, not "+tomlType(e))
+			return nil, false
+		}
 	}
 	return v, true
 }

@@ -31,6 +31,15 @@ const (
 	// MaxIngestTokenExpiration is the API server's upper bound (2^32 s).
 	MaxIngestTokenExpiration = (1 << 32) * time.Second
 
+	// Drop-box defaults: 64 MiB artifacts; accepts remembered up to 5m,
+	// rejections 10s; 20 requests/s per source with a burst of 40.
+	DefaultIngestMaxBodyBytes  = 64 << 20
+	DefaultIngestAcceptTTL     = 5 * time.Minute
+	DefaultIngestNegativeTTL   = 10 * time.Second
+	DefaultIngestCacheSize     = 10000
+	DefaultIngestRatePerSource = 20
+	DefaultIngestRateBurst     = 40
+
 	// DefaultQPS and DefaultBurst replace client-go's 5 and 10, which would
 	// throttle dispatch (three requests per work pod) to under two pods a
 	// second. At 500 the client limiter stays above what one spoke API server
@@ -65,6 +74,7 @@ type Profile struct {
 	Mirror     Mirror     `toml:"mirror"`
 	Reconcile  Reconcile  `toml:"reconcile"`
 	Pods       Pods       `toml:"pods"`
+	Ingest     Ingest     `toml:"ingest"`
 	// DefaultCluster is the cluster a request without a target goes to.
 	// Required with more than one cluster; defaults to the only one.
 	DefaultCluster string `toml:"default_cluster"`
@@ -117,6 +127,24 @@ type Reconcile struct {
 	RetryBudget    Duration `toml:"retry_budget"`
 	MaxBackoff     Duration `toml:"max_backoff"`
 	HealthInterval Duration `toml:"health_interval"`
+}
+
+// Ingest tunes the drop-box on the external listener, the most exposed
+// thing crucible has.
+type Ingest struct {
+	// MaxBodyBytes bounds one uploaded artifact.
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// AcceptTTL bounds how long an accepted token is remembered (never past
+	// its own exp); NegativeTTL how long a rejected one is.
+	AcceptTTL   Duration `toml:"accept_ttl"`
+	NegativeTTL Duration `toml:"negative_ttl"`
+	// CacheSize bounds each cache and the per-source limiter map.
+	CacheSize int `toml:"cache_size"`
+	// RatePerSource and RateBurst limit requests per client address.
+	RatePerSource float32 `toml:"rate_per_source"`
+	RateBurst     int     `toml:"rate_burst"`
+	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
+	TrustedProxies []string `toml:"trusted_proxies"`
 }
 
 // Pods shapes every work pod the controller renders.
@@ -193,6 +221,22 @@ func (p *Profile) applyDefaults() {
 	setDuration(&r.HealthInterval, DefaultHealthInterval)
 
 	setDuration(&p.Pods.IngestTokenExpiration, DefaultIngestTokenExpiration)
+
+	in := &p.Ingest
+	if in.MaxBodyBytes == 0 {
+		in.MaxBodyBytes = DefaultIngestMaxBodyBytes
+	}
+	setDuration(&in.AcceptTTL, DefaultIngestAcceptTTL)
+	setDuration(&in.NegativeTTL, DefaultIngestNegativeTTL)
+	if in.CacheSize == 0 {
+		in.CacheSize = DefaultIngestCacheSize
+	}
+	if in.RatePerSource == 0 {
+		in.RatePerSource = DefaultIngestRatePerSource
+	}
+	if in.RateBurst == 0 {
+		in.RateBurst = DefaultIngestRateBurst
+	}
 
 	for i := range p.Clusters {
 		e := &p.Clusters[i]

@@ -77,6 +77,8 @@ func wantDefaults() *Profile {
 			HealthInterval: Duration{15 * time.Second},
 		},
 		Pods:           Pods{IngestTokenExpiration: Duration{time.Hour}},
+		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
+			CacheSize: 10000, RatePerSource: 20, RateBurst: 40},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",
@@ -157,6 +159,8 @@ func TestLoadExample(t *testing.T) {
 			NodeSelector:          map[string]string{"nvidia.com/gpu.present": "true"},
 			ImagePullPolicy:       "IfNotPresent",
 		},
+		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
+			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, TrustedProxies: []string{"10.128.0.0/14"}},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -57,6 +58,7 @@ func (p *Profile) validate() problems {
 	positive(&ps, "mirror.max_stale", p.Mirror.MaxStale)
 	p.Reconcile.validate(&ps)
 	p.Pods.validate(&ps)
+	p.Ingest.validate(&ps)
 
 	if len(p.Clusters) == 0 {
 		ps.add("clusters", "at least one cluster is required")
@@ -135,6 +137,28 @@ func (r *Reconcile) validate(ps *problems) {
 	positive(ps, "reconcile.health_interval", r.HealthInterval)
 	if r.MaxBackoff.Duration > r.RetryBudget.Duration && r.RetryBudget.Duration > 0 {
 		ps.invalid("reconcile.max_backoff", r.MaxBackoff.String(), "must not exceed reconcile.retry_budget")
+	}
+}
+
+func (in *Ingest) validate(ps *problems) {
+	if in.MaxBodyBytes < 0 {
+		ps.invalid("ingest.max_body_bytes", strconv.FormatInt(in.MaxBodyBytes, 10), "must be positive")
+	}
+	positive(ps, "ingest.accept_ttl", in.AcceptTTL)
+	positive(ps, "ingest.negative_ttl", in.NegativeTTL)
+	if in.CacheSize < 0 {
+		ps.invalid("ingest.cache_size", strconv.Itoa(in.CacheSize), "must be positive")
+	}
+	if in.RatePerSource < 0 {
+		ps.invalid("ingest.rate_per_source", strconv.FormatFloat(float64(in.RatePerSource), 'g', -1, 32), "must be positive")
+	}
+	if in.RateBurst < 0 {
+		ps.invalid("ingest.rate_burst", strconv.Itoa(in.RateBurst), "must be positive")
+	}
+	for i, cidr := range in.TrustedProxies {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			ps.invalid(fmt.Sprintf("ingest.trusted_proxies[%d]", i), cidr, "must be a CIDR such as 10.0.0.0/8")
+		}
 	}
 }
 
