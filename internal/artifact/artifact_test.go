@@ -58,6 +58,69 @@ func TestTooLargeWritesNothing(t *testing.T) {
 	}
 }
 
+func TestStageCommitDiscard(t *testing.T) {
+	d := Dir{Root: t.TempDir()}
+	entries := func() []string {
+		t.Helper()
+		es, err := os.ReadDir(filepath.Join(d.Root, "wp-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+
+	s, err := d.Stage("wp-1", "result", strings.NewReader("abc"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("abc"))
+	if got, want := s.Written(), (Written{Size: 3, SHA256: hex.EncodeToString(sum[:])}); got != want {
+		t.Errorf("Written() = %+v, want %+v", got, want)
+	}
+	if _, err := d.Open("wp-1", "result"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staged content visible before Commit: err = %v", err)
+	}
+	s.Discard()
+	if got := entries(); len(got) != 0 {
+		t.Errorf("after Discard the dir holds %v, want nothing", got)
+	}
+
+	s, err = d.Stage("wp-1", "result", strings.NewReader("abc"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	s.Discard() // no-op after Commit
+	if err := s.Commit(); err == nil {
+		t.Error("second Commit succeeded")
+	}
+	if got := entries(); len(got) != 1 || got[0] != "result" {
+		t.Errorf("after Commit the dir holds %v, want [result]", got)
+	}
+	f, err := d.Open("wp-1", "result")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if string(got) != "abc" {
+		t.Errorf("committed content = %q", got)
+	}
+
+	if _, err := d.Stage("wp-1", "other", strings.NewReader("12345678901"), 10); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("oversized Stage: err = %v, want ErrTooLarge", err)
+	}
+	if got := entries(); len(got) != 1 {
+		t.Errorf("oversized Stage left %v behind", got)
+	}
+}
+
 func TestHostileNames(t *testing.T) {
 	d := Dir{Root: t.TempDir()}
 	for _, name := range []string{"", "..", "../x", "a/b", "A", "x\x00", "log\n", strings.Repeat("a", 64), "-a", "a."} {

@@ -2,8 +2,8 @@
 // store, one federated client per spoke, the dispatcher, the reconciler
 // (watch, await, startup reconcile, sweep), the cluster health probes, and two
 // listeners — internal (API, health, readiness, metrics) and external, which
-// serves exactly the discovery mirror (the drop-box joins it) and 404 for
-// everything else.
+// serves exactly the drop-box and the discovery mirror and 404 for everything
+// else.
 package controller
 
 import (
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httpserve"
+	"crucible.dev/crucible/internal/ingest"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/mirror"
 	"crucible.dev/crucible/internal/reconcile"
@@ -83,6 +85,16 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: p.Reconcile.RetryBudget.Duration + 30*time.Second,
 	}
 
+	drop, err := newDropBox(p, st, clients, arts, log.With("component", "ingest"))
+	if err != nil {
+		return err
+	}
+	// The external listener is the internet-facing route: exactly the
+	// drop-box and the mirror (which answers 404 for every other path).
+	external := http.NewServeMux()
+	external.Handle("/api/pods/{pod}/artifacts/{kind}", drop)
+	external.Handle("/", m)
+
 	internal := http.NewServeMux()
 	apiSrv.Routes(internal)
 	internal.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -109,7 +121,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		},
 		func(ctx context.Context) error {
 			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "external", Addr: c.ExternalListen,
-				CertFile: c.ExternalTLSCert, KeyFile: c.ExternalTLSKey, InsecureHTTP: c.ExternalTLSCert == "", WriteTimeout: time.Minute}, m, log)
+				CertFile: c.ExternalTLSCert, KeyFile: c.ExternalTLSKey, InsecureHTTP: c.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute}, external, log)
 		},
 	}
 	errs := make([]error, len(runnables))
@@ -126,4 +138,32 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// newDropBox builds the drop-box's validator map from the fleet: per cluster
+// its shared client, loop namespace, turn service account and ingest audience.
+func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts artifact.Dir, log *slog.Logger) (*ingest.Handler, error) {
+	var clusters []ingest.Cluster
+	for _, c := range clients.All() {
+		clusters = append(clusters, ingest.Cluster{Name: c.Entry.Name, Client: c, Namespace: c.Entry.LoopNamespace,
+			ServiceAccount: c.Entry.TurnServiceAccount, Audience: c.Entry.IngestAudience})
+	}
+	var proxies []netip.Prefix
+	for _, cidr := range p.Ingest.TrustedProxies {
+		prefix, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("ingest.trusted_proxies: %w", err)
+		}
+		proxies = append(proxies, prefix)
+	}
+	in := p.Ingest
+	h, err := ingest.New(ingest.Options{
+		Clusters: clusters, Store: st, Artifacts: arts, MaxBodyBytes: in.MaxBodyBytes,
+		AcceptTTL: in.AcceptTTL.Duration, NegativeTTL: in.NegativeTTL.Duration, CacheSize: in.CacheSize,
+		RatePerSource: float64(in.RatePerSource), RateBurst: in.RateBurst, TrustedProxies: proxies, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drop-box: %w", err)
+	}
+	return h, nil
 }

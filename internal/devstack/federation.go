@@ -216,6 +216,9 @@ func (s *Stack) profile(dir string) string {
 	fmt.Fprintf(&b, "[mirror]\nttl = %q\nmax_stale = %q\n\n", s.opts.MirrorTTL.String(), s.opts.MirrorMaxStale.String())
 	fmt.Fprintf(&b, "[reconcile]\nsweep_interval = %q\norphan_grace = %q\nretry_budget = %q\nmax_backoff = \"2s\"\nhealth_interval = \"2s\"\n",
 		s.opts.SweepInterval.String(), s.opts.OrphanGrace.String(), s.opts.RetryBudget.String())
+	// The stack's clients all come from loopback: let tests name their
+	// source in X-Forwarded-For, as a router in front of the drop-box would.
+	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\"]\n")
 	for _, c := range s.Spokes {
 		e := s.clusterEntry(c)
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)

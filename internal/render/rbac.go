@@ -14,7 +14,9 @@ const ControllerRBACName = "crucible-controller"
 // SpokeRBAC is the controller identity's RBAC on spoke c, exactly R-ID4 and
 // nothing more: a Role in the loop namespace (pods get/list/watch/create/
 // delete, pods/log get, configmaps and secrets create/delete) and a
-// ClusterRole (tokenreviews create, for the drop-box), each bound to the User
+// ClusterRole (tokenreviews create, and get on the spoke's OIDC discovery
+// documents /.well-known/openid-configuration and /openid/v1/jwks, both for
+// the drop-box's review and local pre-check), each bound to the User
 // controllerUsername, the name the spoke's authn webhook maps the
 // controller's token to. In apply order: Role, RoleBinding, ClusterRole,
 // ClusterRoleBinding.
@@ -48,6 +50,7 @@ func SpokeRBAC(c fleet.ClusterEntry, controllerUsername string) []runtime.Object
 			ObjectMeta: *cluster.DeepCopy(),
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+				{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}},
 			},
 		},
 		&rbacv1.ClusterRoleBinding{

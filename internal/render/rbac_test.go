@@ -41,6 +41,7 @@ func TestSpokeRBAC(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller", Labels: labels},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+				{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}},
 			},
 		},
 		&rbacv1.ClusterRoleBinding{
@@ -135,6 +136,11 @@ rules:
   - tokenreviews
   verbs:
   - create
+- nonResourceURLs:
+  - /.well-known/openid-configuration
+  - /openid/v1/jwks
+  verbs:
+  - get
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

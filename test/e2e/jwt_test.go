@@ -85,3 +85,12 @@ func (f forged) unsigned(t testing.TB, kid string) string {
 	t.Helper()
 	return b64json(t, map[string]any{"alg": "none", "kid": kid}) + "." + b64json(t, f.claims) + "."
 }
+
+func mustKey(t testing.TB) *rsa.PrivateKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

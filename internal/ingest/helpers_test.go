@@ -1,0 +1,423 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	authnv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/store"
+)
+
+const (
+	testCluster  = "spoke-a"
+	testNS       = "loops"
+	testSA       = "turn"
+	testAudience = "crucible-ingest"
+	testKID      = "spoke-key-1"
+)
+
+// Keys are generated once per test binary: RSA generation is slow.
+var (
+	keysOnce           sync.Once
+	spokeKey, otherKey *rsa.PrivateKey
+)
+
+func testKeys(t testing.TB) (spoke, other *rsa.PrivateKey) {
+	t.Helper()
+	keysOnce.Do(func() {
+		var err error
+		if spokeKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+			panic(err)
+		}
+		if otherKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+			panic(err)
+		}
+	})
+	return spokeKey, otherKey
+}
+
+// reviewMode is how the fake spoke answers a TokenReview of one token.
+type reviewMode int
+
+const (
+	modeVerify   reviewMode = iota // verify like kube-apiserver: signature, audience; identity from the claims
+	modeReject                     // authenticated: false (with status.error, as kube-apiserver does)
+	modeFail                       // HTTP 500
+	modeClose                      // close the connection without an answer
+	modeHang                       // never answer
+	modeOtherAud                   // authenticated, but status.audiences names another audience
+)
+
+// fakeSpoke is a TLS kube-apiserver stand-in: OIDC discovery, JWKS and
+// TokenReviews, counting what it is asked.
+type fakeSpoke struct {
+	t   testing.TB
+	srv *httptest.Server
+	key *rsa.PrivateKey
+
+	reviews     atomic.Int64
+	jwksFetches atomic.Int64
+	jwksFail    atomic.Bool
+	gate        chan struct{} // when non-nil, reviews wait for it to close
+
+	mu    sync.Mutex
+	modes map[string]reviewMode
+}
+
+func newFakeSpoke(t testing.TB) *fakeSpoke {
+	t.Helper()
+	key, _ := testKeys(t)
+	s := &fakeSpoke{t: t, key: key, modes: map[string]reviewMode{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		if s.jwksFail.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, `{"issuer":"https://kubernetes.default.svc","jwks_uri":"https://10.0.0.1:6443/openid/v1/jwks"}`)
+	})
+	mux.HandleFunc("GET /openid/v1/jwks", func(w http.ResponseWriter, r *http.Request) {
+		s.jwksFetches.Add(1)
+		if s.jwksFail.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &s.key.PublicKey, KeyID: testKID, Algorithm: "RS256", Use: "sig"}}}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_ = json.NewEncoder(w).Encode(set)
+	})
+	mux.HandleFunc("POST /apis/authentication.k8s.io/v1/tokenreviews", s.review)
+	s.srv = httptest.NewTLSServer(mux)
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *fakeSpoke) setMode(token string, m reviewMode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.modes[token] = m
+}
+
+func (s *fakeSpoke) review(w http.ResponseWriter, r *http.Request) {
+	s.reviews.Add(1)
+	if s.gate != nil {
+		<-s.gate
+	}
+	// client-go may send protobuf or JSON; the universal deserializer reads both.
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var tr authnv1.TokenReview
+	if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, &tr); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	mode := s.modes[tr.Spec.Token]
+	s.mu.Unlock()
+	switch mode {
+	case modeFail:
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	case modeClose:
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	case modeHang:
+		<-r.Context().Done()
+		return
+	}
+	tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview"
+	tr.Status = s.authenticate(tr.Spec, mode)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(tr)
+}
+
+func (s *fakeSpoke) authenticate(spec authnv1.TokenReviewSpec, mode reviewMode) authnv1.TokenReviewStatus {
+	no := authnv1.TokenReviewStatus{Error: "[invalid bearer token]"}
+	if mode == modeReject {
+		return no
+	}
+	jws, err := jose.ParseSignedCompact(spec.Token, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return no
+	}
+	payload, err := jws.Verify(&s.key.PublicKey)
+	if err != nil {
+		return no
+	}
+	var c tokenClaims
+	if err := json.Unmarshal(payload, &c); err != nil || len(spec.Audiences) != 1 || !contains(c.Aud, spec.Audiences[0]) {
+		return no
+	}
+	auds := spec.Audiences
+	if mode == modeOtherAud {
+		auds = []string{"something-else"}
+	}
+	return authnv1.TokenReviewStatus{
+		Authenticated: true,
+		Audiences:     auds,
+		User: authnv1.UserInfo{
+			Username: c.Sub,
+			Extra: map[string]authnv1.ExtraValue{
+				extraPodName: {c.Kube.Pod.Name},
+				extraPodUID:  {c.Kube.Pod.UID},
+			},
+		},
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenClaims are a projected service-account token's claims.
+type tokenClaims struct {
+	Iss  string  `json:"iss"`
+	Sub  string  `json:"sub"`
+	Aud  audList `json:"aud"`
+	Exp  int64   `json:"exp"`
+	Iat  int64   `json:"iat"`
+	Jti  string  `json:"jti,omitempty"`
+	Kube struct {
+		Namespace string `json:"namespace"`
+		Pod       struct {
+			Name string `json:"name"`
+			UID  string `json:"uid"`
+		} `json:"pod"`
+	} `json:"kubernetes.io"`
+}
+
+// podClaims are the claims of a valid ingest token of pod.
+func podClaims(now time.Time, pod, uid string) tokenClaims {
+	var c tokenClaims
+	c.Iss = "https://kubernetes.default.svc"
+	c.Sub = "system:serviceaccount:" + testNS + ":" + testSA
+	c.Aud = []string{testAudience}
+	c.Iat = now.Unix()
+	c.Exp = now.Add(time.Hour).Unix()
+	c.Kube.Namespace = testNS
+	c.Kube.Pod.Name, c.Kube.Pod.UID = pod, uid
+	return c
+}
+
+// sign makes a compact JWS of claims with key, header kid and extra headers.
+func sign(t testing.TB, key *rsa.PrivateKey, kid string, claims any) string {
+	t.Helper()
+	opts := (&jose.SignerOptions{}).WithType("JWT")
+	if kid != "" {
+		opts = opts.WithHeader("kid", kid)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// audList is aud as a string or an array.
+type audList []string
+
+func (a *audList) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*a = audList{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]string)(a))
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is a drop-box wired to a fake spoke, a real SQLite store and an
+// artifacts dir.
+type env struct {
+	t     testing.TB
+	spoke *fakeSpoke
+	h     *Handler
+	store store.Store
+	dir   artifact.Dir
+	clock *fakeClock
+	logs  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func newEnv(t testing.TB, modify ...func(*Options)) *env {
+	t.Helper()
+	spoke := newFakeSpoke(t)
+	tmp := t.TempDir()
+	caFile := filepath.Join(tmp, "ca.crt")
+	tokenFile := filepath.Join(tmp, "token")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: spoke.srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte("controller-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := fleet.NewClients([]fleet.ClusterEntry{{
+		Name: testCluster, Server: spoke.srv.URL, CAFile: caFile, TokenFile: tokenFile,
+		LoopNamespace: testNS, TurnServiceAccount: testSA, IngestAudience: testAudience,
+		QPS: 1e6, Burst: 1e6,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := clients.Get(testCluster)
+	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(tmp, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{
+		t: t, spoke: spoke, store: st, dir: artifact.Dir{Root: filepath.Join(tmp, "artifacts")},
+		clock: &fakeClock{now: time.Now().UTC().Truncate(time.Second)}, logs: &syncBuffer{},
+	}
+	opts := Options{
+		Clusters:      []Cluster{{Name: testCluster, Client: client, Namespace: testNS, ServiceAccount: testSA, Audience: testAudience}},
+		Store:         st,
+		Artifacts:     e.dir,
+		RatePerSource: 1e9,
+		RateBurst:     1 << 30,
+		Now:           e.clock.Now,
+		Logger:        slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, m := range modify {
+		m(&opts)
+	}
+	if e.h, err = New(opts); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// addPod records a running work pod on the test cluster and returns its
+// valid ingest token.
+func (e *env) addPod(id, uid string) string {
+	e.t.Helper()
+	err := e.store.CreateWorkPod(ctxOf(e.t), store.WorkPod{
+		ID: id, Cluster: testCluster, Namespace: testNS, Kind: "turn", State: store.StateRunning, PodUID: uid,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.token(id, uid)
+}
+
+func (e *env) token(pod, uid string) string {
+	e.t.Helper()
+	return sign(e.t, spokeKey, testKID, podClaims(e.clock.Now(), pod, uid))
+}
+
+// request builds a drop-box request; token "" sends no Authorization.
+func (e *env) request(method, path, token string, body []byte) *http.Request {
+	e.t.Helper()
+	r := httptest.NewRequestWithContext(ctxOf(e.t), method, path, bytes.NewReader(body))
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+func (e *env) serve(r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	return w
+}
+
+func (e *env) post(pod, kind, token string, body []byte) *httptest.ResponseRecorder {
+	e.t.Helper()
+	return e.serve(e.request(http.MethodPost, "/api/pods/"+pod+"/artifacts/"+kind, token, body))
+}
+
+// files lists the artifact dir of pod (temp files included).
+func (e *env) files(pod string) []string {
+	e.t.Helper()
+	entries, err := os.ReadDir(filepath.Join(e.dir.Root, pod))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.Name())
+	}
+	return names
+}
+
+// ctxOf is the test's context (t.Context() of a test or benchmark).
+func ctxOf(t testing.TB) context.Context { return t.Context() }

@@ -1,0 +1,219 @@
+// Package ingest owns the drop-box (R-IN): the internet-facing route
+// POST /api/pods/{pod}/artifacts/{kind} through which a work pod pushes a
+// result file, authenticated by its projected service-account token.
+//
+// Every way in is closed before the body is read: method, path and names,
+// a per-source rate limit, a local pre-check of the token against the
+// clusters' signing keys (which can only reject), the pod's row, and a
+// TokenReview on the pod's cluster, whose answer must name exactly that
+// pod (name and uid) and the cluster's turn service account. Accepts and
+// rejections are cached, identical reviews coalesced, so neither a flood of
+// forged tokens nor a flood of one rejected token reaches the spokes. A
+// spoke that cannot answer yields 503, never a cached "no".
+//
+// Artifacts are staged (temp file, fsync), then committed by rename and
+// recorded in the store under a per-(pod, kind) lock. A crash between the
+// rename and the store record leaves a file without a row; the next upload
+// of that kind sees no row and commits over it, so the file and the row
+// agree again. Until then the API, which reads the store, does not list it.
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Cluster is one entry of the validator map (R-IN2), keyed by Name.
+type Cluster struct {
+	Name string
+	// Client is the cluster's shared federated client: TokenReviews go
+	// through Client.Kube, the JWKS through Client.HTTP and
+	// Client.Entry.Server.
+	Client *fleet.Client
+	// Namespace is the expected pod namespace (the cluster's loop namespace).
+	Namespace string
+	// ServiceAccount is the expected service account (the turn service account).
+	ServiceAccount string
+	// Audience is the ingest audience the pods' tokens carry.
+	Audience string
+}
+
+// Options configures a Handler. Zero values take the defaults noted.
+type Options struct {
+	Clusters  []Cluster
+	Store     store.Store
+	Artifacts artifact.Dir
+	// MaxBodyBytes bounds an artifact (default 64 MiB); beyond: 413.
+	MaxBodyBytes int64
+	// AcceptTTL bounds accept-cache entries (default 5m); an entry never
+	// outlives its token's exp.
+	AcceptTTL time.Duration
+	// NegativeTTL is how long a rejection is remembered (default 10s).
+	NegativeTTL time.Duration
+	// CacheSize bounds each cache and the limiter map (default 10000).
+	CacheSize int
+	// RatePerSource is the requests/s allowed per client address (default
+	// 20) with burst RateBurst (default 40); beyond: 429 with Retry-After.
+	RatePerSource float64
+	RateBurst     int
+	// TrustedProxies are the peers whose X-Forwarded-For is honoured.
+	TrustedProxies []netip.Prefix
+	// JWKSMinRefresh is the least time between JWKS fetches of a cluster
+	// caused by unknown key ids (default 10s).
+	JWKSMinRefresh time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives the handler's logs (default: discarded).
+	Logger *slog.Logger
+
+	// insecureSkipAuth skips the token checks (steps 1, 2, 4 and 5; the
+	// pod's row is still required). Only tests in this package set it, to
+	// measure what authentication costs.
+	insecureSkipAuth bool
+	// reviewTimeout bounds one TokenReview (default 10s).
+	reviewTimeout time.Duration
+}
+
+// Defaults.
+const (
+	DefaultMaxBodyBytes   = 64 << 20
+	DefaultAcceptTTL      = 5 * time.Minute
+	DefaultNegativeTTL    = 10 * time.Second
+	DefaultCacheSize      = 10000
+	DefaultRatePerSource  = 20
+	DefaultRateBurst      = 40
+	DefaultJWKSMinRefresh = 10 * time.Second
+	defaultReviewTimeout  = 10 * time.Second
+)
+
+func (o *Options) setDefaults() {
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.AcceptTTL == 0 {
+		o.AcceptTTL = DefaultAcceptTTL
+	}
+	if o.NegativeTTL == 0 {
+		o.NegativeTTL = DefaultNegativeTTL
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.RatePerSource == 0 {
+		o.RatePerSource = DefaultRatePerSource
+	}
+	if o.RateBurst == 0 {
+		o.RateBurst = DefaultRateBurst
+	}
+	if o.JWKSMinRefresh == 0 {
+		o.JWKSMinRefresh = DefaultJWKSMinRefresh
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.reviewTimeout == 0 {
+		o.reviewTimeout = defaultReviewTimeout
+	}
+}
+
+// validate reports every problem at once.
+func (o *Options) validate() error {
+	var errs []error
+	if len(o.Clusters) == 0 {
+		errs = append(errs, errors.New("clusters: none"))
+	}
+	seen := map[string]bool{}
+	for i, c := range o.Clusters {
+		at := fmt.Sprintf("clusters[%d]", i)
+		switch {
+		case c.Name == "":
+			errs = append(errs, fmt.Errorf("%s.name: empty", at))
+		case seen[c.Name]:
+			errs = append(errs, fmt.Errorf("%s.name: %q defined twice", at, c.Name))
+		}
+		seen[c.Name] = true
+		if c.Client == nil || c.Client.Kube == nil || c.Client.HTTP == nil {
+			errs = append(errs, fmt.Errorf("%s.client: missing", at))
+		}
+		for field, v := range map[string]string{"namespace": c.Namespace, "serviceAccount": c.ServiceAccount, "audience": c.Audience} {
+			if v == "" {
+				errs = append(errs, fmt.Errorf("%s.%s: empty", at, field))
+			}
+		}
+	}
+	if o.Store == nil {
+		errs = append(errs, errors.New("store: missing"))
+	}
+	if o.Artifacts.Root == "" {
+		errs = append(errs, errors.New("artifacts: no root directory"))
+	}
+	for field, neg := range map[string]bool{
+		"maxBodyBytes": o.MaxBodyBytes < 0, "acceptTTL": o.AcceptTTL < 0, "negativeTTL": o.NegativeTTL < 0,
+		"cacheSize": o.CacheSize < 0, "ratePerSource": o.RatePerSource < 0, "rateBurst": o.RateBurst < 0,
+		"jwksMinRefresh": o.JWKSMinRefresh < 0,
+	} {
+		if neg {
+			errs = append(errs, fmt.Errorf("%s: negative", field))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Handler serves the drop-box. The controller mounts it on its external mux
+// for "/api/pods/".
+type Handler struct {
+	opts      Options
+	log       *slog.Logger
+	clusters  map[string]*cluster
+	keySets   []*keySet
+	audiences []string
+
+	accept   *lru[acceptEntry]
+	negative *lru[struct{}]
+	limiters *lru[limiter]
+	flights  flights
+	locks    keyedMutex
+
+	reviewTimeout time.Duration
+}
+
+// cluster is a validator map entry with its key set.
+type cluster struct {
+	Cluster
+	keys *keySet
+}
+
+// New validates opts, fills in defaults and builds the handler. It does no
+// I/O: each cluster's keys are fetched on first need.
+func New(opts Options) (*Handler, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("ingest options: %w", err)
+	}
+	opts.setDefaults()
+	h := &Handler{
+		opts:          opts,
+		log:           opts.Logger,
+		clusters:      make(map[string]*cluster, len(opts.Clusters)),
+		accept:        newLRU[acceptEntry](opts.CacheSize),
+		negative:      newLRU[struct{}](opts.CacheSize),
+		limiters:      newLRU[limiter](opts.CacheSize),
+		reviewTimeout: opts.reviewTimeout,
+	}
+	for _, c := range opts.Clusters {
+		ks := newKeySet(c.Client, opts.JWKSMinRefresh, opts.Now, opts.Logger)
+		h.clusters[c.Name] = &cluster{Cluster: c, keys: ks}
+		h.keySets = append(h.keySets, ks)
+		h.audiences = append(h.audiences, c.Audience)
+	}
+	return h, nil
+}

@@ -1,0 +1,205 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/store"
+)
+
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// verdict is the authentication decision for one request.
+type verdict int
+
+const (
+	accepted     verdict = iota
+	unauthorized         // 401: the spoke does not authenticate the token
+	forbidden            // 403: authenticated, but not as this pod's turn service account
+)
+
+// errReviewUnavailable: the spoke gave no answer (unreachable, timeout,
+// error status). Answered 503 and never cached (R-IN4).
+var errReviewUnavailable = errors.New("token review unavailable")
+
+// reviewResult is the part of a TokenReview's status the decision needs.
+// It depends on the token and the cluster only, so concurrent reviews of the
+// same token on the same cluster share one.
+type reviewResult struct {
+	authenticated bool
+	audiences     []string
+	username      string
+	podName       []string
+	podUID        []string
+}
+
+// decide applies R-IN3 to a review of a token presented for pod (row).
+func (c *cluster) decide(res reviewResult, row store.WorkPod) verdict {
+	if !res.authenticated {
+		return unauthorized
+	}
+	if !slices.Contains(res.audiences, c.Audience) ||
+		res.username != "system:serviceaccount:"+c.Namespace+":"+c.ServiceAccount ||
+		!slices.Equal(res.podName, []string{row.ID}) ||
+		row.PodUID == "" || !slices.Equal(res.podUID, []string{row.PodUID}) {
+		return forbidden
+	}
+	return accepted
+}
+
+// acceptEntry is a cached acceptance; the pod uid it was checked against is
+// compared with the row's, so a recreated pod is reviewed afresh.
+type acceptEntry struct{ podUID string }
+
+// Cache keys. The accept cache is keyed by token, pod and cluster; the
+// negative cache by token and cluster for "not authenticated", and by token,
+// cluster, pod and uid for "authenticated as somebody else".
+func acceptKey(hash, pod, cluster string) string { return hash + "\x00" + pod + "\x00" + cluster }
+func unauthKey(hash, cluster string) string      { return hash + "\x00" + cluster }
+func forbidKey(hash, cluster string, row store.WorkPod) string {
+	return hash + "\x00" + cluster + "\x00" + row.ID + "\x00" + row.PodUID
+}
+
+// authenticate decides whether token (hash is its sha256, hex) may push for
+// row on cluster c: from the caches, or by a TokenReview on c coalesced with
+// identical reviews in flight. exp is the token's expiry.
+func (h *Handler) authenticate(ctx context.Context, c *cluster, row store.WorkPod, token, hash string, exp time.Time) (verdict, error) {
+	now := h.opts.Now()
+	if e, ok := h.accept.get(acceptKey(hash, row.ID, c.Name), now); ok && e.podUID == row.PodUID {
+		metrics.IngestCacheHits.WithLabelValues("accept").Inc()
+		return accepted, nil
+	}
+	if v, ok := h.negativeGet(hash, c.Name, row, now); ok {
+		metrics.IngestCacheHits.WithLabelValues("negative").Inc()
+		return v, nil
+	}
+	res, err := h.flights.do(ctx, unauthKey(hash, c.Name), func() (reviewResult, error) {
+		res, err := h.tokenReview(ctx, c, token)
+		if err == nil {
+			// Cache the leader's decision before the flight ends, so no
+			// request can slip between the flight and the cache.
+			h.remember(c, row, hash, exp, res)
+		}
+		return res, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return h.remember(c, row, hash, exp, res), nil
+}
+
+func (h *Handler) negativeGet(hash, cluster string, row store.WorkPod, now time.Time) (verdict, bool) {
+	if _, ok := h.negative.get(unauthKey(hash, cluster), now); ok {
+		return unauthorized, true
+	}
+	if _, ok := h.negative.get(forbidKey(hash, cluster, row), now); ok {
+		return forbidden, true
+	}
+	return 0, false
+}
+
+// remember decides res for row and caches the decision.
+func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.Time, res reviewResult) verdict {
+	now := h.opts.Now()
+	v := c.decide(res, row)
+	switch v {
+	case accepted:
+		until := now.Add(h.opts.AcceptTTL)
+		if exp.Before(until) {
+			until = exp
+		}
+		h.accept.put(acceptKey(hash, row.ID, c.Name), acceptEntry{podUID: row.PodUID}, until)
+	case unauthorized:
+		h.negative.put(unauthKey(hash, c.Name), struct{}{}, now.Add(h.opts.NegativeTTL))
+	case forbidden:
+		h.negative.put(forbidKey(hash, c.Name, row), struct{}{}, now.Add(h.opts.NegativeTTL))
+	}
+	return v
+}
+
+// tokenReview asks cluster c whether token is authenticated for the ingest
+// audience. Any failure to get an answer wraps errReviewUnavailable. A
+// status with authenticated false is a definitive no even when it carries
+// status.error: kube-apiserver reports an invalid token that way.
+func (h *Handler) tokenReview(ctx context.Context, c *cluster, token string) (reviewResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.reviewTimeout)
+	defer cancel()
+	tr, err := c.Client.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{c.Audience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		metrics.IngestTokenReviews.WithLabelValues(c.Name, "error").Inc()
+		return reviewResult{}, fmt.Errorf("%w: cluster %s: %w", errReviewUnavailable, c.Name, err)
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		metrics.IngestTokenReviews.WithLabelValues(c.Name, "rejected").Inc()
+		return reviewResult{}, nil
+	}
+	metrics.IngestTokenReviews.WithLabelValues(c.Name, "authenticated").Inc()
+	return reviewResult{
+		authenticated: true,
+		audiences:     st.Audiences,
+		username:      st.User.Username,
+		podName:       st.User.Extra[extraPodName],
+		podUID:        st.User.Extra[extraPodUID],
+	}, nil
+}
+
+// flights coalesces identical TokenReviews: one in flight per key, the
+// others wait for its answer.
+type flights struct {
+	mu      sync.Mutex
+	m       map[string]*flight
+	waiting atomic.Int64 // requests waiting on another's review (tests watch it)
+}
+
+type flight struct {
+	done chan struct{}
+	res  reviewResult
+	err  error
+}
+
+// do runs fn unless a call with the same key is in flight, and returns its
+// result. fn runs in its own goroutine, so a leader whose client hangs up
+// does not fail the waiters; every caller waits at most until its ctx ends.
+func (g *flights) do(ctx context.Context, key string, fn func() (reviewResult, error)) (reviewResult, error) {
+	g.mu.Lock()
+	f, ok := g.m[key]
+	if !ok {
+		if g.m == nil {
+			g.m = make(map[string]*flight)
+		}
+		f = &flight{done: make(chan struct{})}
+		g.m[key] = f
+		go func() {
+			f.res, f.err = fn()
+			g.mu.Lock()
+			delete(g.m, key)
+			g.mu.Unlock()
+			close(f.done)
+		}()
+	} else {
+		g.waiting.Add(1)
+		defer g.waiting.Add(-1)
+	}
+	g.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.res, f.err
+	case <-ctx.Done():
+		return reviewResult{}, fmt.Errorf("%w: %w", errReviewUnavailable, ctx.Err())
+	}
+}

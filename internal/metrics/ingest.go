@@ -1,0 +1,41 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics of the drop-box (internal/ingest).
+var (
+	// IngestRequests counts every answer of the drop-box by outcome. A rise
+	// of unavailable means a spoke API is unreachable (pods retry); a rise
+	// of unauthorized, forbidden or rate_limited is somebody knocking.
+	IngestRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_ingest_requests_total",
+		Help: "Answers of the drop-box. outcome: created (201), duplicate (200, same bytes again), conflict (409, other bytes for a stored kind), " +
+			"unauthorized (401), forbidden (403), unavailable (503: spoke API or keys unavailable, or a storage error), rate_limited (429), " +
+			"bad_request (400, 404 or 405: malformed method, path or name), too_large (413).",
+	}, []string{"outcome"})
+
+	// IngestTokenReviews counts TokenReviews the drop-box sent to spokes;
+	// caches and the local pre-check keep it far below the request rate.
+	IngestTokenReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_ingest_tokenreviews_total",
+		Help: "TokenReviews sent by the drop-box. result: authenticated, rejected (authenticated false), error (no answer or an error status; answered 503, never cached).",
+	}, []string{"cluster", "result"})
+
+	// IngestCacheHits counts requests answered from a cache without a
+	// TokenReview.
+	IngestCacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_ingest_cache_hits_total",
+		Help: "Drop-box requests whose token was decided from a cache. cache: accept (a recent successful review of the same token, pod and cluster), negative (a recent rejection of the same token).",
+	}, []string{"cache"})
+
+	// IngestPrecheckRejects counts tokens refused locally, before any
+	// TokenReview.
+	IngestPrecheckRejects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_ingest_precheck_rejects_total",
+		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, audience, signature.",
+	}, []string{"reason"})
+)
+
+func init() {
+	Registry.MustRegister(IngestRequests, IngestTokenReviews, IngestCacheHits, IngestPrecheckRejects)
+}

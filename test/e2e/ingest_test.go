@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+)
+
+// upload posts body to the drop-box on the controller's external listener.
+// source, if set, is the client address a trusted router would report.
+func upload(t *testing.T, s *devstack.Stack, client *http.Client, pod, kind, auth, source string, body []byte) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.Federation.ControllerExternalURL+"/api/pods/"+pod+"/artifacts/"+kind, bytes.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if source != "" {
+		req.Header.Set("X-Forwarded-For", source)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(data)
+}
+
+// workPodOn submits a long-running turn on cluster and returns its row.
+func workPodOn(t *testing.T, s *devstack.Stack, cluster string) api.WorkPod {
+	t.Helper()
+	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "x", Annotations: quick("1h")})
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods/"+wp.ID+"/cancel", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	return wp
+}
+
+// ingestToken is what the kubelet would project into the work pod: a token
+// of loops/<sa> bound to the pod, audience crucible-ingest.
+func ingestToken(t *testing.T, spoke *devstack.Cluster, sa, pod, uid string, aud ...string) string {
+	t.Helper()
+	if len(aud) == 0 {
+		aud = []string{devstack.IngestAudience}
+	}
+	var bound *authenticationv1.BoundObjectReference
+	if pod != "" {
+		bound = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod, UID: typesUID(uid)}
+	}
+	tok, err := spoke.TokenRequest(t.Context(), devstack.SpokeNamespace, sa, aud, 600, bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func tokenReviews(t *testing.T, spoke *devstack.Cluster) int {
+	t.Helper()
+	raw, err := spoke.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="tokenreviews"`) && strings.Contains(line, `verb="POST"`) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+func TestDropBoxAcceptsThePodsOwnToken(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	client := caClient(t)
+	p := workPodOn(t, s, "wharf")
+	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	body := []byte("result of the turn\n")
+	code, _, msg := upload(t, s, client, p.ID, "result", "Bearer "+tok, "", body)
+	if code != http.StatusCreated {
+		t.Fatalf("upload: %d %s", code, msg)
+	}
+	code, got := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/result", nil)
+	sum := sha256.Sum256(body)
+	if code != http.StatusOK || !bytes.Equal(got, body) {
+		t.Errorf("download: %d %q, want the uploaded bytes", code, got)
+	}
+	_, list := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts", nil)
+	if !strings.Contains(string(list), hex.EncodeToString(sum[:])) {
+		t.Errorf("artifact list %s lacks sha256 %x", list, sum)
+	}
+	if code, _, msg := upload(t, s, client, p.ID, "result", "Bearer "+tok, "", body); code != http.StatusOK {
+		t.Errorf("same upload again: %d %s, want 200", code, msg)
+	}
+	if code, _, msg := upload(t, s, client, p.ID, "result", "Bearer "+tok, "", []byte("other bytes")); code != http.StatusConflict {
+		t.Errorf("different bytes for the same kind: %d %s, want 409", code, msg)
+	}
+}
+
+func TestDropBoxRefuses(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
+	client := caClient(t)
+	ctx := t.Context()
+	p := workPodOn(t, s, "wharf")
+	q := workPodOn(t, s, "wharf")
+	d := workPodOn(t, s, "dock")
+	if _, err := wharf.Client.CoreV1().ServiceAccounts(devstack.SpokeNamespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	spokeKey := wharf.ServiceAccountKey.Key
+	expired := hubClaims("system:serviceaccount:loops:crucible-turn", devstack.IngestAudience)
+	expired["exp"] = time.Now().Add(-time.Hour).Unix()
+	forgedClaims := hubClaims("system:serviceaccount:loops:crucible-turn", devstack.IngestAudience)
+
+	// A pod that is deleted: its token stops passing after the API
+	// server's 10 s cache.
+	gone := workPodOn(t, s, "wharf")
+	goneTok := ingestToken(t, wharf, devstack.SpokeServiceAccount, gone.ID, gone.PodUID)
+	apiCall(t, s, http.MethodPost, "/api/pods/"+gone.ID+"/cancel", nil)
+	time.Sleep(11 * time.Second)
+
+	cases := []struct {
+		name, pod, auth string
+		want            int
+	}{
+		{"token bound to another pod", p.ID, "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, q.ID, q.PodUID), 403},
+		{"another service account", p.ID, "Bearer " + ingestToken(t, wharf, "other", "", ""), 403},
+		{"valid token, unknown pod", "turn-unknown00", "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID), 403},
+		{"no header", p.ID, "", 401},
+		{"not bearer", p.ID, "Basic dXNlcjpwYXNz", 401},
+		{"expired", p.ID, "Bearer " + forged{claims: expired}.signRS256(t, spokeKey), 401},
+		{"wrong audience", p.ID, "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID, "wharf"), 401},
+		{"forged signature", p.ID, "Bearer " + forged{claims: forgedClaims, header: map[string]any{"kid": keyID(t, spokeKey)}}.signRS256(t, mustKey(t)), 401},
+		{"token of the other spoke", p.ID, "Bearer " + ingestToken(t, dock, devstack.SpokeServiceAccount, d.ID, d.PodUID), 401},
+		{"token of a deleted pod, known pod", gone.ID, "Bearer " + goneTok, 401},
+		{"token of a deleted pod, unknown pod", "turn-unknown01", "Bearer " + goneTok, 403},
+		{"forged, unknown pod", "turn-unknown02", "Bearer " + forged{claims: forgedClaims}.signRS256(t, mustKey(t)), 401},
+	}
+	bodies := map[int]string{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, body := upload(t, s, client, tc.pod, "result", tc.auth, "", []byte("x"))
+			if code != tc.want {
+				t.Errorf("%d %s, want %d", code, body, tc.want)
+			}
+			if prev, ok := bodies[code]; ok && prev != body {
+				t.Errorf("%d body %q differs from another %d body %q", code, body, code, prev)
+			}
+			bodies[code] = body
+		})
+	}
+	for _, path := range []string{"/api/pods/" + p.ID + "/artifacts/..", "/api/pods/" + p.ID + "/artifacts/Result", "/api/pods/%2e%2e/artifacts/x", "/api/pods/" + p.ID + "/artifacts/a%2Fb", "/api/pods/" + p.ID + "/artifacts/%00"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerExternalURL+path, strings.NewReader("x"))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s: %d, want 400 (or 404 where the path no longer matches)", path, resp.StatusCode)
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Federation.ControllerExternalURL+"/api/pods/"+p.ID+"/artifacts/result", nil)
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET on the drop-box: %v %v, want 405", resp, err)
+	}
+	for _, path := range []string{"/api/pods", "/api/clusters", "/metrics", "/healthz"} {
+		resp, err := get(ctx, client, s.Federation.ControllerExternalURL+path)
+		if err != nil || resp.StatusCode != http.StatusNotFound {
+			t.Errorf("external GET %s: %v %v, want 404", path, resp, err)
+		}
+	}
+	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	if code, _, _ := upload(t, s, client, p.ID, "big", "Bearer "+tok, "", make([]byte, 64<<20+1)); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized upload: %d, want 413", code)
+	}
+	if code, _ := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/big", nil); code != http.StatusNotFound {
+		t.Errorf("oversized upload left an artifact: %d", code)
+	}
+}
+
+// The spoke API is down: 503 with Retry-After, nothing stored; back up: 201.
+func TestDropBoxFailsClosed(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	client := caClient(t)
+	p := workPodOn(t, s, "wharf")
+	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	if err := s.StopAPIServer(wharf); err != nil {
+		t.Fatal(err)
+	}
+	code, hdr, _ := upload(t, s, client, p.ID, "result", "Bearer "+tok, "", []byte("x"))
+	if err := s.StartAPIServer(t.Context(), wharf); err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Errorf("spoke down: %d Retry-After %q, want 503 with Retry-After", code, hdr.Get("Retry-After"))
+	}
+	if code, _ := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/result", nil); code != http.StatusNotFound {
+		t.Errorf("an artifact was stored while the spoke was down: %d", code)
+	}
+	var last int
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		last, _, _ = upload(t, s, client, p.ID, "result", "Bearer "+tok, "", []byte("x"))
+		return last == http.StatusCreated, nil
+	})
+	if err != nil {
+		t.Errorf("after the spoke came back: %d, want 201", last)
+	}
+}
+
+// Floods, counted at the spoke: forged tokens never reach it; one rejected
+// token reaches it once per negative-cache TTL; 100 valid tokens at most 100
+// times; one source past its limit gets 429.
+func TestDropBoxFloods(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	client := caClient(t)
+	p := workPodOn(t, s, "wharf")
+	flood := func(n int, req func(i int) (auth, source string, body []byte), want int) {
+		t.Helper()
+		var next, wrong atomic.Int64
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+					auth, source, body := req(i)
+					if code, _, _ := upload(t, s, client, p.ID, "result", auth, source, body); code != want {
+						wrong.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if w := wrong.Load(); w > 0 {
+			t.Errorf("%d of %d requests did not answer %d", w, n, want)
+		}
+	}
+	source := func(i int) string { return fmt.Sprintf("198.51.%d.%d", i/250, i%250+1) }
+
+	before := tokenReviews(t, wharf)
+	forgedKey := mustKey(t)
+	flood(10000, func(i int) (string, string, []byte) {
+		c := hubClaims("system:serviceaccount:loops:crucible-turn", devstack.IngestAudience)
+		c["jti"] = fmt.Sprint(i)
+		return "Bearer " + forged{claims: c}.signRS256(t, forgedKey), source(i), nil
+	}, http.StatusUnauthorized)
+	if n := tokenReviews(t, wharf) - before; n != 0 {
+		t.Errorf("10,000 forged tokens caused %d TokenReviews, want 0", n)
+	}
+
+	gone := workPodOn(t, s, "wharf")
+	goneTok := ingestToken(t, wharf, devstack.SpokeServiceAccount, gone.ID, gone.PodUID)
+	apiCall(t, s, http.MethodPost, "/api/pods/"+gone.ID+"/cancel", nil)
+	time.Sleep(11 * time.Second)
+	before = tokenReviews(t, wharf)
+	start := time.Now()
+	flood(10000, func(i int) (string, string, []byte) { return "Bearer " + goneTok, source(i), nil }, http.StatusUnauthorized)
+	allowed := int(time.Since(start)/(10*time.Second)) + 1
+	if n := tokenReviews(t, wharf) - before; n > allowed {
+		t.Errorf("10,000 requests with one rejected token caused %d TokenReviews in %s, want at most %d (one per negative TTL)", n, time.Since(start).Round(time.Second), allowed)
+	}
+
+	tokens := make([]string, 100)
+	for i := range tokens {
+		tokens[i] = ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	}
+	body := []byte("same result")
+	if code, _, msg := upload(t, s, client, p.ID, "result", "Bearer "+tokens[0], source(0), body); code != http.StatusCreated {
+		t.Fatalf("first upload: %d %s", code, msg)
+	}
+	before = tokenReviews(t, wharf)
+	flood(10000, func(i int) (string, string, []byte) { return "Bearer " + tokens[i%100], source(i), body }, http.StatusOK)
+	if n := tokenReviews(t, wharf) - before; n > 100 {
+		t.Errorf("10,000 uploads with 100 valid tokens caused %d TokenReviews, want at most 100", n)
+	}
+
+	limited := 0
+	for range 100 {
+		if code, hdr, _ := upload(t, s, client, p.ID, "result", "Bearer "+tokens[0], "203.0.113.7", body); code == http.StatusTooManyRequests {
+			limited++
+			if hdr.Get("Retry-After") == "" {
+				t.Errorf("429 without Retry-After")
+			}
+		}
+	}
+	if limited == 0 {
+		t.Errorf("100 quick requests from one source were never limited")
+	}
+}
+
+func typesUID(s string) types.UID { return types.UID(s) }
+
+// The controller dies in the middle of an upload: no artifact, partial or
+// whole, is visible afterwards.
+func TestDropBoxCrashMidUpload(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	client := caClient(t)
+	p := workPodOn(t, s, "wharf")
+	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.Federation.ControllerExternalURL+"/api/pods/"+p.ID+"/artifacts/partial", pr)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	// The handler reads the body only once the token passed; 16 MiB is more
+	// than loopback's socket buffers hold, so once written the handler is
+	// staging the upload.
+	for range 8 {
+		if _, err := pw.Write(make([]byte, 2<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.KillProcess("crucible-controller"); err != nil {
+		t.Fatal(err)
+	}
+	pw.CloseWithError(io.ErrUnexpectedEOF)
+	<-done
+	if err := s.RestartProcess(t.Context(), "crucible-controller", s.ControllerReady); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/partial", nil); code != http.StatusNotFound {
+		t.Errorf("artifact after a crash mid-upload: %d %s, want 404", code, body)
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.Dir, "crucible", "artifacts", p.ID))
+	for _, e := range entries {
+		if e.Name() == "partial" {
+			t.Errorf("a partial artifact file is visible: %s", e.Name())
+		}
+	}
+}
