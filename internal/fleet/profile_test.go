@@ -76,7 +76,7 @@ func wantDefaults() *Profile {
 			MaxBackoff:     Duration{10 * time.Second},
 			HealthInterval: Duration{15 * time.Second},
 		},
-		Pods:           Pods{IngestTokenExpiration: Duration{time.Hour}},
+		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
 			CacheSize: 10000, RatePerSource: 20, RateBurst: 40},
 		DefaultCluster: "wharf",
