@@ -16,6 +16,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/jwt"
 )
 
 const (
@@ -133,7 +134,7 @@ func (k *keySet) fetchKeys(ctx context.Context, path string) ([]jose.JSONWebKey,
 	if err := k.getJSON(ctx, path, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
-	keys, skipped := usableKeys(set.Keys)
+	keys, skipped := jwt.UsableKeys(set.Keys)
 	if skipped > 0 {
 		k.log.Warn("ignored unusable keys in JWKS", "cluster", k.cluster, "ignored", skipped)
 	}

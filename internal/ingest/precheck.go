@@ -2,9 +2,6 @@ package ingest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/rsa"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math"
@@ -14,6 +11,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"crucible.dev/crucible/internal/jwt"
 )
 
 const (
@@ -80,7 +79,7 @@ func (h *Handler) precheck(ctx context.Context, token string) (claims, error) {
 // crit member (crucible understands no critical extension). jku, x5u, jwk
 // and x5c are ignored: keys come only from the clusters' JWKS.
 func checkHeader(seg string) (kid string, err error) {
-	header, err := decodeSegment(seg)
+	header, err := jwt.DecodeSegment(seg)
 	if err != nil {
 		return "", reject("malformed")
 	}
@@ -102,7 +101,7 @@ func checkHeader(seg string) (kid string, err error) {
 // compared: hub and spokes share https://kubernetes.default.svc, and only
 // the keys tell them apart.
 func (h *Handler) checkClaims(seg string) (claims, error) {
-	members, err := decodeSegment(seg)
+	members, err := jwt.DecodeSegment(seg)
 	if err != nil {
 		return claims{}, reject("malformed")
 	}
@@ -127,22 +126,6 @@ func (h *Handler) checkClaims(seg string) (claims, error) {
 		return claims{}, reject("audience")
 	}
 	return claims{exp: expires}, nil
-}
-
-// decodeSegment decodes one unpadded base64url JSON object.
-func decodeSegment(seg string) (map[string]json.RawMessage, error) {
-	data, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return nil, err
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, err
-	}
-	if members == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	return members, nil
 }
 
 // verifySignature accepts a signature made by a key of any configured
@@ -222,32 +205,4 @@ func (k *keySet) verify(jws *jose.JSONWebSignature, kid string) verified {
 		}
 	}
 	return v
-}
-
-// usableKeys keeps the public signing keys the pre-check accepts: RSA of at
-// least 2048 bits and P-256 EC, with use absent or "sig".
-func usableKeys(raw []json.RawMessage) (keys []jose.JSONWebKey, skipped int) {
-	for _, r := range raw {
-		var key jose.JSONWebKey
-		if err := key.UnmarshalJSON(r); err != nil || !usable(key) {
-			skipped++
-			continue
-		}
-		keys = append(keys, key)
-	}
-	return keys, skipped
-}
-
-func usable(key jose.JSONWebKey) bool {
-	if key.Use != "" && key.Use != "sig" {
-		return false
-	}
-	switch pub := key.Key.(type) {
-	case *rsa.PublicKey:
-		return pub.N.BitLen() >= 2048
-	case *ecdsa.PublicKey:
-		return pub.Curve.Params().BitSize == 256
-	default:
-		return false
-	}
 }

@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -19,6 +17,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -28,8 +27,6 @@ const (
 	fetchTimeout = 10 * time.Second
 	// maxDocumentBytes bounds a discovery document or JWKS.
 	maxDocumentBytes = 1 << 20
-	// minRSABits refuses weak RSA keys even if the issuer publishes them.
-	minRSABits = 2048
 )
 
 var (
@@ -210,7 +207,7 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	if err := k.getJSON(ctx, doc.JWKSURI, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
-	keys, skipped := usableKeys(set.Keys)
+	keys, skipped := jwt.UsableKeys(set.Keys)
 	if skipped > 0 {
 		k.log.Warn("ignored unusable keys in JWKS", "provider", k.src.provider, "ignored", skipped)
 	}
@@ -245,35 +242,6 @@ func (k *keySet) getJSON(ctx context.Context, rawURL string, v any) error {
 		return fmt.Errorf("GET %s: %w", rawURL, err)
 	}
 	return nil
-}
-
-// usableKeys keeps the public signing keys crucible accepts: RSA of at least
-// 2048 bits and EC, with use absent or "sig". One odd key does not spoil the
-// others, as issuers publish keys of several kinds.
-func usableKeys(raw []json.RawMessage) (keys []jose.JSONWebKey, skipped int) {
-	for _, r := range raw {
-		var key jose.JSONWebKey
-		if err := key.UnmarshalJSON(r); err != nil || !usable(key) {
-			skipped++
-			continue
-		}
-		keys = append(keys, key)
-	}
-	return keys, skipped
-}
-
-func usable(key jose.JSONWebKey) bool {
-	if key.Use != "" && key.Use != "sig" {
-		return false
-	}
-	switch pub := key.Key.(type) {
-	case *rsa.PublicKey:
-		return pub.N.BitLen() >= minRSABits
-	case *ecdsa.PublicKey:
-		return true
-	default:
-		return false
-	}
 }
 
 // VerifySignature implements the JWT library's KeySet: it checks the

@@ -15,6 +15,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
 	authv1 "k8s.io/api/authentication/v1"
+
+	"crucible.dev/crucible/internal/jwt"
 )
 
 var (
@@ -187,7 +189,7 @@ func TestUsableKeys(t *testing.T) {
 		mustJSON(t, jose.JSONWebKey{Key: testKeys()[2], KeyID: "private"}),
 		json.RawMessage(`{"kty":"OKP","crv":"X448","x":"AA"}`),
 	}
-	keys, skipped := usableKeys(raw)
+	keys, skipped := jwt.UsableKeys(raw)
 	var kids []string
 	for _, k := range keys {
 		kids = append(kids, k.KeyID)

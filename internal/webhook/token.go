@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"crucible.dev/crucible/internal/jwt"
 )
 
 // maxTokenBytes caps tokens before anything parses them: the JWT library
@@ -67,7 +68,7 @@ func parseUntrusted(token string) (untrusted, error) {
 // crit member (RFC 7515 4.1.11: critical extensions must be understood, and
 // crucible understands none).
 func readHeader(seg string) (kid string, err error) {
-	header, err := decodeSegment(seg)
+	header, err := jwt.DecodeSegment(seg)
 	if err != nil {
 		return "", err
 	}
@@ -82,7 +83,7 @@ func readHeader(seg string) (kid string, err error) {
 }
 
 func readClaims(seg string) (iss, sub string, err error) {
-	claims, err := decodeSegment(seg)
+	claims, err := jwt.DecodeSegment(seg)
 	if err != nil {
 		return "", "", err
 	}
@@ -93,24 +94,6 @@ func readClaims(seg string) (iss, sub string, err error) {
 		return "", "", err
 	}
 	return iss, sub, nil
-}
-
-// decodeSegment decodes one unpadded base64url JSON object. Members are
-// kept by exact name (encoding/json would match struct fields ignoring
-// case), the way the JWT library reads claims, so both see the same sub.
-func decodeSegment(seg string) (map[string]json.RawMessage, error) {
-	data, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return nil, err
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, err
-	}
-	if members == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	return members, nil
 }
 
 // stringMember returns a string member, "" when absent.
