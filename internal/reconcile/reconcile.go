@@ -12,7 +12,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -226,10 +225,6 @@ func (r *Reconciler) markLost(ctx context.Context, id, reason string) error {
 
 // errSkip aborts an UpdateWorkPod whose row needs no change.
 var errSkip = errors.New("no change")
-
-func wrapf(err error, format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, err)...)
-}
 
 // slimPod keeps of a pod only what the reconciler reads — identity, labels,
 // deletion, phase and container verdicts — so the cache of thousands of pods
