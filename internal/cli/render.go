@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -154,8 +155,11 @@ func workPodFlagErrors(w render.WorkPod, envs []string) error {
 
 func newRenderSpokeCmd() *cobra.Command {
 	var (
-		rf       renderFlags
-		username string
+		rf                    renderFlags
+		username              string
+		authn                 string
+		trust                 render.HubTrust
+		subject, mirrorCAFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER]",
@@ -177,6 +181,11 @@ webhook provider's username claim mapping applied to the controller's
 subject; with the example mapping (prefix "hub:") it is the default below.`,
 		Example: `  crucible render spoke --config examples/crucible.toml | kubectl --context wharf apply -f -
 
+  # the spoke's authn-webhook configuration (shared issuer, ADR-0048), or kube-apiserver's own
+  # AuthenticationConfiguration for a spoke whose issuer differs from the hub's
+  crucible render spoke --config crucible.toml --authn webhook > webhook.yaml
+  crucible render spoke --config crucible.toml --authn builtin > authentication-config.yaml
+
   crucible render spoke --config crucible.toml --cluster wharf \
     --controller-username 'hub:system:serviceaccount:crucible--runtime-ext:crucible-crucible-controller'`,
 		Args: cobra.NoArgs,
@@ -184,11 +193,34 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 			if strings.TrimSpace(username) == "" {
 				return errors.New("--controller-username: required")
 			}
-			_, c, err := rf.load()
+			p, c, err := rf.load()
 			if err != nil {
 				return err
 			}
-			out, err := render.YAML(render.SpokeRBAC(c, username)...)
+			var out []byte
+			switch authn {
+			case "rbac":
+				out, err = render.YAML(render.SpokeRBAC(c, username)...)
+			case "webhook", "builtin":
+				trust.Audience, trust.AllowedSubjects = c.Name, []string{subject}
+				if trust.DiscoveryURL == "" {
+					trust.DiscoveryURL = strings.TrimRight(p.Controller.ExternalURL, "/") + "/.well-known/openid-configuration"
+				}
+				if mirrorCAFile != "" {
+					ca, rerr := os.ReadFile(mirrorCAFile)
+					if rerr != nil {
+						return fmt.Errorf("--mirror-ca-file: %w", rerr)
+					}
+					trust.CertificateAuthority = string(ca)
+				}
+				if authn == "webhook" {
+					out, err = render.WebhookConfig(trust)
+				} else {
+					out, err = render.AuthenticationConfiguration(trust)
+				}
+			default:
+				return fmt.Errorf("--authn %q: want rbac, webhook or builtin", authn)
+			}
 			if err != nil {
 				return err
 			}
@@ -198,5 +230,11 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 	}
 	rf.add(cmd)
 	cmd.Flags().StringVar(&username, "controller-username", defaultControllerUsername, "the user name the spoke's authn webhook gives the controller")
+	cmd.Flags().StringVar(&authn, "authn", "rbac", "what to print: rbac (the objects above), webhook (crucible authn-webhook's config file for this spoke) or builtin (kube-apiserver's AuthenticationConfiguration, for a spoke whose own issuer differs from the hub's)")
+	cmd.Flags().StringVar(&subject, "hub-subject", "system:serviceaccount:crucible:crucible-controller", "with --authn: the controller's subject on the hub, the one subject the spoke accepts")
+	cmd.Flags().StringVar(&trust.Issuer, "hub-issuer", "https://kubernetes.default.svc", "with --authn: the hub's service-account issuer")
+	cmd.Flags().StringVar(&trust.UsernamePrefix, "username-prefix", "hub:", "with --authn: prefix of the mapped user name (must match --controller-username)")
+	cmd.Flags().StringVar(&trust.DiscoveryURL, "discovery-url", "", "with --authn: the mirror's discovery URL (default: the profile's external_url + /.well-known/openid-configuration)")
+	cmd.Flags().StringVar(&mirrorCAFile, "mirror-ca-file", "", "with --authn: CA bundle (PEM) that verifies the mirror, if not a public CA")
 	return cmd
 }

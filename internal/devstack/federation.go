@@ -230,20 +230,22 @@ func (s *Stack) profile(dir string) string {
 // WebhookConfig renders the authn-webhook configuration of ADR-0048 for a
 // spoke: one provider, the hub, whose keys come from the controller's mirror;
 // audience = the spoke's name; only the given subjects; usernames prefixed
-// hub: so they can never pass for the spoke's own identities.
+// hub: so they can never pass for the spoke's own identities. Keys refresh
+// within a second here so that tests see a rotation quickly.
 func (s *Stack) WebhookConfig(spoke string, allowedSubjects []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "jwksMinRefreshInterval: 1s\nproviders:\n- name: hub\n  allowedSubjects:\n")
-	for _, sub := range allowedSubjects {
-		fmt.Fprintf(&b, "  - %q\n", sub)
+	data, err := render.WebhookConfig(s.hubTrust(spoke, allowedSubjects))
+	if err != nil {
+		panic(err) // a struct of strings always marshals
 	}
-	fmt.Fprintf(&b, "  issuer:\n    url: %q\n    discoveryURL: %q\n    audiences: [%q]\n    certificateAuthority: |\n",
-		Issuer, s.Federation.ControllerExternalURL+"/.well-known/openid-configuration", spoke)
-	for _, line := range strings.Split(strings.TrimSpace(string(s.ca.CertPEM)), "\n") {
-		fmt.Fprintf(&b, "      %s\n", line)
+	return "jwksMinRefreshInterval: 1s\n" + string(data)
+}
+
+func (s *Stack) hubTrust(spoke string, allowedSubjects []string) render.HubTrust {
+	return render.HubTrust{
+		Issuer: Issuer, DiscoveryURL: s.Federation.ControllerExternalURL + "/.well-known/openid-configuration",
+		CertificateAuthority: string(s.ca.CertPEM), Audience: spoke, AllowedSubjects: allowedSubjects,
+		UsernamePrefix: HubUsernamePrefix,
 	}
-	fmt.Fprintf(&b, "  claimMappings:\n    username:\n      claim: sub\n      prefix: %q\n", HubUsernamePrefix)
-	return b.String()
 }
 
 // httpClient trusts the stack's CA, for readiness probes of what it started.
@@ -295,16 +297,11 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 
 // builtinAuthenticationConfig is kube-apiserver's AuthenticationConfiguration
 // equivalent of WebhookConfig, for a spoke whose own issuer differs from the
-// hub's: the subject allowlist becomes a CEL claim validation rule.
+// hub's.
 func (s *Stack) builtinAuthenticationConfig(spoke string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n")
-	fmt.Fprintf(&b, "    url: %q\n    discoveryURL: %q\n    audiences: [%q]\n    certificateAuthority: |\n",
-		Issuer, s.Federation.ControllerExternalURL+"/.well-known/openid-configuration", spoke)
-	for _, line := range strings.Split(strings.TrimSpace(string(s.ca.CertPEM)), "\n") {
-		fmt.Fprintf(&b, "      %s\n", line)
+	data, err := render.AuthenticationConfiguration(s.hubTrust(spoke, []string{HubSubject}))
+	if err != nil {
+		panic(err) // a struct of strings always marshals
 	}
-	fmt.Fprintf(&b, "  claimValidationRules:\n  - expression: %q\n    message: subject not allowed\n", "claims.sub == '"+HubSubject+"'")
-	fmt.Fprintf(&b, "  claimMappings:\n    username:\n      claim: sub\n      prefix: %q\n", HubUsernamePrefix)
-	return b.String()
+	return string(data)
 }

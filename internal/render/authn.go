@@ -1,0 +1,81 @@
+package render
+
+import (
+	"fmt"
+
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// HubTrust is how a spoke trusts the hub controller's tokens: which issuer,
+// where the keys are (the controller's discovery mirror), for which audience
+// (the spoke's name), and for which subjects. It renders both ways a spoke can
+// express that trust (R-WH5).
+type HubTrust struct {
+	// Issuer is the hub's service-account issuer.
+	Issuer string
+	// DiscoveryURL is the mirror's /.well-known/openid-configuration.
+	DiscoveryURL string
+	// CertificateAuthority (PEM) verifies the mirror; empty for public CAs.
+	CertificateAuthority string
+	// Audience is the audience the controller's token for this spoke carries.
+	Audience string
+	// AllowedSubjects are the exact `sub` values accepted.
+	AllowedSubjects []string
+	// UsernamePrefix marks hub identities on the spoke (e.g. "hub:").
+	UsernamePrefix string
+}
+
+func (t HubTrust) jwt() apiserverv1.JWTAuthenticator {
+	prefix, discovery := t.UsernamePrefix, t.DiscoveryURL
+	return apiserverv1.JWTAuthenticator{
+		Issuer: apiserverv1.Issuer{
+			URL: t.Issuer, DiscoveryURL: &discovery, CertificateAuthority: t.CertificateAuthority,
+			Audiences: []string{t.Audience},
+		},
+		ClaimMappings: apiserverv1.ClaimMappings{
+			Username: apiserverv1.PrefixedClaimOrExpression{Claim: "sub", Prefix: &prefix},
+		},
+	}
+}
+
+// webhookProvider is one provider of crucible's authn-webhook file: a
+// kube-apiserver jwt entry plus name and subject allowlist.
+type webhookProvider struct {
+	Name                         string   `json:"name"`
+	AllowedSubjects              []string `json:"allowedSubjects"`
+	apiserverv1.JWTAuthenticator `json:",inline"`
+}
+
+// WebhookConfig renders the configuration file of `crucible authn-webhook`
+// for a spoke that shares the hub's issuer string (ADR-0048's case), where
+// only a webhook can tell hub tokens apart by their keys.
+func WebhookConfig(t HubTrust) ([]byte, error) {
+	file := struct {
+		Providers []webhookProvider `json:"providers"`
+	}{Providers: []webhookProvider{{Name: "hub", AllowedSubjects: t.AllowedSubjects, JWTAuthenticator: t.jwt()}}}
+	return yaml.Marshal(file)
+}
+
+// AuthenticationConfiguration renders kube-apiserver's own structured
+// authentication for a spoke whose service-account issuer differs from the
+// hub's, so its built-in JWT authenticator can validate hub tokens: the same
+// trust as WebhookConfig, the subject allowlist as a CEL claim rule.
+func AuthenticationConfiguration(t HubTrust) ([]byte, error) {
+	// One rule accepting any allowed subject (rules are ANDed); none allowed
+	// means nobody, as in the webhook, never everybody.
+	expr := "false"
+	for i, sub := range t.AllowedSubjects {
+		if i == 0 {
+			expr = ""
+		} else {
+			expr += " || "
+		}
+		expr += fmt.Sprintf("claims.sub == %q", sub)
+	}
+	jwt := t.jwt()
+	jwt.ClaimValidationRules = []apiserverv1.ClaimValidationRule{{Expression: expr, Message: "subject not allowed"}}
+	cfg := apiserverv1.AuthenticationConfiguration{JWT: []apiserverv1.JWTAuthenticator{jwt}}
+	cfg.APIVersion, cfg.Kind = apiserverv1.SchemeGroupVersion.String(), "AuthenticationConfiguration"
+	return yaml.Marshal(cfg)
+}
