@@ -45,8 +45,13 @@ type WorkPod struct {
 	FinishedAt   *time.Time  `json:"finished_at,omitempty"`
 }
 
+// view is a row as the API shows it. Of the stored spec only the image is
+// shown, so only the image is decoded: a list of thousands of rows decodes
+// one string each, not every file and env var.
 func view(p store.WorkPod) WorkPod {
-	var spec render.WorkPod
+	var spec struct {
+		Image string `json:"image"`
+	}
 	_ = json.Unmarshal(p.Spec, &spec)
 	return WorkPod{
 		ID: p.ID, Cluster: p.Cluster, Namespace: p.Namespace, Kind: p.Kind, State: p.State, Image: spec.Image,
@@ -71,12 +76,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		}
 		return &Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", req.Cluster, strings.Join(names, ", "))}
 	}
-	wp := render.WorkPod{
-		ID: newID(req.Kind), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
-		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
+	prefix := req.Kind
+	if prefix != "loop" && prefix != "turn" {
+		prefix = "wp" // Validate reports the kind; the id must still be a name
 	}
-	if req.Kind != "loop" && req.Kind != "turn" {
-		wp.ID = newID("wp")
+	wp := render.WorkPod{
+		ID: newID(prefix), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
+		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
 	}
 	if errs := wp.Validate(); len(errs) > 0 {
 		return &Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: errs.ToAggregate().Error()}

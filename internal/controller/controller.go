@@ -32,17 +32,18 @@ import (
 )
 
 // hubRESTConfig builds the controller's client config for its own cluster.
-// The token is referenced by file, never read into a string here, so the
-// kubelet's rotation reaches every request.
+// In a cluster it takes the pod's API address, CA and token path, but reads
+// the token through the same file token source as the spoke clients, so a
+// 401 after a rotation re-reads the file instead of waiting for the minute.
 func hubRESTConfig(h fleet.Hub) (*rest.Config, error) {
-	if h.Server == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("hub: no server configured and not in a cluster: %w", err)
-		}
-		return cfg, nil
+	if h.Server != "" {
+		return fleet.TokenFileConfig(h.Server, h.CAFile, h.TokenFile)
 	}
-	return fleet.TokenFileConfig(h.Server, h.CAFile, h.TokenFile)
+	in, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("hub: no server configured and not in a cluster: %w", err)
+	}
+	return fleet.TokenFileConfig(in.Host, in.TLSClientConfig.CAFile, in.BearerTokenFile)
 }
 
 // Run serves until ctx ends.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -70,10 +71,7 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 	return each(all, func(c *Cluster) error {
 		p := s.proc("kube-apiserver-" + c.Name)
 		began := time.Now()
-		err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
-			_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-			return err
-		})
+		err := p.waitReady(ctx, startTimeout, c.ready)
 		if err != nil {
 			return err
 		}
@@ -166,7 +164,7 @@ func (s *Stack) apiserverArgs(c *Cluster, certs pki, so SpokeOptions) ([]string,
 func writeWebhookKubeconfig(path string, w *TokenWebhook, stackCA string) error {
 	cfg := clientcmdapi.NewConfig()
 	cluster := &clientcmdapi.Cluster{Server: w.URL}
-	if len(w.URL) > 8 && w.URL[:8] == "https://" {
+	if strings.HasPrefix(w.URL, "https://") {
 		cluster.CertificateAuthority = w.CAFile
 		if cluster.CertificateAuthority == "" {
 			cluster.CertificateAuthority = stackCA
@@ -180,6 +178,12 @@ func writeWebhookKubeconfig(path string, w *TokenWebhook, stackCA string) error 
 		return fmt.Errorf("write token webhook config %s: %w", path, err)
 	}
 	return nil
+}
+
+// ready reports whether c's kube-apiserver answers /readyz.
+func (c *Cluster) ready(ctx context.Context) error {
+	_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
 }
 
 func (s *Stack) proc(name string) *process {

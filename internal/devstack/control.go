@@ -28,31 +28,7 @@ func (s *Stack) StartAPIServer(ctx context.Context, c *Cluster) error {
 }
 
 func (s *Stack) restartAPIServer(ctx context.Context, c *Cluster, args []string) error {
-	name := "kube-apiserver-" + c.Name
-	i := slices.IndexFunc(s.procs, func(p *process) bool { return p.Name == name })
-	if i < 0 {
-		return fmt.Errorf("no kube-apiserver for %s", c.Name)
-	}
-	old := s.procs[i]
-	old.stop(stopGrace)
-	if args == nil {
-		args = old.args
-	}
-	p, err := startProcess(name, old.path, args, old.LogFile, s.opts.Detached)
-	if err != nil {
-		return err
-	}
-	s.procs[i] = p
-	if err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
-		_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	if s.opts.Detached {
-		return s.writeState()
-	}
-	return nil
+	return s.restart(ctx, "kube-apiserver-"+c.Name, args, c.ready)
 }
 
 // RotateServiceAccountKey gives c a new signing key, keeping the old one as a
@@ -104,18 +80,34 @@ func (s *Stack) KillProcess(name string) error {
 // RestartProcess starts a stopped or killed process again with the same
 // command line and waits until ready reports nil.
 func (s *Stack) RestartProcess(ctx context.Context, name string, ready func(context.Context) error) error {
+	return s.restart(ctx, name, nil, ready)
+}
+
+// restart stops the process called name if it still runs, starts it again
+// with args (nil: its old ones) and waits until ready reports nil. A detached
+// stack's record then names the new PID.
+func (s *Stack) restart(ctx context.Context, name string, args []string, ready func(context.Context) error) error {
 	i := slices.IndexFunc(s.procs, func(p *process) bool { return p.Name == name })
 	if i < 0 {
 		return fmt.Errorf("no process %s", name)
 	}
 	old := s.procs[i]
 	old.stop(stopGrace)
-	p, err := startProcess(name, old.path, old.args, old.LogFile, s.opts.Detached)
+	if args == nil {
+		args = old.args
+	}
+	p, err := startProcess(name, old.path, args, old.LogFile, s.opts.Detached)
 	if err != nil {
 		return err
 	}
 	s.procs[i] = p
-	return p.waitReady(ctx, startTimeout, ready)
+	if err := p.waitReady(ctx, startTimeout, ready); err != nil {
+		return err
+	}
+	if s.opts.Detached {
+		return s.writeState()
+	}
+	return nil
 }
 
 // ControllerReady is the readiness check of the stack's controller.

@@ -110,19 +110,15 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster) error {
 			continue
 		}
 		url := fmt.Sprintf("https://127.0.0.1:%d/healthz", a.port)
-		if err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error { return healthz(ctx, url) }); err != nil {
+		if err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error { return get(ctx, selfSignedClient, url) }); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// healthz checks a component's /healthz. The component serves a self-signed
-// certificate on loopback, so it is not verified.
-func healthz(ctx context.Context, url string) error {
-	return get(ctx, selfSignedClient, url)
-}
-
+// selfSignedClient probes the /healthz of kube-scheduler and
+// kube-controller-manager, which serve self-signed certificates on loopback.
 var selfSignedClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe of a process we started
 
 // waitSpokeReady waits until the spoke's node is Ready without the not-ready

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -311,11 +310,9 @@ func (s *Stack) Stop() {
 			s.stopKubelet()
 		}
 		var wg sync.WaitGroup
-		// Node agents first, then API servers, then etcd, so nothing spends its
-		// last seconds logging connection errors.
-		for _, group := range [][]string{{"crucible", "kwok", "kube-scheduler", "kube-controller-manager"}, {"kube-apiserver"}, {"etcd"}} {
+		for rank := range stopRanks {
 			for _, p := range s.procs {
-				if slices.ContainsFunc(group, func(prefix string) bool { return strings.HasPrefix(p.Name, prefix) }) {
+				if stopRank(p.Name) == rank {
 					wg.Go(func() { p.stop(stopGrace) })
 				}
 			}
@@ -326,6 +323,21 @@ func (s *Stack) Stop() {
 		}
 	})
 }
+
+// stopRank orders shutdown: node agents and crucible first, then the API
+// servers, then etcd, so nothing spends its last seconds logging connection
+// errors. Stop and StopDir both follow it.
+func stopRank(name string) int {
+	switch {
+	case strings.HasPrefix(name, "etcd"):
+		return 2
+	case strings.HasPrefix(name, "kube-apiserver"):
+		return 1
+	}
+	return 0
+}
+
+const stopRanks = 3
 
 // Processes returns the name and PID of everything the stack started.
 func (s *Stack) Processes() map[string]int {

@@ -120,16 +120,7 @@ func StopDir(dir string, progress func(string, ...any)) ([]string, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	rank := func(name string) int {
-		switch {
-		case strings.HasPrefix(name, "etcd"):
-			return 2
-		case strings.HasPrefix(name, "kube-apiserver"):
-			return 1
-		}
-		return 0
-	}
-	sort.SliceStable(st.Processes, func(i, j int) bool { return rank(st.Processes[i].Name) < rank(st.Processes[j].Name) })
+	sort.SliceStable(st.Processes, func(i, j int) bool { return stopRank(st.Processes[i].Name) < stopRank(st.Processes[j].Name) })
 	var stopped []string
 	var errs []error
 	for _, p := range st.Processes {

@@ -7,7 +7,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -174,31 +173,29 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 	return explain(cluster, err)
 }
 
-// Logs pulls the pod's whole log, at most MaxLogBytes.
-func (d *Dispatcher) Logs(ctx context.Context, cluster, namespace, name string) ([]byte, error) {
+// Logs streams the pod's whole log, at most MaxLogBytes, into consume. A
+// transient failure, opening the stream or while consume reads it, starts
+// the stream again; consume must therefore start afresh each call (the
+// artifact writer stages into a new temp file each time). Streaming spares
+// holding a log of up to MaxLogBytes in memory per collecting worker.
+func (d *Dispatcher) Logs(ctx context.Context, cluster, namespace, name string, consume func(io.Reader) error) error {
 	c, err := d.client(cluster)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	limit := int64(MaxLogBytes)
-	var out []byte
 	err = retry.Do(ctx, d.Retry, "pod-log", func(ctx context.Context) error {
 		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
 		if err != nil {
 			return err
 		}
 		defer rc.Close()
-		var buf bytes.Buffer
-		if _, err := io.Copy(&buf, io.LimitReader(rc, limit)); err != nil {
-			return err
-		}
-		out = buf.Bytes()
-		return nil
+		return consume(io.LimitReader(rc, limit))
 	})
 	if err != nil {
-		return nil, explain(cluster, err)
+		return explain(cluster, err)
 	}
-	return out, nil
+	return nil
 }
 
 // explain turns a spoke's 403 into a message that names the missing verb and

@@ -1,14 +1,16 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/store"
 )
@@ -52,17 +54,19 @@ func (r *Reconciler) sync(ctx context.Context, k key) error {
 	}
 }
 
+// liveRank orders the live states; a row only ever moves up it.
+var liveRank = map[store.State]int{store.StatePending: 0, store.StateDispatched: 1, store.StateRunning: 2}
+
 // transition moves a live row forward (pending → dispatched → running) and
 // records the pod's uid; it never moves a row backwards.
 func (r *Reconciler) transition(ctx context.Context, id string, pod *corev1.Pod, to store.State) error {
-	rank := map[store.State]int{store.StatePending: 0, store.StateDispatched: 1, store.StateRunning: 2}
 	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
-		cur, live := rank[p.State]
-		if !live || (cur >= rank[to] && p.PodUID != "") {
+		cur, live := liveRank[p.State]
+		if !live || (cur >= liveRank[to] && p.PodUID != "") {
 			return errSkip
 		}
 		p.PodUID = string(pod.UID)
-		if rank[to] > cur {
+		if liveRank[to] > cur {
 			p.State = to
 		}
 		return nil
@@ -111,11 +115,12 @@ func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *cor
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	data, err := r.Dispatcher.Logs(ctx, row.Cluster, pod.Namespace, pod.Name)
-	if err != nil {
+	var w artifact.Written
+	err := r.Dispatcher.Logs(ctx, row.Cluster, pod.Namespace, pod.Name, func(log io.Reader) error {
+		var err error
+		w, err = r.Artifacts.Write(row.ID, LogKind, log, dispatch.MaxLogBytes)
 		return err
-	}
-	w, err := r.Artifacts.Write(row.ID, LogKind, bytes.NewReader(data), int64(len(data)))
+	})
 	if err != nil {
 		return err
 	}

@@ -81,19 +81,36 @@ func ingestToken(t *testing.T, spoke *devstack.Cluster, sa, pod, uid string, aud
 
 func tokenReviews(t *testing.T, spoke *devstack.Cluster) int {
 	t.Helper()
+	return apiserverMetric(t, spoke, "apiserver_request_total", `resource="tokenreviews"`, `verb="POST"`)
+}
+
+// apiserverMetric sums the samples of metric on spoke's API server whose
+// labels contain every one of labels.
+func apiserverMetric(t testing.TB, spoke *devstack.Cluster, metric string, labels ...string) int {
+	t.Helper()
 	raw, err := spoke.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="tokenreviews"`) && strings.Contains(line, `verb="POST"`) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
-			n += int(v)
+		if !strings.HasPrefix(line, metric+"{") || !all(line, labels) {
+			continue
 		}
+		var v float64
+		fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+		n += int(v)
 	}
 	return n
+}
+
+func all(line string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(line, p) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestDropBoxAcceptsThePodsOwnToken(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,25 +140,11 @@ func createLabelledPods(b *testing.B, spoke *devstack.Cluster, n int) map[string
 // apiserver_request_total once it ends, hence the long-running gauge.)
 func podRequests(b *testing.B, spoke *devstack.Cluster) [2]int {
 	b.Helper()
-	raw, err := spoke.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(b.Context())
-	if err != nil {
-		b.Fatal(err)
+	pods := []string{`resource="pods"`, `subresource=""`}
+	return [2]int{
+		apiserverMetric(b, spoke, "apiserver_request_total", append(pods, `verb="LIST"`)...),
+		apiserverMetric(b, spoke, "apiserver_longrunning_requests", append(pods, `verb="WATCH"`)...),
 	}
-	var out [2]int
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.Contains(line, `resource="pods"`) || !strings.Contains(line, `subresource=""`) {
-			continue
-		}
-		f := strings.Fields(line)
-		n, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		switch {
-		case strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `verb="LIST"`):
-			out[0] += int(n)
-		case strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `verb="WATCH"`):
-			out[1] += int(n)
-		}
-	}
-	return out
 }
 
 func fileSize(b *testing.B, path string) int64 {
