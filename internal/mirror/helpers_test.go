@@ -37,6 +37,8 @@ type answer struct {
 	// connection: a transport failure after the status line, which the HTTP
 	// client does not retry, so every fetch is exactly one hub request.
 	truncate bool
+	// location, with a 3xx status, is the redirect's target.
+	location string
 }
 
 var (
@@ -98,6 +100,9 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 			conn.Close()
 		}
 		return
+	}
+	if a.location != "" {
+		w.Header().Set("Location", a.location)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(a.status)

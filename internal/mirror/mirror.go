@@ -54,7 +54,7 @@ func New(opts Options) (*Mirror, error) {
 	}
 	opts = opts.withDefaults()
 	m := &Mirror{
-		upstream:    opts.Upstream,
+		upstream:    noRedirects(opts.Upstream),
 		upstreamURL: strings.TrimSuffix(opts.UpstreamURL, "/"),
 		now:         opts.Now,
 	}
@@ -62,6 +62,17 @@ func New(opts Options) (*Mirror, error) {
 	m.discovery = m.newCache(discoveryDocument(jwksURI), opts)
 	m.jwks = m.newCache(jwksDocument(), opts)
 	return m, nil
+}
+
+// noRedirects returns a copy of c that stops at the first redirect and hands
+// the 3xx back as the answer, which fetch treats as an upstream failure. The
+// hub client adds the controller's token in its transport, so every request
+// it sends carries it: following a Location would give the token to any
+// host the hub (or something in front of it) names.
+func noRedirects(c *http.Client) *http.Client {
+	copied := *c
+	copied.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &copied
 }
 
 // newCache builds the cache of one document and its metric series, so that
