@@ -160,6 +160,7 @@ func newRenderSpokeCmd() *cobra.Command {
 		authn                 string
 		trust                 render.HubTrust
 		subject, mirrorCAFile string
+		hook                  render.WebhookClient
 	)
 	cmd := &cobra.Command{
 		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER]",
@@ -185,6 +186,13 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
   # AuthenticationConfiguration for a spoke whose issuer differs from the hub's
   crucible render spoke --config crucible.toml --authn webhook > webhook.yaml
   crucible render spoke --config crucible.toml --authn builtin > authentication-config.yaml
+
+  # the kubeconfig kube-apiserver reads with --authentication-token-webhook-config-file: the
+  # webhook's URL and CA, and kube-apiserver's client certificate for it (paths, never key bytes)
+  crucible render spoke --config crucible.toml --authn webhook-kubeconfig \
+    --webhook-url https://127.0.0.1:9443/authenticate --webhook-ca-file /etc/crucible/webhook-ca.crt \
+    --webhook-client-cert /etc/crucible/webhook-client.crt --webhook-client-key /etc/crucible/webhook-client.key \
+    > webhook.kubeconfig
 
   crucible render spoke --config crucible.toml --cluster wharf \
     --controller-username 'hub:system:serviceaccount:crucible--runtime-ext:crucible-crucible-controller'`,
@@ -218,8 +226,13 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 				} else {
 					out, err = render.AuthenticationConfiguration(trust)
 				}
+			case "webhook-kubeconfig":
+				out, err = render.WebhookKubeconfig(hook)
 			default:
-				return fmt.Errorf("--authn %q: want rbac, webhook or builtin", authn)
+				return fmt.Errorf("--authn %q: want rbac, webhook, webhook-kubeconfig or builtin", authn)
+			}
+			if errors.Is(err, render.ErrUsernamePrefix) {
+				return fmt.Errorf("--username-prefix: %w", err)
 			}
 			if err != nil {
 				return err
@@ -230,11 +243,15 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 	}
 	rf.add(cmd)
 	cmd.Flags().StringVar(&username, "controller-username", defaultControllerUsername, "the user name the spoke's authn webhook gives the controller")
-	cmd.Flags().StringVar(&authn, "authn", "rbac", "what to print: rbac (the objects above), webhook (crucible authn-webhook's config file for this spoke) or builtin (kube-apiserver's AuthenticationConfiguration, for a spoke whose own issuer differs from the hub's)")
+	cmd.Flags().StringVar(&authn, "authn", "rbac", "what to print: rbac (the objects above), webhook (crucible authn-webhook's config file for this spoke), webhook-kubeconfig (the kubeconfig kube-apiserver uses to reach that webhook, with its client certificate) or builtin (kube-apiserver's AuthenticationConfiguration, for a spoke whose own issuer differs from the hub's)")
 	cmd.Flags().StringVar(&subject, "hub-subject", "system:serviceaccount:crucible:crucible-controller", "with --authn: the controller's subject on the hub, the one subject the spoke accepts")
 	cmd.Flags().StringVar(&trust.Issuer, "hub-issuer", "https://kubernetes.default.svc", "with --authn: the hub's service-account issuer")
 	cmd.Flags().StringVar(&trust.UsernamePrefix, "username-prefix", "hub:", "with --authn: prefix of the mapped user name (must match --controller-username)")
 	cmd.Flags().StringVar(&trust.DiscoveryURL, "discovery-url", "", "with --authn: the mirror's discovery URL (default: the profile's external_url + /.well-known/openid-configuration)")
 	cmd.Flags().StringVar(&mirrorCAFile, "mirror-ca-file", "", "with --authn: CA bundle (PEM) that verifies the mirror, if not a public CA")
+	cmd.Flags().StringVar(&hook.URL, "webhook-url", "https://127.0.0.1:9443/authenticate", "with --authn webhook-kubeconfig: the webhook's TokenReview URL as kube-apiserver reaches it (https)")
+	cmd.Flags().StringVar(&hook.CAFile, "webhook-ca-file", "/etc/crucible/webhook-ca.crt", "with --authn webhook-kubeconfig: path, on the API server's host, of the CA that verifies the webhook's serving certificate")
+	cmd.Flags().StringVar(&hook.ClientCertFile, "webhook-client-cert", "/etc/crucible/webhook-client.crt", "with --authn webhook-kubeconfig: path of kube-apiserver's client certificate for the webhook (from the webhook's --client-ca)")
+	cmd.Flags().StringVar(&hook.ClientKeyFile, "webhook-client-key", "/etc/crucible/webhook-client.key", "with --authn webhook-kubeconfig: path of that certificate's key (the path is written, never the key)")
 	return cmd
 }

@@ -1,7 +1,9 @@
 package render
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"sigs.k8s.io/yaml"
@@ -57,11 +59,47 @@ func WebhookConfig(t HubTrust) ([]byte, error) {
 	return yaml.Marshal(file)
 }
 
+// ErrUsernamePrefix means a username prefix that would let hub identities
+// pass for the spoke's own.
+var ErrUsernamePrefix = errors.New("username prefix")
+
+// systemPrefix starts every name Kubernetes reserves for itself (nodes,
+// service accounts, system:masters...).
+const systemPrefix = "system:"
+
+// userValidationRules refuse reserved names after mapping. The username
+// prefix already keeps hub names out of system:, and no groups claim is
+// mapped; these rules hold even if someone edits the mappings later, which
+// kube-apiserver's built-in authenticator would otherwise not stop (crucible's
+// webhook refuses such names in code).
+var userValidationRules = []apiserverv1.UserValidationRule{
+	{Expression: "!user.username.startsWith('" + systemPrefix + "')", Message: "hub identities must not map to system: usernames"},
+	{Expression: "user.groups.all(g, !g.startsWith('" + systemPrefix + "'))", Message: "hub identities must not map to system: groups"},
+}
+
+// checkUsernamePrefix refuses a prefix that maps the hub's
+// system:serviceaccount:... subjects onto reserved spoke names: an empty one
+// keeps them verbatim, a system: one reserves them by construction.
+func checkUsernamePrefix(prefix string) error {
+	switch {
+	case strings.TrimSpace(prefix) == "":
+		return fmt.Errorf("%w: must not be empty: hub subjects are system:serviceaccount:... names and would pass for the spoke's own", ErrUsernamePrefix)
+	case strings.HasPrefix(prefix, systemPrefix):
+		return fmt.Errorf("%w %q: must not start with %q, which Kubernetes reserves", ErrUsernamePrefix, prefix, systemPrefix)
+	}
+	return nil
+}
+
 // AuthenticationConfiguration renders kube-apiserver's own structured
 // authentication for a spoke whose service-account issuer differs from the
 // hub's, so its built-in JWT authenticator can validate hub tokens: the same
-// trust as WebhookConfig, the subject allowlist as a CEL claim rule.
+// trust as WebhookConfig, the subject allowlist as a CEL claim rule, and
+// userValidationRules that refuse system: usernames and groups (the webhook
+// does that in code). It refuses an empty or system: username prefix.
 func AuthenticationConfiguration(t HubTrust) ([]byte, error) {
+	if err := checkUsernamePrefix(t.UsernamePrefix); err != nil {
+		return nil, err
+	}
 	// One rule accepting any allowed subject (rules are ANDed); none allowed
 	// means nobody, as in the webhook, never everybody.
 	expr := "false"
@@ -75,6 +113,7 @@ func AuthenticationConfiguration(t HubTrust) ([]byte, error) {
 	}
 	jwt := t.jwt()
 	jwt.ClaimValidationRules = []apiserverv1.ClaimValidationRule{{Expression: expr, Message: "subject not allowed"}}
+	jwt.UserValidationRules = userValidationRules
 	cfg := apiserverv1.AuthenticationConfiguration{JWT: []apiserverv1.JWTAuthenticator{jwt}}
 	cfg.APIVersion, cfg.Kind = apiserverv1.SchemeGroupVersion.String(), "AuthenticationConfiguration"
 	return yaml.Marshal(cfg)
