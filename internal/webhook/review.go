@@ -38,7 +38,7 @@ type httpError struct {
 func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	req, herr := decodeReview(w, r)
 	if herr != nil {
-		s.log.Info("refused TokenReview request", "status", herr.Code, "reason", herr.Msg, "error", herr.Err)
+		s.refusals.note(r.Context(), s.log, refusedRequest, "refused TokenReview request", "status", herr.Code, "reason", herr.Msg, "error", herr.Err)
 		http.Error(w, herr.Msg, herr.Code)
 		return
 	}
@@ -48,13 +48,14 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 
 	metrics.WebhookReviews.WithLabelValues(out.provider, out.result).Inc()
 	metrics.WebhookReviewDuration.WithLabelValues(out.result).Observe(time.Since(start).Seconds())
-	// Acceptances are the bulk of the traffic and are counted in metrics;
-	// only refusals and errors are worth a line each at the default level.
-	level := slog.LevelInfo
+	// Every review is counted in metrics. Acceptances are the bulk of the
+	// traffic and refusals are what a flood of forged tokens produces: both
+	// are logged per review at Debug only (refusals summed up at Info).
 	if out.result == resultAuthenticated {
-		level = slog.LevelDebug
+		s.log.Log(r.Context(), slog.LevelDebug, "token review", "provider", out.provider, "result", out.result, "reason", out.reason)
+	} else {
+		s.refusals.note(r.Context(), s.log, out.result, "token review", "provider", out.provider, "result", out.result, "reason", out.reason)
 	}
-	s.log.Log(r.Context(), level, "token review", "provider", out.provider, "result", out.result, "reason", out.reason)
 	writeJSON(w, http.StatusOK, answer)
 }
 

@@ -187,6 +187,7 @@ func TestReview(t *testing.T) {
 		},
 	}
 	f := newFixture(t, defaultProvider())
+	f.logAtDebug() // the token must not leak into any line, Debug included
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			token := tt.token(t)
@@ -228,6 +229,7 @@ func unsigned(t *testing.T, header, claims map[string]any) string {
 
 func TestReviewRefusesSystemNames(t *testing.T) {
 	f := newFixture(t, testProvider{subjects: []string{controllerSub}, prefix: ""})
+	f.logAtDebug()
 	got := f.review(t, v1, hubToken(t, hubClaims()))
 	if diff := cmp.Diff(authv1.TokenReviewStatus{}, got); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
@@ -347,7 +349,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 
 	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	f.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	for _, name := range []string{"crucible_webhook_jwks_fetches_total", "crucible_webhook_config_last_reload_success"} {
 		if !strings.Contains(rec.Body.String(), name) {
 			t.Errorf("/metrics lacks %s", name)

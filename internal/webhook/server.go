@@ -15,8 +15,9 @@ import (
 
 // Options are a Server's dependencies; the zero value is usable.
 type Options struct {
-	// Logger receives one line per review (provider, result, reason; never
-	// the token) and key fetch. Default: slog.Default().
+	// Logger receives key fetches at Info or Warn, one line per review
+	// (provider, result, reason; never the token) at Debug, and at most one
+	// Info line a minute counting refused reviews. Default: slog.Default().
 	Logger *slog.Logger
 
 	// now drives the key-fetch rate limit; tests replace it.
@@ -27,8 +28,9 @@ type Options struct {
 // configuration sits behind an atomic pointer: Apply swaps it whole, and a
 // review in flight finishes with the snapshot it started with.
 type Server struct {
-	log *slog.Logger
-	now func() time.Time
+	log      *slog.Logger
+	now      func() time.Time
+	refusals *refusals
 
 	current atomic.Pointer[snapshot]
 	applyMu sync.Mutex // one Apply at a time
@@ -51,6 +53,7 @@ func NewServer(ctx context.Context, cfg *Config, opts Options) (*Server, error) 
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.refusals = newRefusals(s.now)
 	if err := s.Apply(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -118,24 +121,39 @@ func discoveryURL(pc ProviderConfig) string {
 	return strings.TrimRight(pc.JWT.Issuer.URL, "/") + "/.well-known/openid-configuration"
 }
 
-// Handler serves:
+// Handler is what the TLS listener kube-apiserver calls serves, and nothing
+// else (metrics live on MetricsHandler's listener, so the port that receives
+// tokens exposes no operational detail):
 //
 //	POST /              TokenReview (what --authentication-token-webhook-config-file points at)
 //	POST /authenticate  the same, for configurations that name a path
 //	GET  /healthz       200 while the process serves
 //	GET  /readyz        200 when every provider has keys, else 503; JSON body per provider
-//	GET  /metrics       Prometheus metrics
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /{$}", s.serveReview)
 	mux.HandleFunc("POST /authenticate", s.serveReview)
+	s.handleHealth(mux)
+	return mux
+}
+
+// MetricsHandler serves the operations listener (--metrics-listen): GET
+// /metrics (Prometheus), and /healthz and /readyz as on Handler, for probes
+// that cannot present the client certificate the TLS listener requires.
+// It never sees a token.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	s.handleHealth(mux)
+	return mux
+}
+
+func (s *Server) handleHealth(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", metrics.Handler())
-	return mux
 }
 
 // Readiness is the /readyz body.
