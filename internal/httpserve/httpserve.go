@@ -36,6 +36,15 @@ type Options struct {
 	InsecureHTTP bool
 	// WriteTimeout bounds writing one response; zero means none (streams).
 	WriteTimeout time.Duration
+	// ClientCAFile, with TLS, requires every client to present a
+	// certificate chaining to a CA in this PEM file (re-read when it
+	// changes); ClientNames, if set, also requires its CN or a DNS SAN to be
+	// one of them. Clients without one are refused in the handshake.
+	ClientCAFile string
+	ClientNames  []string
+	// NoCredentials marks a listener that never receives a credential (the
+	// webhook's metrics): plain HTTP is then allowed on any address.
+	NoCredentials bool
 }
 
 // ListenAndServe serves h until ctx ends, then shuts down gracefully.
@@ -89,10 +98,18 @@ func ListenAndServe(ctx context.Context, opts Options, h http.Handler, log *slog
 // command can refuse bad flags before it starts anything.
 func (o Options) Validate() error {
 	if o.InsecureHTTP {
-		if o.CertFile != "" || o.KeyFile != "" {
+		switch {
+		case o.CertFile != "" || o.KeyFile != "":
 			return errors.New("a TLS certificate and plain HTTP exclude each other")
+		case o.ClientCAFile != "":
+			return errors.New("client certificates need TLS, not plain HTTP")
+		case o.NoCredentials:
+			return nil
 		}
 		return requireLoopback(o.Addr)
+	}
+	if len(o.ClientNames) > 0 && o.ClientCAFile == "" {
+		return errors.New("allowed client names need a client CA")
 	}
 	if o.CertFile == "" || o.KeyFile == "" {
 		return errors.New("a TLS certificate and key are required (plain HTTP only on loopback, when asked for explicitly)")
@@ -109,6 +126,9 @@ func configureTLS(srv *http.Server, opts Options, log *slog.Logger) error {
 		return err
 	}
 	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}
+	if opts.ClientCAFile != "" {
+		return requireClientCerts(srv.TLSConfig, opts.ClientCAFile, opts.ClientNames, log)
+	}
 	return nil
 }
 

@@ -1,0 +1,278 @@
+package httpserve
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A listener with a client CA refuses, in the TLS handshake, a client
+// without a certificate, with one from another CA, and with one of the right
+// CA that names no allowed client; the right one works over HTTP/1.1 and
+// HTTP/2. Replacing the CA file or the serving certificate takes effect
+// without a restart.
+func TestClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	caA, caB := newTestCA(t, "ca-a"), newTestCA(t, "ca-b")
+	caFile := filepath.Join(dir, "client-ca.crt")
+	writeFile(t, caFile, string(caA.pem))
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	servingA := caA.issue(t, "serving-a", true)
+	writeFile(t, certFile, string(servingA.certPEM))
+	writeFile(t, keyFile, string(servingA.keyPEM))
+
+	addr := freeAddr(t)
+	var served atomic.Int64
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- ListenAndServe(ctx, Options{Addr: addr, CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile,
+			ClientNames: []string{"kube-apiserver", "apiserver.example"}}, counting(&served), slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ListenAndServe after cancel = %v", err)
+		}
+	})
+
+	roots := x509.NewCertPool()
+	roots.AddCert(caA.cert)
+	get := func(client *tls.Certificate, h2 bool) (*http.Response, error) {
+		cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+		if client != nil {
+			cfg.Certificates = []tls.Certificate{*client}
+		}
+		tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: h2}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("https://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	waitServing(t, func() error {
+		_, err := get(nil, false)
+		if err != nil && strings.Contains(err.Error(), "connection refused") {
+			return err
+		}
+		return nil
+	})
+
+	good := caA.issue(t, "kube-apiserver", false).pair(t)
+	bySAN := caA.issue(t, "someone", false, "apiserver.example").pair(t)
+	otherName := caA.issue(t, "devstack-admin", false).pair(t)
+	otherCA := caB.issue(t, "kube-apiserver", false).pair(t)
+	for _, h2 := range []bool{false, true} {
+		for _, c := range []struct {
+			name string
+			cert *tls.Certificate
+			ok   bool
+		}{
+			{"no certificate", nil, false},
+			{"another CA", &otherCA, false},
+			{"a name not allowed", &otherName, false},
+			{"allowed CN", &good, true},
+			{"allowed DNS SAN", &bySAN, true},
+		} {
+			before := served.Load()
+			resp, err := get(c.cert, h2)
+			switch {
+			case c.ok && (err != nil || resp.StatusCode != http.StatusOK):
+				t.Errorf("h2=%v %s: %v, want 200", h2, c.name, err)
+			case c.ok && h2 && resp.ProtoMajor != 2:
+				t.Errorf("h2=%v %s: protocol %s, want HTTP/2", h2, c.name, resp.Proto)
+			case !c.ok && (err == nil || served.Load() != before):
+				t.Errorf("h2=%v %s: %v, handler reached %d times; want refused before any handler", h2, c.name, err, served.Load()-before)
+			}
+		}
+	}
+
+	// The CA file now holds CA B only: B's client gets in, A's does not.
+	writeFile(t, caFile, string(caB.pem)+"\n")
+	touch(t, caFile)
+	if _, err := get(&otherCA, false); err != nil {
+		t.Errorf("after the client CA changed to B: B's client: %v", err)
+	}
+	if _, err := get(&good, false); err == nil {
+		t.Errorf("after the client CA changed to B: A's client: %v, want refused", err)
+	}
+	// A broken CA file keeps the last good pool.
+	writeFile(t, caFile, "not a certificate")
+	touch(t, caFile)
+	if _, err := get(&otherCA, false); err != nil {
+		t.Errorf("after a broken client CA file: %v, want the previous pool", err)
+	}
+
+	// The serving certificate still reloads: a new one from CA B is served.
+	servingB := caB.issue(t, "serving-b", true)
+	writeFile(t, certFile, string(servingB.certPEM))
+	writeFile(t, keyFile, string(servingB.keyPEM))
+	touch(t, certFile)
+	roots.AddCert(caB.cert)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: []tls.Certificate{otherCA}})
+	if err != nil {
+		t.Fatalf("dial after serving certificate change: %v", err)
+	}
+	defer conn.Close()
+	if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "serving-b" {
+		t.Errorf("served certificate CN %q, want serving-b", cn)
+	}
+}
+
+func TestClientAuthOptionsRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"client CA over plain HTTP", Options{Addr: "127.0.0.1:0", InsecureHTTP: true, ClientCAFile: "ca"}, "need TLS"},
+		{"names without a CA", Options{Addr: "127.0.0.1:0", CertFile: "c", KeyFile: "k", ClientNames: []string{"x"}}, "need a client CA"},
+		{"missing CA file", Options{Addr: freeAddr(t), CertFile: "c", KeyFile: "k"}, "load serving certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ListenAndServe(t.Context(), tt.opts, http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ListenAndServe = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+
+	dir := t.TempDir()
+	ca := newTestCA(t, "ca")
+	serving := ca.issue(t, "serving", true)
+	certFile, keyFile, caFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")
+	writeFile(t, certFile, string(serving.certPEM))
+	writeFile(t, keyFile, string(serving.keyPEM))
+	for name, content := range map[string]string{"empty CA file": "", "CA file without PEM": "garbage"} {
+		writeFile(t, caFile, content)
+		err := ListenAndServe(t.Context(), Options{Addr: freeAddr(t), CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}, http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), "load client CA") {
+			t.Errorf("%s: %v, want load client CA error", name, err)
+		}
+	}
+	os.Remove(caFile)
+	err := ListenAndServe(t.Context(), Options{Addr: freeAddr(t), CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}, http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing CA file: %v, want ErrNotExist", err)
+	}
+}
+
+// A listener that carries no credentials may serve plain HTTP anywhere.
+func TestNoCredentialsPlainHTTP(t *testing.T) {
+	if err := (Options{Addr: "0.0.0.0:9090", InsecureHTTP: true, NoCredentials: true}).Validate(); err != nil {
+		t.Errorf("Validate = %v, want nil", err)
+	}
+}
+
+// counting serves /healthz and counts the requests that reached it.
+func counting(n *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1) })
+}
+
+func waitServing(t *testing.T, try func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err = try(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("listener never came up: %v", err)
+}
+
+// touch moves a file's modification time forward, so a rewrite within the
+// file system's timestamp granularity is still seen as a change.
+func touch(t *testing.T, path string) {
+	t.Helper()
+	later := time.Now().Add(time.Duration(time.Now().UnixNano()%1000+1) * time.Second)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+type testLeaf struct{ certPEM, keyPEM []byte }
+
+func (l testLeaf) pair(t *testing.T) tls.Certificate {
+	t.Helper()
+	c, err := tls.X509KeyPair(l.certPEM, l.keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newTestCA(t *testing.T, cn string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func (ca *testCA) issue(t *testing.T, cn string, server bool, dnsNames ...string) testLeaf {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, DNSNames: dnsNames,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testLeaf{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
+}
