@@ -2,17 +2,10 @@ package httpserve
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"crucible.dev/crucible/internal/testpki"
 )
 
 // A listener with a client CA refuses, in the TLS handshake, a client
@@ -29,13 +24,13 @@ import (
 // without a restart.
 func TestClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	caA, caB := newTestCA(t, "ca-a"), newTestCA(t, "ca-b")
+	caA, caB := testpki.NewCA(t, "ca-a"), testpki.NewCA(t, "ca-b")
 	caFile := filepath.Join(dir, "client-ca.crt")
-	writeFile(t, caFile, string(caA.pem))
+	writeFile(t, caFile, string(caA.PEM))
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	servingA := caA.issue(t, "serving-a", true)
-	writeFile(t, certFile, string(servingA.certPEM))
-	writeFile(t, keyFile, string(servingA.keyPEM))
+	servingA := caA.Issue(t, "serving-a", testpki.Server)
+	writeFile(t, certFile, string(servingA.CertPEM))
+	writeFile(t, keyFile, string(servingA.KeyPEM))
 
 	addr := freeAddr(t)
 	var served atomic.Int64
@@ -53,7 +48,7 @@ func TestClientCertificates(t *testing.T) {
 	})
 
 	roots := x509.NewCertPool()
-	roots.AddCert(caA.cert)
+	roots.AddCert(caA.Cert)
 	get := func(client *tls.Certificate, h2 bool) (*http.Response, error) {
 		cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
 		if client != nil {
@@ -75,10 +70,10 @@ func TestClientCertificates(t *testing.T) {
 		return nil
 	})
 
-	good := caA.issue(t, "kube-apiserver", false).pair(t)
-	bySAN := caA.issue(t, "someone", false, "apiserver.example").pair(t)
-	otherName := caA.issue(t, "devstack-admin", false).pair(t)
-	otherCA := caB.issue(t, "kube-apiserver", false).pair(t)
+	good := caA.Issue(t, "kube-apiserver", testpki.Client).Pair(t)
+	bySAN := caA.Issue(t, "someone", testpki.Client, "apiserver.example").Pair(t)
+	otherName := caA.Issue(t, "devstack-admin", testpki.Client).Pair(t)
+	otherCA := caB.Issue(t, "kube-apiserver", testpki.Client).Pair(t)
 	for _, h2 := range []bool{false, true} {
 		for _, c := range []struct {
 			name string
@@ -105,7 +100,7 @@ func TestClientCertificates(t *testing.T) {
 	}
 
 	// The CA file now holds CA B only: B's client gets in, A's does not.
-	writeFile(t, caFile, string(caB.pem)+"\n")
+	writeFile(t, caFile, string(caB.PEM)+"\n")
 	touch(t, caFile)
 	if _, err := get(&otherCA, false); err != nil {
 		t.Errorf("after the client CA changed to B: B's client: %v", err)
@@ -121,11 +116,11 @@ func TestClientCertificates(t *testing.T) {
 	}
 
 	// The serving certificate still reloads: a new one from CA B is served.
-	servingB := caB.issue(t, "serving-b", true)
-	writeFile(t, certFile, string(servingB.certPEM))
-	writeFile(t, keyFile, string(servingB.keyPEM))
+	servingB := caB.Issue(t, "serving-b", testpki.Server)
+	writeFile(t, certFile, string(servingB.CertPEM))
+	writeFile(t, keyFile, string(servingB.KeyPEM))
 	touch(t, certFile)
-	roots.AddCert(caB.cert)
+	roots.AddCert(caB.Cert)
 	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: []tls.Certificate{otherCA}})
 	if err != nil {
 		t.Fatalf("dial after serving certificate change: %v", err)
@@ -156,11 +151,11 @@ func TestClientAuthOptionsRefused(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	ca := newTestCA(t, "ca")
-	serving := ca.issue(t, "serving", true)
+	ca := testpki.NewCA(t, "ca")
+	serving := ca.Issue(t, "serving", testpki.Server)
 	certFile, keyFile, caFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")
-	writeFile(t, certFile, string(serving.certPEM))
-	writeFile(t, keyFile, string(serving.keyPEM))
+	writeFile(t, certFile, string(serving.CertPEM))
+	writeFile(t, keyFile, string(serving.KeyPEM))
 	for name, content := range map[string]string{"empty CA file": "", "CA file without PEM": "garbage"} {
 		writeFile(t, caFile, content)
 		err := ListenAndServe(t.Context(), Options{Addr: freeAddr(t), CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile}, http.NotFoundHandler(), slog.New(slog.DiscardHandler))
@@ -205,74 +200,5 @@ func touch(t *testing.T, path string) {
 	later := time.Now().Add(time.Duration(time.Now().UnixNano()%1000+1) * time.Second)
 	if err := os.Chtimes(path, later, later); err != nil {
 		t.Fatal(err)
-	}
-}
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-type testLeaf struct{ certPEM, keyPEM []byte }
-
-func (l testLeaf) pair(t *testing.T) tls.Certificate {
-	t.Helper()
-	c, err := tls.X509KeyPair(l.certPEM, l.keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func newTestCA(t *testing.T, cn string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testCA) issue(t *testing.T, cn string, server bool, dnsNames ...string) testLeaf {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, DNSNames: dnsNames,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testLeaf{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 	}
 }

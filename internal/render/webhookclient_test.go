@@ -1,28 +1,18 @@
 package render_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/testpki"
 )
 
 // The kubeconfig render writes, loaded the way kube-apiserver loads it
@@ -30,32 +20,27 @@ import (
 // names the key by path only.
 func TestWebhookKubeconfigReachesWebhook(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t)
-	ca.issue(t, dir, "serving", true)
-	ca.issue(t, dir, "client", false)
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.pem, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ca := testpki.NewCA(t, "ca")
+	servingCert, servingKey := ca.Issue(t, "serving", testpki.Server).Write(t, dir, "serving")
+	clientCert, clientKey := ca.Issue(t, "client", testpki.Client).Write(t, dir, "client")
+	caFile := ca.Write(t, dir, "ca.crt")
 
 	var gotCN string
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotCN = r.TLS.PeerCertificates[0].Subject.CommonName
 		_, _ = w.Write([]byte("{}"))
 	}))
-	serving, err := tls.LoadX509KeyPair(filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key"))
+	serving, err := tls.LoadX509KeyPair(servingCert, servingKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 
 	wc := render.WebhookClient{
 		URL: srv.URL + "/authenticate", CAFile: caFile,
-		ClientCertFile: filepath.Join(dir, "client.crt"), ClientKeyFile: filepath.Join(dir, "client.key"),
+		ClientCertFile: clientCert, ClientKeyFile: clientKey,
 	}
 	data, err := render.WebhookKubeconfig(wc)
 	if err != nil {
@@ -113,66 +98,5 @@ func TestWebhookKubeconfigRefuses(t *testing.T) {
 				t.Errorf("WebhookKubeconfig = %v, want an error containing %q", err, tt.want)
 			}
 		})
-	}
-}
-
-// testCA signs serving and client certificates for 127.0.0.1.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes dir/name.crt and dir/name.key, CN name.
-func (ca *testCA) issue(t *testing.T, dir, name string, server bool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
