@@ -17,7 +17,9 @@ func newWebhookCmd() *cobra.Command {
 	var (
 		configFile     string
 		serve          = httpserve.Options{Name: "webhook", WriteTimeout: 40 * time.Second} // kube-apiserver gives up after 30 s
+		ops            = httpserve.Options{Name: "webhook-metrics", InsecureHTTP: true, NoCredentials: true, WriteTimeout: 30 * time.Second}
 		reloadInterval time.Duration
+		noClientAuth   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "authn-webhook",
@@ -43,27 +45,43 @@ which kube-apiserver never caches. The config file is re-read when it
 changes (checked every --reload-interval); a broken file is logged and the
 previous configuration keeps serving.
 
-Endpoints: POST / and POST /authenticate (TokenReview), GET /healthz,
-GET /readyz (200 once every provider has keys; JSON per provider),
-GET /metrics (Prometheus, crucible_webhook_*).
+kube-apiserver authenticates to the webhook with a client certificate:
+--client-ca names the CA bundle that signs it (re-read when it changes) and
+the TLS handshake refuses any client without such a certificate, so nothing
+else can submit tokens to be checked (an oracle for which tokens are valid,
+and load on the hub's keys) or read the answers. --client-name narrows it to
+certificates whose CN or a DNS SAN is listed, useful when that CA signs other
+clients too. Without --client-ca the webhook refuses to start unless
+--insecure-no-client-auth says that anyone who can reach --listen may ask
+(only for tests, or a listener no one else can reach).
+
+Endpoints on --listen (TLS): POST / and POST /authenticate (TokenReview),
+GET /healthz, GET /readyz (200 once every provider has keys; JSON per
+provider). On --metrics-listen (plain HTTP, no tokens ever pass it):
+GET /metrics (Prometheus, crucible_webhook_*), and /healthz and /readyz again
+for probes that have no client certificate. Refused reviews are logged one
+per line at debug level only, and summed up at most once a minute at info.
 
 Point the spoke's kube-apiserver at it with
   --authentication-token-webhook-config-file=/etc/crucible/webhook.kubeconfig
   --authentication-token-webhook-version=v1
-where webhook.kubeconfig is:
+where webhook.kubeconfig (crucible render spoke --authn webhook-kubeconfig) is:
 
   apiVersion: v1
   kind: Config
   clusters:
-  - name: crucible
+  - name: crucible-authn-webhook
     cluster:
-      server: https://127.0.0.1:9443/
+      server: https://127.0.0.1:9443/authenticate
       certificate-authority: /etc/crucible/webhook-ca.crt
   users:
   - name: kube-apiserver
+    user:
+      client-certificate: /etc/crucible/webhook-client.crt
+      client-key: /etc/crucible/webhook-client.key
   contexts:
   - name: webhook
-    context: {cluster: crucible, user: kube-apiserver}
+    context: {cluster: crucible-authn-webhook, user: kube-apiserver}
   current-context: webhook
 
 Example --config:
@@ -87,14 +105,15 @@ The discovery document's issuer must equal issuer.url exactly; keys come from
 its jwks_uri (https only). Fields are those of an AuthenticationConfiguration
 jwt entry (apiserver.config.k8s.io/v1) except egressSelectorType; unknown
 fields are errors.`,
-		Example: `  crucible authn-webhook --config webhook.yaml --tls-cert tls.crt --tls-key tls.key
-  crucible authn-webhook --config webhook.yaml --listen 127.0.0.1:9443 --insecure-http`,
+		Example: `  crucible authn-webhook --config webhook.yaml --tls-cert tls.crt --tls-key tls.key \
+    --client-ca apiserver-client-ca.crt --client-name kube-apiserver-webhook-client
+  crucible authn-webhook --config webhook.yaml --listen 127.0.0.1:9443 --insecure-http --insecure-no-client-auth`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configFile == "" {
 				return errors.New("--config is required")
 			}
-			if err := serve.Validate(); err != nil {
+			if err := webhookListenerErrors(serve, ops, noClientAuth); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -111,6 +130,9 @@ fields are errors.`,
 			g, ctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return reloader.Start(ctx) })
 			g.Go(func() error { return httpserve.ListenAndServe(ctx, serve, srv.Handler(), log) })
+			if ops.Addr != "" {
+				g.Go(func() error { return httpserve.ListenAndServe(ctx, ops, srv.MetricsHandler(), log) })
+			}
 			if err := g.Wait(); err != nil {
 				return fmt.Errorf("authn-webhook: %w", err)
 			}
@@ -123,6 +145,35 @@ fields are errors.`,
 	f.StringVar(&serve.CertFile, "tls-cert", "", "serving certificate (PEM, chain first); re-read when it changes")
 	f.StringVar(&serve.KeyFile, "tls-key", "", "serving key (PEM); re-read when it changes")
 	f.BoolVar(&serve.InsecureHTTP, "insecure-http", false, "serve plain HTTP instead of TLS; only on a loopback --listen address, for testing")
+	f.StringVar(&serve.ClientCAFile, "client-ca", "", "CA bundle (PEM) of kube-apiserver's client certificate; clients without one from it are refused in the TLS handshake; re-read when it changes")
+	f.StringSliceVar(&serve.ClientNames, "client-name", nil, "with --client-ca: accept only client certificates whose CN or a DNS SAN is one of these (repeatable)")
+	f.BoolVar(&noClientAuth, "insecure-no-client-auth", false, "serve without --client-ca: anyone who reaches --listen can submit TokenReviews; only for tests or an unreachable listener")
+	f.StringVar(&ops.Addr, "metrics-listen", "127.0.0.1:9090", `host:port for /metrics, /healthz and /readyz over plain HTTP; "" disables it`)
 	f.DurationVar(&reloadInterval, "reload-interval", webhook.DefaultReloadInterval, "how often to check --config for changes")
 	return cmd
+}
+
+// webhookListenerErrors checks the listener flags before anything starts,
+// reporting every problem at once.
+func webhookListenerErrors(serve, ops httpserve.Options, noClientAuth bool) error {
+	var errs []error
+	if err := serve.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case serve.ClientCAFile == "" && !noClientAuth:
+		errs = append(errs, errors.New("--client-ca is required: kube-apiserver must authenticate to the webhook "+
+			"(pass --insecure-no-client-auth to let anyone who reaches --listen submit tokens)"))
+	case serve.ClientCAFile != "" && noClientAuth:
+		errs = append(errs, errors.New("--client-ca and --insecure-no-client-auth exclude each other"))
+	}
+	if ops.Addr != "" {
+		if err := ops.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-listen: %w", err))
+		}
+		if ops.Addr == serve.Addr {
+			errs = append(errs, errors.New("--metrics-listen must differ from --listen"))
+		}
+	}
+	return errors.Join(errs...)
 }
