@@ -94,7 +94,7 @@ func TestWebhookRequiresClientCertificate(t *testing.T) {
 	}
 	var answer struct {
 		Status struct{ Authenticated bool } `json:"status"`
-		Kind   string                      `json:"kind"`
+		Kind   string                       `json:"kind"`
 	}
 	err = json.NewDecoder(resp.Body).Decode(&answer)
 	resp.Body.Close()
