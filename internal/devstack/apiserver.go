@@ -171,7 +171,7 @@ func writeWebhookKubeconfig(path string, w *TokenWebhook, stackCA string) error 
 		}
 	}
 	cfg.Clusters["webhook"] = cluster
-	cfg.AuthInfos["apiserver"] = &clientcmdapi.AuthInfo{}
+	cfg.AuthInfos["apiserver"] = &clientcmdapi.AuthInfo{ClientCertificate: w.ClientCertFile, ClientKey: w.ClientKeyFile}
 	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "apiserver"}
 	cfg.CurrentContext = "webhook"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {

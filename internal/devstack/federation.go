@@ -27,8 +27,17 @@ type Federation struct {
 	// ControllerTokenFile is the controller's hub token (audience: the hub),
 	// as a kubelet would project it.
 	ControllerTokenFile string
-	// WebhookURLs maps spoke name to its webhook's base URL.
+	// WebhookURLs maps spoke name to its webhook's base URL. Its listener
+	// requires the client certificate of WebhookClientCerts.
 	WebhookURLs map[string]string
+	// WebhookMetricsURLs maps spoke name to its webhook's plain-HTTP
+	// operations listener: /metrics, /healthz, /readyz.
+	WebhookMetricsURLs map[string]string
+	// WebhookClientCerts maps spoke name to the client certificate its
+	// kube-apiserver presents to its webhook, the only one the webhook
+	// accepts (the stack's CA signs it, and the webhook also requires its
+	// common name, WebhookClientName).
+	WebhookClientCerts map[string]KeyPair
 	// WebhookConfigFiles maps spoke name to its webhook's configuration file,
 	// which the webhook reloads when it changes.
 	WebhookConfigFiles map[string]string
@@ -40,6 +49,7 @@ type Federation struct {
 
 	internalPort, externalPort int
 	webhookPorts               map[string]int
+	webhookMetricsPorts        map[string]int
 }
 
 // Identity and wiring of the federation, as ADR-0048 sets it up.
@@ -62,8 +72,13 @@ func (s *Stack) planFederation() error {
 	if s.opts.Crucible == "" {
 		return nil
 	}
-	ports, err := freePorts(2 + len(s.opts.Spokes))
+	n := len(s.opts.Spokes)
+	ports, err := freePorts(2 + 2*n)
 	if err != nil {
+		return err
+	}
+	pki := filepath.Join(s.Dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
 	}
 	f := &Federation{
@@ -71,19 +86,35 @@ func (s *Stack) planFederation() error {
 		ControllerInternalURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]),
 		ControllerExternalURL: "https://127.0.0.1:" + strconv.Itoa(ports[1]),
 		WebhookURLs:           map[string]string{},
+		WebhookMetricsURLs:    map[string]string{},
+		WebhookClientCerts:    map[string]KeyPair{},
 		WebhookConfigFiles:    map[string]string{},
 		webhookPorts:          map[string]int{},
+		webhookMetricsPorts:   map[string]int{},
 	}
 	for i := range s.opts.Spokes {
 		so := &s.opts.Spokes[i]
-		f.webhookPorts[so.Name] = ports[2+i]
+		f.webhookPorts[so.Name], f.webhookMetricsPorts[so.Name] = ports[2+i], ports[2+n+i]
 		f.WebhookURLs[so.Name] = "https://127.0.0.1:" + strconv.Itoa(ports[2+i])
+		f.WebhookMetricsURLs[so.Name] = "http://127.0.0.1:" + strconv.Itoa(ports[2+n+i])
+		kp, err := s.ca.issue(pki, "webhook-client-"+so.Name, certSpec{CommonName: WebhookClientName(so.Name), Client: true})
+		if err != nil {
+			return err
+		}
+		f.WebhookClientCerts[so.Name] = kp
 		if so.TokenWebhook == nil && !so.BuiltinHubAuthn {
-			so.TokenWebhook = &TokenWebhook{URL: f.WebhookURLs[so.Name] + "/authenticate"}
+			so.TokenWebhook = &TokenWebhook{URL: f.WebhookURLs[so.Name] + "/authenticate", ClientCertFile: kp.CertFile, ClientKeyFile: kp.KeyFile}
 		}
 	}
 	s.Federation = f
 	return nil
+}
+
+// WebhookClientName is the common name of the client certificate a spoke's
+// kube-apiserver presents to its authn webhook. The stack's one CA signs
+// every certificate (the admin's too), so the webhook accepts only this name.
+func WebhookClientName(spoke string) string {
+	return "kube-apiserver-" + spoke + "-webhook-client"
 }
 
 // startFederation starts the controller, then every spoke's webhook, and waits
@@ -141,6 +172,9 @@ func (s *Stack) startFederation(ctx context.Context) error {
 			"--listen=127.0.0.1:" + strconv.Itoa(f.webhookPorts[c.Name]),
 			"--tls-cert=" + serving + ".crt",
 			"--tls-key=" + serving + ".key",
+			"--client-ca=" + s.CAFile,
+			"--client-name=" + WebhookClientName(c.Name),
+			"--metrics-listen=127.0.0.1:" + strconv.Itoa(f.webhookMetricsPorts[c.Name]),
 			"--reload-interval=1s",
 		}); err != nil {
 			return err
@@ -148,8 +182,13 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	}
 	return each(hooked, func(c *Cluster) error {
 		p := s.proc("crucible-webhook-" + c.Name)
-		err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
-			return get(ctx, client, f.WebhookURLs[c.Name]+"/readyz")
+		// Ready as kube-apiserver sees it: over TLS, with its certificate.
+		apiserver, err := s.httpClientAs(f.WebhookClientCerts[c.Name])
+		if err != nil {
+			return err
+		}
+		err = p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
+			return get(ctx, apiserver, f.WebhookURLs[c.Name]+"/readyz")
 		})
 		if err != nil {
 			return err
@@ -253,6 +292,17 @@ func (s *Stack) httpClient() *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.ca.CertPEM)
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+// httpClientAs is httpClient presenting the client certificate kp.
+func (s *Stack) httpClientAs(kp KeyPair) (*http.Client, error) {
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load client certificate %s: %w", kp.CertFile, err)
+	}
+	c := s.httpClient()
+	c.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
+	return c, nil
 }
 
 func get(ctx context.Context, c *http.Client, url string) error {

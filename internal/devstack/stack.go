@@ -88,6 +88,9 @@ type TokenWebhook struct {
 	CAFile string
 	// CacheTTL is how long kube-apiserver caches answers (default 10s).
 	CacheTTL time.Duration
+	// ClientCertFile and ClientKeyFile, if set, are kube-apiserver's client
+	// certificate for the webhook.
+	ClientCertFile, ClientKeyFile string
 }
 
 // Stack is a running hub and its spokes.

@@ -112,6 +112,13 @@ func BenchmarkAuthnWebhookVsBuiltin(b *testing.B) {
 	}
 	ctx := b.Context()
 	client := http2Client(b, s.CAFile)
+	// The webhook answers only the client certificate of wharf's kube-apiserver.
+	kp := s.Federation.WebhookClientCerts["wharf"]
+	apiserverCert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	apiserverClient := certClient(b, s, &apiserverCert)
 	ssr := func(string) []byte {
 		return []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
 	}
@@ -168,7 +175,7 @@ func BenchmarkAuthnWebhookVsBuiltin(b *testing.B) {
 		review := func(tok string) []byte {
 			return []byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"` + tok + `","audiences":["https://kubernetes.default.svc"]}}`)
 		}
-		direct := drive(ctx, client, s.Federation.WebhookURLs["wharf"]+"/authenticate", review, distinct(), workers)
+		direct := drive(ctx, apiserverClient, s.Federation.WebhookURLs["wharf"]+"/authenticate", review, distinct(), workers)
 		for name, l := range map[string]load{"webhook distinct": hookD, "builtin distinct": builtD, "webhook repeated": hookR, "builtin repeated": builtR, "webhook direct": direct} {
 			if l.failed > 0 {
 				b.Fatalf("%s: %d of %d requests failed", name, l.failed, n)

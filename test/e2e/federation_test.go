@@ -202,7 +202,7 @@ func TestAllowedSubjectsReloadWithoutRestart(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("providers:\n- name: hub\n  issuer: {url: 42}\n  surprise: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitMetric(t, s.Federation.WebhookURLs["wharf"]+"/metrics", "crucible_webhook_config_last_reload_success 0")
+	waitMetric(t, s.Federation.WebhookMetricsURLs["wharf"]+"/metrics", "crucible_webhook_config_last_reload_success 0")
 	if got, err := whoami(ctx, s, wharf, mint()); err != nil || got != "hub:system:serviceaccount:crucible:reloaded" {
 		t.Errorf("after a broken config: whoami = %q, %v; want the old config serving", got, err)
 	}
