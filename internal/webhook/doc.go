@@ -22,7 +22,11 @@
 //   - authentication by kube-apiserver's JWT authenticator library
 //     (k8s.io/apiserver/plugin/pkg/authenticator/token/oidc) with crucible's
 //     extra checks: subject allowlist, no system: names, no reserved extra keys;
-//   - the HTTP surface (Server.Handler) and configuration reload (Reloader).
+//   - the HTTP surfaces: Server.Handler for the TLS listener kube-apiserver
+//     calls (TokenReview, health; the client certificate is checked by
+//     internal/httpserve), Server.MetricsHandler for the operations listener;
+//     refusals logged at Debug and summed up at Info (refusals), so forged
+//     tokens cannot flood the log; and configuration reload (Reloader).
 //
 // Answers follow kube-apiserver's caching: a definitive "no" is
 // authenticated:false (cached by the API server), while unavailable keys
