@@ -69,7 +69,7 @@ func parseHop(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		a = ap.Addr()
 	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil {
+		if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil || !a.Is6() {
 			return netip.Addr{}, false
 		}
 	} else if a, err = netip.ParseAddr(s); err != nil {
