@@ -48,13 +48,13 @@ var (
 type reviewMode int
 
 const (
-	modeVerify   reviewMode = iota // verify like kube-apiserver: signature, audience; identity from the claims
-	modeReject                     // authenticated: false, no error: a definitive no
-	modeRejectError                // authenticated: false with status.error (an authenticator it could not consult)
-	modeFail                       // HTTP 500
-	modeClose                      // close the connection without an answer
-	modeHang                       // never answer
-	modeOtherAud                   // authenticated, but status.audiences names another audience
+	modeVerify      reviewMode = iota // verify like kube-apiserver: signature, audience; identity from the claims
+	modeReject                        // authenticated: false, no error: a definitive no
+	modeRejectError                   // authenticated: false with status.error (an authenticator it could not consult)
+	modeFail                          // HTTP 500
+	modeClose                         // close the connection without an answer
+	modeHang                          // never answer
+	modeOtherAud                      // authenticated, but status.audiences names another audience
 )
 
 // fakeSpoke is a TLS kube-apiserver stand-in: OIDC discovery, JWKS and
