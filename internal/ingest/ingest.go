@@ -3,13 +3,17 @@
 // result file, authenticated by its projected service-account token.
 //
 // Every way in is closed before the body is read: method, path and names,
-// a per-source rate limit, a local pre-check of the token against the
-// clusters' signing keys (which can only reject), the pod's row, and a
-// TokenReview on the pod's cluster, whose answer must name exactly that
-// pod (name and uid) and the cluster's turn service account. Accepts and
-// rejections are cached, identical reviews coalesced, so neither a flood of
-// forged tokens nor a flood of one rejected token reaches the spokes. A
-// spoke that cannot answer yields 503, never a cached "no".
+// a per-source rate limit (spent by failed authentication), a local
+// pre-check of the token against the clusters' signing keys (which can only
+// reject, and names the clusters whose keys signed it), the pod's row —
+// whose cluster must be one of those, so a token is never sent to another
+// cluster's TokenReview — a TokenReview on the pod's cluster, whose answer
+// must name exactly that pod (name and uid) and the cluster's turn service
+// account, and a per-pod rate limit. Accepts and rejections are cached,
+// identical reviews coalesced, so neither a flood of forged tokens nor a
+// flood of one rejected token reaches the spokes. A spoke that cannot
+// answer — its keys missing or failing while the token may be its own, or
+// a TokenReview with status.error — yields 503, never a cached "no".
 //
 // Artifacts are staged (temp file, fsync), then committed by rename and
 // recorded in the store under a per-(pod, kind) lock. A crash between the
