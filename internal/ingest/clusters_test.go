@@ -1,12 +1,15 @@
 package ingest
 
 import (
+	"crypto/elliptic"
 	"net/http"
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"crucible.dev/crucible/internal/jwt/jwttest"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -111,5 +114,25 @@ func TestReviewStatusErrorIsUnavailable(t *testing.T) {
 	}
 	if got := e.spoke.reviews.Load(); got != 5 {
 		t.Errorf("TokenReviews = %d, want 5 (the definitive no is cached)", got)
+	}
+}
+
+// TestECTokens: kube-apiserver signs with ES384 and ES512 for P-384 and
+// P-521 keys; the pre-check accepts them.
+func TestECTokens(t *testing.T) {
+	for _, tc := range []struct {
+		curve elliptic.Curve
+		alg   jose.SignatureAlgorithm
+	}{{elliptic.P256(), jose.ES256}, {elliptic.P384(), jose.ES384}, {elliptic.P521(), jose.ES512}} {
+		t.Run(string(tc.alg), func(t *testing.T) {
+			e := newEnv(t)
+			key := jwttest.ECKey(tc.curve)
+			e.spoke.key = key // before the first request fetches the keys
+			e.addPod("wp-1", "uid-1")
+			tok := jwttest.Sign(t, key, tc.alg, testKID, podClaims(e.clock.Now(), "wp-1", "uid-1"), nil)
+			if w := e.post("wp-1", "result", tok, []byte("x")); w.Code != http.StatusCreated {
+				t.Errorf("status %d, want 201 (%s)", w.Code, w.Body)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/rsa"
 	"encoding/json"
 	"encoding/pem"
@@ -62,7 +63,7 @@ const (
 type fakeSpoke struct {
 	t   testing.TB
 	srv *httptest.Server
-	key *rsa.PrivateKey
+	key crypto.Signer // RSA (RS256) or EC (ES256/384/512 by curve)
 	kid string
 
 	reviews     atomic.Int64
@@ -74,7 +75,7 @@ type fakeSpoke struct {
 	modes map[string]reviewMode
 }
 
-func newFakeSpoke(t testing.TB, key *rsa.PrivateKey, kid string) *fakeSpoke {
+func newFakeSpoke(t testing.TB, key crypto.Signer, kid string) *fakeSpoke {
 	t.Helper()
 	s := &fakeSpoke{t: t, key: key, kid: kid, modes: map[string]reviewMode{}}
 	mux := http.NewServeMux()
@@ -91,7 +92,7 @@ func newFakeSpoke(t testing.TB, key *rsa.PrivateKey, kid string) *fakeSpoke {
 			http.Error(w, "down", http.StatusInternalServerError)
 			return
 		}
-		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwttest.PublicJWK(s.key, s.kid, jose.RS256)}}
+		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwttest.PublicJWK(s.key, s.kid, "")}}
 		w.Header().Set("Content-Type", "application/jwk-set+json")
 		_ = json.NewEncoder(w).Encode(set)
 	})
@@ -153,11 +154,11 @@ func (s *fakeSpoke) authenticate(spec authnv1.TokenReviewSpec, mode reviewMode) 
 	case modeRejectError:
 		return authnv1.TokenReviewStatus{Error: "[webhook authenticator unavailable]"}
 	}
-	jws, err := jose.ParseSignedCompact(spec.Token, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(spec.Token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.ES384, jose.ES512})
 	if err != nil {
 		return no
 	}
-	payload, err := jws.Verify(&s.key.PublicKey)
+	payload, err := jws.Verify(s.key.Public())
 	if err != nil {
 		return no
 	}
