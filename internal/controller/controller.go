@@ -162,6 +162,7 @@ func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts a
 		Clusters: clusters, Store: st, Artifacts: arts, MaxBodyBytes: in.MaxBodyBytes,
 		AcceptTTL: in.AcceptTTL.Duration, NegativeTTL: in.NegativeTTL.Duration, CacheSize: in.CacheSize,
 		RatePerSource: float64(in.RatePerSource), RateBurst: in.RateBurst, TrustedProxies: proxies, Logger: log,
+		RatePerPod: float64(in.RatePerPod), RateBurstPerPod: in.RateBurstPerPod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop-box: %w", err)

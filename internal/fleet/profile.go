@@ -39,6 +39,8 @@ const (
 	DefaultIngestCacheSize     = 10000
 	DefaultIngestRatePerSource = 20
 	DefaultIngestRateBurst     = 40
+	DefaultIngestRatePerPod    = 10
+	DefaultIngestRateBurstPod  = 20
 
 	// DefaultQPS and DefaultBurst replace client-go's 5 and 10, which would
 	// throttle dispatch (three requests per work pod) to under two pods a
@@ -140,9 +142,13 @@ type Ingest struct {
 	NegativeTTL Duration `toml:"negative_ttl"`
 	// CacheSize bounds each cache and the per-source limiter map.
 	CacheSize int `toml:"cache_size"`
-	// RatePerSource and RateBurst limit requests per client address.
+	// RatePerSource and RateBurst limit requests per client address (an
+	// IPv6 /64); a request that authenticates is not charged.
 	RatePerSource float32 `toml:"rate_per_source"`
 	RateBurst     int     `toml:"rate_burst"`
+	// RatePerPod and RateBurstPerPod limit authenticated requests per pod.
+	RatePerPod      float32 `toml:"rate_per_pod"`
+	RateBurstPerPod int     `toml:"rate_burst_per_pod"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `toml:"trusted_proxies"`
 }
@@ -236,6 +242,12 @@ func (p *Profile) applyDefaults() {
 	}
 	if in.RateBurst == 0 {
 		in.RateBurst = DefaultIngestRateBurst
+	}
+	if in.RatePerPod == 0 {
+		in.RatePerPod = DefaultIngestRatePerPod
+	}
+	if in.RateBurstPerPod == 0 {
+		in.RateBurstPerPod = DefaultIngestRateBurstPod
 	}
 
 	for i := range p.Clusters {

@@ -78,7 +78,7 @@ func wantDefaults() *Profile {
 		},
 		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
-			CacheSize: 10000, RatePerSource: 20, RateBurst: 40},
+			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",
@@ -113,6 +113,8 @@ func TestParseExplicitValuesKept(t *testing.T) {
 	table(table(m, "pods"), "node_selector")["kubernetes.io/arch"] = "amd64"
 	cluster(m, 0)["qps"] = 2.5
 	cluster(m, 0)["burst"] = 3
+	table(m, "ingest")["rate_per_pod"] = 2.5
+	table(m, "ingest")["rate_burst_per_pod"] = 5
 	got, err := Parse(encode(t, m))
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +126,8 @@ func TestParseExplicitValuesKept(t *testing.T) {
 	want.Pods.NodeSelector = map[string]string{"kubernetes.io/arch": "amd64"}
 	want.Clusters[0].QPS = 2.5
 	want.Clusters[0].Burst = 3
+	want.Ingest.RatePerPod = 2.5
+	want.Ingest.RateBurstPerPod = 5
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -160,7 +164,7 @@ func TestLoadExample(t *testing.T) {
 			ImagePullPolicy:       "IfNotPresent",
 		},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
-			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, TrustedProxies: []string{"10.128.0.0/14"}},
+			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, TrustedProxies: []string{"10.128.0.0/14"}},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",
@@ -363,6 +367,22 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`reconcile.max_backoff "6s": must not exceed reconcile.retry_budget`},
 		},
 		// pods
+		{
+			name: "per-pod rates negative",
+			edit: func(m map[string]any) {
+				table(m, "ingest")["rate_per_pod"] = -1.5
+				table(m, "ingest")["rate_burst_per_pod"] = -2
+			},
+			want: []string{
+				`ingest.rate_per_pod "-1.5": must be positive`,
+				`ingest.rate_burst_per_pod "-2": must be positive`,
+			},
+		},
+		{
+			name: "per-pod rate of the wrong type",
+			edit: func(m map[string]any) { table(m, "ingest")["rate_burst_per_pod"] = "many" },
+			want: []string{"ingest.rate_burst_per_pod: must be an integer, not a string"},
+		},
 		{
 			name: "ingest token expiration below the kubelet minimum",
 			edit: func(m map[string]any) { table(m, "pods")["ingest_token_expiration"] = "9m59s" },

@@ -155,6 +155,12 @@ func (in *Ingest) validate(ps *problems) {
 	if in.RateBurst < 0 {
 		ps.invalid("ingest.rate_burst", strconv.Itoa(in.RateBurst), "must be positive")
 	}
+	if in.RatePerPod < 0 {
+		ps.invalid("ingest.rate_per_pod", strconv.FormatFloat(float64(in.RatePerPod), 'g', -1, 32), "must be positive")
+	}
+	if in.RateBurstPerPod < 0 {
+		ps.invalid("ingest.rate_burst_per_pod", strconv.Itoa(in.RateBurstPerPod), "must be positive")
+	}
 	for i, cidr := range in.TrustedProxies {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
 			ps.invalid(fmt.Sprintf("ingest.trusted_proxies[%d]", i), cidr, "must be a CIDR such as 10.0.0.0/8")

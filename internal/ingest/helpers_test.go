@@ -3,7 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto"
 	"crypto/rsa"
 	"encoding/json"
 	"encoding/pem"
@@ -25,6 +25,7 @@ import (
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/jwt/jwttest"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -36,36 +37,25 @@ const (
 	testKID      = "spoke-key-1"
 )
 
-// Keys are generated once per test binary: RSA generation is slow.
+// The spokes' signing keys and a key no spoke publishes, shared with the
+// other token tests (jwttest generates them once per test binary).
 var (
-	keysOnce           sync.Once
-	spokeKey, otherKey *rsa.PrivateKey
+	spokeKey  = jwttest.RSAKeys()[0] // spoke-a
+	otherKey  = jwttest.RSAKeys()[1] // nobody's
+	spokeBKey = jwttest.RSAKeys()[2] // spoke-b
 )
-
-func testKeys(t testing.TB) (spoke, other *rsa.PrivateKey) {
-	t.Helper()
-	keysOnce.Do(func() {
-		var err error
-		if spokeKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-			panic(err)
-		}
-		if otherKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-			panic(err)
-		}
-	})
-	return spokeKey, otherKey
-}
 
 // reviewMode is how the fake spoke answers a TokenReview of one token.
 type reviewMode int
 
 const (
-	modeVerify   reviewMode = iota // verify like kube-apiserver: signature, audience; identity from the claims
-	modeReject                     // authenticated: false (with status.error, as kube-apiserver does)
-	modeFail                       // HTTP 500
-	modeClose                      // close the connection without an answer
-	modeHang                       // never answer
-	modeOtherAud                   // authenticated, but status.audiences names another audience
+	modeVerify      reviewMode = iota // verify like kube-apiserver: signature, audience; identity from the claims
+	modeReject                        // authenticated: false, no error: a definitive no
+	modeRejectError                   // authenticated: false with status.error (an authenticator it could not consult)
+	modeFail                          // HTTP 500
+	modeClose                         // close the connection without an answer
+	modeHang                          // never answer
+	modeOtherAud                      // authenticated, but status.audiences names another audience
 )
 
 // fakeSpoke is a TLS kube-apiserver stand-in: OIDC discovery, JWKS and
@@ -73,7 +63,8 @@ const (
 type fakeSpoke struct {
 	t   testing.TB
 	srv *httptest.Server
-	key *rsa.PrivateKey
+	key crypto.Signer // RSA (RS256) or EC (ES256/384/512 by curve)
+	kid string
 
 	reviews     atomic.Int64
 	jwksFetches atomic.Int64
@@ -84,10 +75,9 @@ type fakeSpoke struct {
 	modes map[string]reviewMode
 }
 
-func newFakeSpoke(t testing.TB) *fakeSpoke {
+func newFakeSpoke(t testing.TB, key crypto.Signer, kid string) *fakeSpoke {
 	t.Helper()
-	key, _ := testKeys(t)
-	s := &fakeSpoke{t: t, key: key, modes: map[string]reviewMode{}}
+	s := &fakeSpoke{t: t, key: key, kid: kid, modes: map[string]reviewMode{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		if s.jwksFail.Load() {
@@ -102,7 +92,7 @@ func newFakeSpoke(t testing.TB) *fakeSpoke {
 			http.Error(w, "down", http.StatusInternalServerError)
 			return
 		}
-		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &s.key.PublicKey, KeyID: testKID, Algorithm: "RS256", Use: "sig"}}}
+		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwttest.PublicJWK(s.key, s.kid, "")}}
 		w.Header().Set("Content-Type", "application/jwk-set+json")
 		_ = json.NewEncoder(w).Encode(set)
 	})
@@ -157,15 +147,18 @@ func (s *fakeSpoke) review(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *fakeSpoke) authenticate(spec authnv1.TokenReviewSpec, mode reviewMode) authnv1.TokenReviewStatus {
-	no := authnv1.TokenReviewStatus{Error: "[invalid bearer token]"}
-	if mode == modeReject {
-		return no
+	no := authnv1.TokenReviewStatus{Error: "[invalid bearer token]"} // kube-apiserver's wording for a bad token
+	switch mode {
+	case modeReject:
+		return authnv1.TokenReviewStatus{}
+	case modeRejectError:
+		return authnv1.TokenReviewStatus{Error: "[webhook authenticator unavailable]"}
 	}
-	jws, err := jose.ParseSignedCompact(spec.Token, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(spec.Token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.ES384, jose.ES512})
 	if err != nil {
 		return no
 	}
-	payload, err := jws.Verify(&s.key.PublicKey)
+	payload, err := jws.Verify(s.key.Public())
 	if err != nil {
 		return no
 	}
@@ -229,30 +222,10 @@ func podClaims(now time.Time, pod, uid string) tokenClaims {
 	return c
 }
 
-// sign makes a compact JWS of claims with key, header kid and extra headers.
+// sign makes a compact RS256 JWS of claims with key and header kid.
 func sign(t testing.TB, key *rsa.PrivateKey, kid string, claims any) string {
 	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	if kid != "" {
-		opts = opts.WithHeader("kid", kid)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return jwttest.Sign(t, key, jose.RS256, kid, claims, nil)
 }
 
 // audList is aud as a string or an array.
@@ -285,17 +258,27 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// env is a drop-box wired to a fake spoke, a real SQLite store and an
-// artifacts dir.
+// env is a drop-box wired to fake spokes (one unless asked), a real SQLite
+// store and an artifacts dir.
 type env struct {
-	t     testing.TB
-	spoke *fakeSpoke
-	h     *Handler
-	store store.Store
-	dir   artifact.Dir
-	clock *fakeClock
-	logs  *syncBuffer
+	t      testing.TB
+	spoke  *fakeSpoke   // spokes[0], testCluster
+	spokes []*fakeSpoke // spokes[i] is cluster testClusters[i]
+	h      *Handler
+	store  store.Store
+	dir    artifact.Dir
+	clock  *fakeClock
+	logs   *syncBuffer
 }
+
+// The clusters of a multi-cluster env: names, signing keys, key ids. All
+// share testAudience, as clusters configured with the default audience do.
+var (
+	testClusters = []string{testCluster, "spoke-b"}
+	testSpokeKID = []string{testKID, "spoke-key-b"}
+)
+
+func testSpokeKey(i int) *rsa.PrivateKey { return []*rsa.PrivateKey{spokeKey, spokeBKey}[i] }
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -316,43 +299,44 @@ func (b *syncBuffer) String() string {
 
 func newEnv(t testing.TB, modify ...func(*Options)) *env {
 	t.Helper()
-	spoke := newFakeSpoke(t)
+	return newEnvClusters(t, 1, modify...)
+}
+
+// newEnvClusters is newEnv with n (1 or 2) clusters, each its own fake
+// spoke with its own signing key.
+func newEnvClusters(t testing.TB, n int, modify ...func(*Options)) *env {
+	t.Helper()
 	tmp := t.TempDir()
-	caFile := filepath.Join(tmp, "ca.crt")
-	tokenFile := filepath.Join(tmp, "token")
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: spoke.srv.Certificate().Raw})
-	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
-		t.Fatal(err)
+	e := &env{
+		t: t, dir: artifact.Dir{Root: filepath.Join(tmp, "artifacts")},
+		clock: &fakeClock{now: time.Now().UTC().Truncate(time.Second)}, logs: &syncBuffer{},
 	}
-	if err := os.WriteFile(tokenFile, []byte("controller-token"), 0o600); err != nil {
-		t.Fatal(err)
+	var clusters []Cluster
+	for i := range n {
+		spoke := newFakeSpoke(t, testSpokeKey(i), testSpokeKID[i])
+		e.spokes = append(e.spokes, spoke)
+		clusters = append(clusters, Cluster{
+			Name: testClusters[i], Client: spokeClient(t, spoke, testClusters[i], filepath.Join(tmp, testClusters[i])),
+			Namespace: testNS, ServiceAccount: testSA, Audience: testAudience,
+		})
 	}
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{{
-		Name: testCluster, Server: spoke.srv.URL, CAFile: caFile, TokenFile: tokenFile,
-		LoopNamespace: testNS, TurnServiceAccount: testSA, IngestAudience: testAudience,
-		QPS: 1e6, Burst: 1e6,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, _ := clients.Get(testCluster)
+	e.spoke = e.spokes[0]
 	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(tmp, "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{
-		t: t, spoke: spoke, store: st, dir: artifact.Dir{Root: filepath.Join(tmp, "artifacts")},
-		clock: &fakeClock{now: time.Now().UTC().Truncate(time.Second)}, logs: &syncBuffer{},
-	}
+	e.store = st
 	opts := Options{
-		Clusters:      []Cluster{{Name: testCluster, Client: client, Namespace: testNS, ServiceAccount: testSA, Audience: testAudience}},
-		Store:         st,
-		Artifacts:     e.dir,
-		RatePerSource: 1e9,
-		RateBurst:     1 << 30,
-		Now:           e.clock.Now,
-		Logger:        slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Clusters:        clusters,
+		Store:           st,
+		Artifacts:       e.dir,
+		RatePerSource:   1e9,
+		RateBurst:       1 << 30,
+		RatePerPod:      1e9,
+		RateBurstPerPod: 1 << 30,
+		Now:             e.clock.Now,
+		Logger:          slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, m := range modify {
 		m(&opts)
@@ -363,17 +347,51 @@ func newEnv(t testing.TB, modify ...func(*Options)) *env {
 	return e
 }
 
+// spokeClient is the federated client of cluster name, reaching spoke.
+func spokeClient(t testing.TB, spoke *fakeSpoke, name, dir string) *fleet.Client {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	tokenFile := filepath.Join(dir, "token")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: spoke.srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte("controller-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := fleet.NewClients([]fleet.ClusterEntry{{
+		Name: name, Server: spoke.srv.URL, CAFile: caFile, TokenFile: tokenFile,
+		LoopNamespace: testNS, TurnServiceAccount: testSA, IngestAudience: testAudience,
+		QPS: 1e6, Burst: 1e6,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := clients.Get(name)
+	return client
+}
+
 // addPod records a running work pod on the test cluster and returns its
 // valid ingest token.
 func (e *env) addPod(id, uid string) string {
 	e.t.Helper()
+	return e.addPodOn(0, id, uid)
+}
+
+// addPodOn records a running work pod on cluster testClusters[i] and
+// returns its valid ingest token, signed by that cluster's key.
+func (e *env) addPodOn(i int, id, uid string) string {
+	e.t.Helper()
 	err := e.store.CreateWorkPod(ctxOf(e.t), store.WorkPod{
-		ID: id, Cluster: testCluster, Namespace: testNS, Kind: "turn", State: store.StateRunning, PodUID: uid,
+		ID: id, Cluster: testClusters[i], Namespace: testNS, Kind: "turn", State: store.StateRunning, PodUID: uid,
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return e.token(id, uid)
+	return sign(e.t, testSpokeKey(i), testSpokeKID[i], podClaims(e.clock.Now(), id, uid))
 }
 
 func (e *env) token(pod, uid string) string {

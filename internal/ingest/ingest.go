@@ -3,13 +3,17 @@
 // result file, authenticated by its projected service-account token.
 //
 // Every way in is closed before the body is read: method, path and names,
-// a per-source rate limit, a local pre-check of the token against the
-// clusters' signing keys (which can only reject), the pod's row, and a
-// TokenReview on the pod's cluster, whose answer must name exactly that
-// pod (name and uid) and the cluster's turn service account. Accepts and
-// rejections are cached, identical reviews coalesced, so neither a flood of
-// forged tokens nor a flood of one rejected token reaches the spokes. A
-// spoke that cannot answer yields 503, never a cached "no".
+// a per-source rate limit (spent by failed authentication), a local
+// pre-check of the token against the clusters' signing keys (which can only
+// reject, and names the clusters whose keys signed it), the pod's row —
+// whose cluster must be one of those, so a token is never sent to another
+// cluster's TokenReview — a TokenReview on the pod's cluster, whose answer
+// must name exactly that pod (name and uid) and the cluster's turn service
+// account, and a per-pod rate limit. Accepts and rejections are cached,
+// identical reviews coalesced, so neither a flood of forged tokens nor a
+// flood of one rejected token reaches the spokes. A spoke that cannot
+// answer — its keys missing or failing while the token may be its own, or
+// a TokenReview with status.error — yields 503, never a cached "no".
 //
 // Artifacts are staged (temp file, fsync), then committed by rename and
 // recorded in the store under a per-(pod, kind) lock. A crash between the
@@ -27,6 +31,7 @@ import (
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -61,8 +66,17 @@ type Options struct {
 	CacheSize int
 	// RatePerSource is the requests/s allowed per client address (default
 	// 20) with burst RateBurst (default 40); beyond: 429 with Retry-After.
+	// A request that authenticates gets its token back, so the bucket is
+	// spent by failed authentication: pods of a spoke behind one egress
+	// address do not throttle each other. IPv6 clients share a bucket per
+	// /64, the smallest block one client is routinely given.
 	RatePerSource float64
 	RateBurst     int
+	// RatePerPod is the requests/s allowed per authenticated pod (default
+	// 10) with burst RateBurstPerPod (default 20); beyond: 429 with
+	// Retry-After.
+	RatePerPod      float64
+	RateBurstPerPod int
 	// TrustedProxies are the peers whose X-Forwarded-For is honoured.
 	TrustedProxies []netip.Prefix
 	// JWKSMinRefresh is the least time between JWKS fetches of a cluster
@@ -83,14 +97,16 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes   = 64 << 20
-	DefaultAcceptTTL      = 5 * time.Minute
-	DefaultNegativeTTL    = 10 * time.Second
-	DefaultCacheSize      = 10000
-	DefaultRatePerSource  = 20
-	DefaultRateBurst      = 40
-	DefaultJWKSMinRefresh = 10 * time.Second
-	defaultReviewTimeout  = 10 * time.Second
+	DefaultMaxBodyBytes    = 64 << 20
+	DefaultAcceptTTL       = 5 * time.Minute
+	DefaultNegativeTTL     = 10 * time.Second
+	DefaultCacheSize       = 10000
+	DefaultRatePerSource   = 20
+	DefaultRateBurst       = 40
+	DefaultRatePerPod      = 10
+	DefaultRateBurstPerPod = 20
+	DefaultJWKSMinRefresh  = 10 * time.Second
+	defaultReviewTimeout   = 10 * time.Second
 )
 
 func (o *Options) setDefaults() {
@@ -111,6 +127,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.RateBurst == 0 {
 		o.RateBurst = DefaultRateBurst
+	}
+	if o.RatePerPod == 0 {
+		o.RatePerPod = DefaultRatePerPod
+	}
+	if o.RateBurstPerPod == 0 {
+		o.RateBurstPerPod = DefaultRateBurstPerPod
 	}
 	if o.JWKSMinRefresh == 0 {
 		o.JWKSMinRefresh = DefaultJWKSMinRefresh
@@ -160,7 +182,7 @@ func (o *Options) validate() error {
 	for field, neg := range map[string]bool{
 		"maxBodyBytes": o.MaxBodyBytes < 0, "acceptTTL": o.AcceptTTL < 0, "negativeTTL": o.NegativeTTL < 0,
 		"cacheSize": o.CacheSize < 0, "ratePerSource": o.RatePerSource < 0, "rateBurst": o.RateBurst < 0,
-		"jwksMinRefresh": o.JWKSMinRefresh < 0,
+		"jwksMinRefresh": o.JWKSMinRefresh < 0, "ratePerPod": o.RatePerPod < 0, "rateBurstPerPod": o.RateBurstPerPod < 0,
 	} {
 		if neg {
 			errs = append(errs, fmt.Errorf("%s: negative", field))
@@ -172,17 +194,17 @@ func (o *Options) validate() error {
 // Handler serves the drop-box. The controller mounts it on its external mux
 // for "/api/pods/".
 type Handler struct {
-	opts      Options
-	log       *slog.Logger
-	clusters  map[string]*cluster
-	keySets   []*keySet
-	audiences []string
+	opts     Options
+	log      *slog.Logger
+	clusters map[string]*cluster
+	order    []*cluster // as configured: the pre-check's candidates
 
-	accept   *lru[acceptEntry]
-	negative *lru[struct{}]
-	limiters *lru[limiter]
-	flights  flights
-	locks    keyedMutex
+	accept      *lru[acceptEntry]
+	negative    *lru[struct{}]
+	limiters    *lru[limiter] // per source
+	podLimiters *lru[limiter] // per authenticated pod
+	flights     flights
+	locks       keyedMutex
 
 	reviewTimeout time.Duration
 }
@@ -190,7 +212,7 @@ type Handler struct {
 // cluster is a validator map entry with its key set.
 type cluster struct {
 	Cluster
-	keys *keySet
+	keys *jwt.KeySet
 }
 
 // New validates opts, fills in defaults and builds the handler. It does no
@@ -207,13 +229,13 @@ func New(opts Options) (*Handler, error) {
 		accept:        newLRU[acceptEntry](opts.CacheSize),
 		negative:      newLRU[struct{}](opts.CacheSize),
 		limiters:      newLRU[limiter](opts.CacheSize),
+		podLimiters:   newLRU[limiter](opts.CacheSize),
 		reviewTimeout: opts.reviewTimeout,
 	}
 	for _, c := range opts.Clusters {
-		ks := newKeySet(c.Client, opts.JWKSMinRefresh, opts.Now, opts.Logger)
-		h.clusters[c.Name] = &cluster{Cluster: c, keys: ks}
-		h.keySets = append(h.keySets, ks)
-		h.audiences = append(h.audiences, c.Audience)
+		cl := &cluster{Cluster: c, keys: newKeySet(c.Client, opts.JWKSMinRefresh, opts.Now, opts.Logger)}
+		h.clusters[c.Name] = cl
+		h.order = append(h.order, cl)
 	}
 	return h, nil
 }

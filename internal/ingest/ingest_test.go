@@ -19,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -37,7 +38,7 @@ func TestCheckOrder(t *testing.T) {
 	now := e.clock.Now()
 	valid := e.addPod("wp-1", "uid-1")
 	e.addPod("wp-2", "uid-2")
-	_, other := testKeys(t)
+	other := otherKey
 	sigOf := func(tok string) string { return tok[strings.LastIndex(tok, ".")+1:] }
 	hdr := map[string]any{"alg": "RS256", "kid": testKID, "typ": "JWT"}
 	good := podClaims(now, "wp-1", "uid-1")
@@ -89,7 +90,7 @@ func TestCheckOrder(t *testing.T) {
 		{"garbage", post("wp-1", "Bearer not-a-jwt"), 401},
 		{"four parts", post("wp-1", "Bearer "+valid+".x"), 401},
 		{"JSON serialization", post("wp-1", `Bearer {"payload":"x.y","signature":"z"}`), 401},
-		{"too large", post("wp-1", "Bearer "+rawToken(hdr, good, strings.Repeat("A", maxTokenBytes))), 401},
+		{"too large", post("wp-1", "Bearer "+rawToken(hdr, good, strings.Repeat("A", jwt.MaxTokenBytes))), 401},
 		{"alg none", post("wp-1", "Bearer "+rawToken(map[string]any{"alg": "none"}, good, "")), 401},
 		{"alg HS256", post("wp-1", "Bearer "+rawToken(map[string]any{"alg": "HS256", "kid": testKID}, good, sigOf(valid))), 401},
 		{"alg RS384", post("wp-1", "Bearer "+rawToken(map[string]any{"alg": "RS384", "kid": testKID}, good, sigOf(valid))), 401},
@@ -201,12 +202,18 @@ func TestKeysUnavailable(t *testing.T) {
 	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusCreated {
 		t.Errorf("after the refresh interval: status %d, want 201", w.Code)
 	}
-	// Once loaded, the last good keys survive a failing spoke.
+	// Once loaded, the last good keys survive a failing spoke: a token of
+	// a known kid is decided with them, one of an unknown kid (it may be a
+	// rotated key the failing fetch would have brought) cannot be.
 	e.spoke.jwksFail.Store(true)
 	e.clock.Advance(DefaultJWKSMinRefresh)
-	forged := sign(t, otherKey, "unknown-kid", podClaims(e.clock.Now(), "wp-1", "uid-1"))
+	forged := sign(t, otherKey, testKID, podClaims(e.clock.Now(), "wp-1", "uid-1"))
 	if w := e.post("wp-1", "result", forged, []byte("data")); w.Code != http.StatusUnauthorized {
-		t.Errorf("forged token with failing JWKS: status %d, want 401", w.Code)
+		t.Errorf("forged token of a known kid with failing JWKS: status %d, want 401", w.Code)
+	}
+	rotated := sign(t, otherKey, "unknown-kid", podClaims(e.clock.Now(), "wp-1", "uid-1"))
+	if w := e.post("wp-1", "result", rotated, []byte("data")); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("unknown kid with failing JWKS: status %d, Retry-After %q; want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
 	}
 	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusOK {
 		t.Errorf("valid token with failing JWKS: status %d, want 200", w.Code)
@@ -218,7 +225,7 @@ func TestForgedFloodCostsNoReview(t *testing.T) {
 	valid := e.addPod("wp-1", "uid-1")
 	header, _, _ := strings.Cut(valid, ".")
 	sig := valid[strings.LastIndex(valid, ".")+1:]
-	_, other := testKeys(t)
+	other := otherKey
 	otherKid := sign(t, other, "kid-0", podClaims(e.clock.Now(), "wp-1", "uid-1"))
 	otherHeader, _, _ := strings.Cut(otherKid, ".")
 	for i := range 10000 {

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -29,88 +27,43 @@ const (
 	maxDocumentBytes = 1 << 20
 )
 
-// keySet holds one cluster's service-account signing keys, fetched through
-// the cluster's federated client (the controller's spoke identity, allowed
-// by SpokeRBAC to get the discovery URLs). It fetches at most once per
-// minRefresh and keeps the last good keys when a fetch fails; verify never
-// does I/O.
-type keySet struct {
-	cluster    string
-	server     string // the spoke API's base URL, without a trailing slash
-	http       *http.Client
-	minRefresh time.Duration
-	now        func() time.Time
-	log        *slog.Logger
-
-	keys     atomic.Pointer[[]jose.JSONWebKey] // nil until the first good fetch
-	fetching chan struct{}                     // one fetch at a time
-
-	mu          sync.Mutex
-	lastAttempt time.Time
+// keyFetcher reads one cluster's service-account signing keys through the
+// cluster's federated client (the controller's spoke identity, allowed by
+// SpokeRBAC to get the discovery URLs). The cache over it is internal/jwt's
+// KeySet, shared with the authn webhook.
+type keyFetcher struct {
+	cluster string
+	server  string // the spoke API's base URL, without a trailing slash
+	http    *http.Client
+	log     *slog.Logger
 }
 
-func newKeySet(c *fleet.Client, minRefresh time.Duration, now func() time.Time, log *slog.Logger) *keySet {
+// newKeySet is cluster c's key cache. It has no unknown-kid grace: the keys
+// are read from the spoke itself, not through a cache that may lag behind
+// a rotation.
+func newKeySet(c *fleet.Client, minRefresh time.Duration, now func() time.Time, log *slog.Logger) *jwt.KeySet {
 	hc := *c.HTTP // same transport (and token); never follow a redirect with the controller's token
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &keySet{
-		cluster:    c.Entry.Name,
-		server:     strings.TrimSuffix(c.Entry.Server, "/"),
-		http:       &hc,
-		minRefresh: minRefresh,
-		now:        now,
-		log:        log,
-		fetching:   make(chan struct{}, 1),
-	}
+	f := &keyFetcher{cluster: c.Entry.Name, server: strings.TrimSuffix(c.Entry.Server, "/"), http: &hc, log: log}
+	return jwt.NewKeySet(jwt.KeySetOptions{Fetch: f.fetchLogged, MinRefresh: minRefresh, FetchTimeout: fetchTimeout, Now: now})
 }
 
-// refresh fetches the keys unless the last attempt is younger than
-// minRefresh, and reports whether new keys were stored. With keys loaded it
-// does not wait for a fetch already running (the caller decides with the
-// keys it has); without any it waits, bounded by ctx. The fetch itself is
-// detached from ctx, so a client hanging up does not waste the one fetch the
-// limit allows.
-func (k *keySet) refresh(ctx context.Context) bool {
-	if k.keys.Load() != nil {
-		select {
-		case k.fetching <- struct{}{}:
-		default:
-			return false
-		}
-	} else {
-		select {
-		case k.fetching <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	defer func() { <-k.fetching }()
-
-	k.mu.Lock()
-	now := k.now()
-	if !k.lastAttempt.IsZero() && now.Sub(k.lastAttempt) < k.minRefresh {
-		k.mu.Unlock()
-		return false
-	}
-	k.lastAttempt = now
-	k.mu.Unlock()
-
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
-	defer cancel()
-	keys, err := k.fetch(fctx)
+// fetchLogged is fetch with its log line.
+func (k *keyFetcher) fetchLogged(ctx context.Context) ([]jose.JSONWebKey, error) {
+	keys, err := k.fetch(ctx)
 	if err != nil {
 		k.log.Warn("fetching cluster signing keys failed", "cluster", k.cluster, "error", err)
-		return false
+		return nil, err
 	}
-	k.keys.Store(&keys)
 	k.log.Info("fetched cluster signing keys", "cluster", k.cluster, "keys", len(keys))
-	return true
+	return keys, nil
 }
 
 // fetch reads the discovery document for the jwks_uri path and the keys at
 // that path on the same server; when either fails it tries jwksPath. The
 // jwks_uri's host is ignored: it may be an address the controller cannot
 // reach, and the keys must come through the federated client.
-func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+func (k *keyFetcher) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	path := jwksPath
 	var doc struct {
 		JWKSURI string `json:"jwks_uri"`
@@ -127,7 +80,7 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	return keys, err
 }
 
-func (k *keySet) fetchKeys(ctx context.Context, path string) ([]jose.JSONWebKey, error) {
+func (k *keyFetcher) fetchKeys(ctx context.Context, path string) ([]jose.JSONWebKey, error) {
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
@@ -144,7 +97,7 @@ func (k *keySet) fetchKeys(ctx context.Context, path string) ([]jose.JSONWebKey,
 	return keys, nil
 }
 
-func (k *keySet) getJSON(ctx context.Context, path string, v any) error {
+func (k *keyFetcher) getJSON(ctx context.Context, path string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.server+path, nil)
 	if err != nil {
 		return err

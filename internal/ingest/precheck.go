@@ -2,35 +2,22 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"math"
-	"slices"
-	"strings"
+	"fmt"
 	"sync"
 	"time"
-
-	jose "github.com/go-jose/go-jose/v4"
 
 	"crucible.dev/crucible/internal/jwt"
 )
 
-const (
-	// maxTokenBytes caps tokens before anything parses them (go-jose
-	// CVE-2025-27144); a projected service-account token is about 1 KiB.
-	maxTokenBytes = 16 << 10
-	// expLeeway is how long past its exp a token still passes the
-	// pre-check (clock skew between the spoke and the controller).
-	expLeeway = 30 * time.Second
-)
+// expLeeway is how long past its exp a token still passes the pre-check
+// (clock skew between the spoke and the controller).
+const expLeeway = 30 * time.Second
 
-// precheckAlgs are the algorithms kube-apiserver signs service-account
-// tokens with. HS* and none can never pass.
-var precheckAlgs = []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
-
-// errKeysUnavailable: no configured cluster has signing keys loaded, so the
-// pre-check cannot decide (answered 503, not 401).
-var errKeysUnavailable = errors.New("no cluster's signing keys are available")
+// errKeysUnavailable: a cluster the token may belong to cannot decide (no
+// keys, a failing fetch, a refresh cut short) and no other cluster's keys
+// verified it, so the pre-check answers 503, not 401.
+var errKeysUnavailable = errors.New("signing keys unavailable")
 
 // rejectError is a definitive pre-check refusal; reason is its metric label.
 type rejectError struct{ reason string }
@@ -39,170 +26,94 @@ func (e *rejectError) Error() string { return "token refused by pre-check: " + e
 
 func reject(reason string) error { return &rejectError{reason: reason} }
 
-// claims is what the pre-check learns from a token it let through.
-type claims struct {
+// prechecked is what the pre-check learns from a token it let through.
+type prechecked struct {
 	exp time.Time
+	// verifiedBy are the clusters whose keys verified the signature. Only
+	// they may be asked to review the token: a token signed by cluster A is
+	// never sent to cluster B's TokenReview.
+	verifiedBy []string
 }
 
 // precheck refuses tokens that cannot be a live service-account token of a
 // configured cluster (R-IN5): it can only reject, never accept — a token
 // that passes still needs the TokenReview. Errors are *rejectError or wrap
 // errKeysUnavailable.
-func (h *Handler) precheck(ctx context.Context, token string) (claims, error) {
-	if len(token) > maxTokenBytes {
-		return claims{}, reject("too_large")
-	}
-	if strings.HasPrefix(token, "{") || strings.Count(token, ".") != 2 {
-		return claims{}, reject("malformed")
-	}
-	rawHeader, rest, _ := strings.Cut(token, ".")
-	rawClaims, _, _ := strings.Cut(rest, ".")
-	kid, err := checkHeader(rawHeader)
+//
+// iss is deliberately not compared: hub and spokes share
+// https://kubernetes.default.svc, and only the keys tell them apart. The
+// clusters whose ingest audience the token names are its candidates.
+func (h *Handler) precheck(ctx context.Context, token string) (prechecked, error) {
+	tok, err := jwt.Parse(token)
 	if err != nil {
-		return claims{}, err
+		reason := jwt.ReasonMalformed
+		if pe := (*jwt.ParseError)(nil); errors.As(err, &pe) {
+			reason = pe.Reason
+		}
+		return prechecked{}, reject(reason)
 	}
-	c, err := h.checkClaims(rawClaims)
-	if err != nil {
-		return claims{}, err
+	exp := tok.Claims.Expiry
+	if exp.IsZero() || exp.Unix() <= 0 || h.opts.Now().After(exp.Add(expLeeway)) {
+		return prechecked{}, reject("expired")
 	}
-	jws, err := jose.ParseSignedCompact(token, precheckAlgs)
-	if err != nil || len(jws.Signatures) != 1 {
-		return claims{}, reject("malformed")
-	}
-	if err := h.verifySignature(ctx, jws, kid); err != nil {
-		return claims{}, err
-	}
-	return c, nil
-}
-
-// checkHeader returns the key id of a header with a supported alg and no
-// crit member (crucible understands no critical extension). jku, x5u, jwk
-// and x5c are ignored: keys come only from the clusters' JWKS.
-func checkHeader(seg string) (kid string, err error) {
-	header, err := jwt.DecodeSegment(seg)
-	if err != nil {
-		return "", reject("malformed")
-	}
-	var alg string
-	if raw, ok := header["alg"]; !ok || json.Unmarshal(raw, &alg) != nil || !slices.Contains(precheckAlgs, jose.SignatureAlgorithm(alg)) {
-		return "", reject("alg")
-	}
-	if _, ok := header["crit"]; ok {
-		return "", reject("crit")
-	}
-	if raw, ok := header["kid"]; ok && json.Unmarshal(raw, &kid) != nil {
-		return "", reject("malformed")
-	}
-	return kid, nil
-}
-
-// checkClaims requires exp (not past, within the leeway) and an aud that
-// names one of the clusters' ingest audiences. iss is deliberately not
-// compared: hub and spokes share https://kubernetes.default.svc, and only
-// the keys tell them apart.
-func (h *Handler) checkClaims(seg string) (claims, error) {
-	members, err := jwt.DecodeSegment(seg)
-	if err != nil {
-		return claims{}, reject("malformed")
-	}
-	var exp float64
-	if raw, ok := members["exp"]; !ok || json.Unmarshal(raw, &exp) != nil || math.IsNaN(exp) || exp <= 0 {
-		return claims{}, reject("expired")
-	}
-	expires := time.Unix(int64(min(exp, 1<<40)), 0) // 1<<40 s is beyond any real token's life
-	if h.opts.Now().After(expires.Add(expLeeway)) {
-		return claims{}, reject("expired")
-	}
-	var auds []string
-	if raw, ok := members["aud"]; ok {
-		var one string
-		if json.Unmarshal(raw, &one) == nil {
-			auds = []string{one}
-		} else if json.Unmarshal(raw, &auds) != nil {
-			return claims{}, reject("audience")
+	var candidates []*cluster
+	for _, c := range h.order {
+		if tok.Claims.HasAudience(c.Audience) {
+			candidates = append(candidates, c)
 		}
 	}
-	if !slices.ContainsFunc(auds, func(a string) bool { return slices.Contains(h.audiences, a) }) {
-		return claims{}, reject("audience")
+	if len(candidates) == 0 {
+		return prechecked{}, reject("audience")
 	}
-	return claims{exp: expires}, nil
+	verifiedBy, err := verifyAcross(ctx, token, candidates)
+	if err != nil {
+		return prechecked{}, err
+	}
+	return prechecked{exp: exp, verifiedBy: verifiedBy}, nil
 }
 
-// verifySignature accepts a signature made by a key of any configured
-// cluster. A kid no cluster knows triggers a refetch of the JWKS of those
-// clusters, each at most once per JWKSMinRefresh, so random kids cannot turn
-// into a flood of fetches.
-func (h *Handler) verifySignature(ctx context.Context, jws *jose.JSONWebSignature, kid string) error {
-	var stale []*keySet
-	loaded := false
-	for _, ks := range h.keySets {
-		v := ks.verify(jws, kid)
-		if v.ok {
-			return nil
-		}
-		loaded = loaded || v.loaded
-		if !v.kidKnown {
-			stale = append(stale, ks)
-		}
+// verifyAcross returns the candidates whose keys verify token. It first
+// decides with the keys loaded, so a token of one cluster does not make the
+// others fetch; only when none verifies does it refresh the candidates that
+// lack the token's kid, each at most once per JWKSMinRefresh, so random kids
+// cannot turn into a flood of fetches.
+func verifyAcross(ctx context.Context, token string, candidates []*cluster) ([]string, error) {
+	errs := make([]error, len(candidates))
+	for i, c := range candidates {
+		_, errs[i] = c.keys.VerifyLoaded(token)
 	}
-	if len(stale) > 0 {
-		// Re-verify even when this call fetched nothing: another request
-		// may have loaded the keys while this one waited.
-		h.refreshAll(ctx, stale)
-		for _, ks := range stale {
-			v := ks.verify(jws, kid)
-			if v.ok {
-				return nil
-			}
-			loaded = loaded || v.loaded
-		}
-	}
-	if !loaded {
-		return errKeysUnavailable
-	}
-	return reject("signature")
-}
-
-// refreshAll refetches the key sets concurrently, each one only if its rate
-// limit allows.
-func (h *Handler) refreshAll(ctx context.Context, sets []*keySet) {
-	if len(sets) == 1 {
-		sets[0].refresh(ctx)
-		return
+	if verified := verifiedNames(candidates, errs); len(verified) > 0 {
+		return verified, nil
 	}
 	var wg sync.WaitGroup
-	for _, ks := range sets {
-		wg.Go(func() { ks.refresh(ctx) })
+	for i, c := range candidates {
+		if errors.Is(errs[i], jwt.ErrUnavailable) || errors.Is(errs[i], jwt.ErrUnknownKey) {
+			wg.Go(func() { _, errs[i] = c.keys.Verify(ctx, token) })
+		}
 	}
 	wg.Wait()
-}
-
-// verified is the outcome of checking a signature against one key set.
-type verified struct {
-	ok       bool // a key verified the signature
-	kidKnown bool // the set has a key with the token's kid (any key when kid is "")
-	loaded   bool // the set has keys at all
-}
-
-func (k *keySet) verify(jws *jose.JSONWebSignature, kid string) verified {
-	keys := k.keys.Load()
-	if keys == nil {
-		return verified{}
+	if verified := verifiedNames(candidates, errs); len(verified) > 0 {
+		return verified, nil
 	}
-	v := verified{loaded: true, kidKnown: kid == ""}
-	alg := jws.Signatures[0].Header.Algorithm
-	for _, key := range *keys {
-		if kid != "" && key.KeyID != kid {
-			continue
-		}
-		v.kidKnown = true
-		if key.Algorithm != "" && key.Algorithm != alg {
-			continue
-		}
-		if _, err := jws.Verify(key.Key); err == nil {
-			v.ok = true
-			return v
+	for i, err := range errs {
+		if errors.Is(err, jwt.ErrUnavailable) {
+			return nil, fmt.Errorf("%w: cluster %s: %w", errKeysUnavailable, candidates[i].Name, err)
 		}
 	}
-	return v
+	for _, err := range errs {
+		if errors.Is(err, jwt.ErrMalformed) {
+			return nil, reject(jwt.ReasonMalformed)
+		}
+	}
+	return nil, reject("signature")
+}
+
+func verifiedNames(candidates []*cluster, errs []error) []string {
+	var names []string
+	for i, err := range errs {
+		if err == nil {
+			names = append(names, candidates[i].Name)
+		}
+	}
+	return names
 }

@@ -130,9 +130,14 @@ func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.
 }
 
 // tokenReview asks cluster c whether token is authenticated for the ingest
-// audience. Any failure to get an answer wraps errReviewUnavailable. A
-// status with authenticated false is a definitive no even when it carries
-// status.error: kube-apiserver reports an invalid token that way.
+// audience. Any failure to get an answer wraps errReviewUnavailable, and so
+// does an answer carrying status.error, whether or not authenticated is
+// false: kube-apiserver reports an authenticator it could not consult (a
+// webhook down, keys it could not load) that way, and a cached "no" would
+// lock a live pod out. kube-apiserver also words some definitive
+// rejections as errors; those tokens passed the pre-check (a cluster's key
+// signed them), and the pod's row state bounds how long they can be
+// retried, so they cost a review per request rather than a wrong 401.
 func (h *Handler) tokenReview(ctx context.Context, c *cluster, token string) (reviewResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.reviewTimeout)
 	defer cancel()
@@ -144,6 +149,10 @@ func (h *Handler) tokenReview(ctx context.Context, c *cluster, token string) (re
 		return reviewResult{}, fmt.Errorf("%w: cluster %s: %w", errReviewUnavailable, c.Name, err)
 	}
 	st := tr.Status
+	if st.Error != "" {
+		metrics.IngestTokenReviews.WithLabelValues(c.Name, "error").Inc()
+		return reviewResult{}, fmt.Errorf("%w: cluster %s: status.error %.200q", errReviewUnavailable, c.Name, st.Error)
+	}
 	if !st.Authenticated {
 		metrics.IngestTokenReviews.WithLabelValues(c.Name, "rejected").Inc()
 		return reviewResult{}, nil

@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -103,10 +101,6 @@ func (h *Handler) serve(r *http.Request) response {
 	if !valid {
 		return badRequest(http.StatusBadRequest, "pod and kind must be DNS-1123 labels")
 	}
-	if ok, after := h.allow(h.clientAddr(r)); !ok {
-		return response{code: http.StatusTooManyRequests, outcome: "rate_limited", body: map[string]string{"error": "too many requests"}, retryAfter: after}
-	}
-
 	row, res, ok := h.authorize(r, pod)
 	if !ok {
 		return res
@@ -129,78 +123,6 @@ func parsePath(u *url.URL) (pod, kind string, found, valid bool) {
 		return "", "", true, false
 	}
 	return pod, kind, true, true
-}
-
-// authorize runs checks 1–5 and returns the pod's row when the request may
-// push for pod.
-func (h *Handler) authorize(r *http.Request, pod string) (store.WorkPod, response, bool) {
-	ctx := r.Context()
-	if h.opts.insecureSkipAuth {
-		row, err := h.opts.Store.GetWorkPod(ctx, pod)
-		if err != nil {
-			return row, deny(http.StatusForbidden, err), false
-		}
-		return row, response{}, true
-	}
-	// 1. A bearer token.
-	token, ok := bearer(r.Header.Get("Authorization"))
-	if !ok {
-		return store.WorkPod{}, deny(http.StatusUnauthorized, errors.New("no bearer token")), false
-	}
-	sum := sha256.Sum256([]byte(token))
-	hash := hex.EncodeToString(sum[:])
-	tokenID := hash[:12] // identifies the token in logs; the token itself is never logged
-
-	// 2. The local pre-check.
-	c, err := h.precheck(ctx, token)
-	if err != nil {
-		var rej *rejectError
-		if errors.As(err, &rej) {
-			metrics.IngestPrecheckRejects.WithLabelValues(rej.reason).Inc()
-			h.log.Debug("token refused by pre-check", "token", tokenID, "reason", rej.reason)
-			return store.WorkPod{}, deny(http.StatusUnauthorized, err), false
-		}
-		return store.WorkPod{}, unavailable(err), false
-	}
-
-	// 3. The pod's row says its cluster.
-	row, err := h.opts.Store.GetWorkPod(ctx, pod)
-	if errors.Is(err, store.ErrNotFound) {
-		return row, deny(http.StatusForbidden, errors.New("unknown pod")), false
-	}
-	if err != nil {
-		return row, unavailable(err), false
-	}
-	cl, ok := h.clusters[row.Cluster]
-	if !ok {
-		h.log.Warn("drop-box: pod's cluster has no validator", "pod", pod, "cluster", row.Cluster)
-		return row, deny(http.StatusForbidden, errors.New("pod's cluster not configured")), false
-	}
-
-	// 4 and 5. The TokenReview, through the caches.
-	v, err := h.authenticate(ctx, cl, row, token, hash, c.exp)
-	switch {
-	case err != nil:
-		return row, unavailable(err), false
-	case v == unauthorized:
-		h.log.Debug("token not authenticated by its cluster", "token", tokenID, "pod", pod, "cluster", cl.Name)
-		return row, deny(http.StatusUnauthorized, errors.New("token review: not authenticated")), false
-	case v == forbidden:
-		h.log.Info("token authenticated but not for this pod", "token", tokenID, "pod", pod, "cluster", cl.Name)
-		return row, deny(http.StatusForbidden, errors.New("token review: another identity")), false
-	}
-	return row, response{}, true
-}
-
-// bearer returns the token of an "Authorization: Bearer <token>" header
-// (the scheme is case-insensitive, RFC 9110).
-func bearer(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 // save stages the body, then under the (pod, kind) lock compares it with

@@ -11,41 +11,71 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// ipv6SourceBits is the prefix IPv6 clients are limited by: one site or
+// host is routinely given a whole /64, so per-address buckets would let one
+// client rotate through 2^64 of them.
+const ipv6SourceBits = 64
+
 // clientAddr is the address a request is rate-limited by: the TCP peer, or,
 // when the peer is a trusted proxy, the right-most X-Forwarded-For hop that
 // is not itself a trusted proxy. Hops left of that one are written by the
-// client and never believed.
-func (h *Handler) clientAddr(r *http.Request) string {
-	peer, ok := parseHost(r.RemoteAddr)
+// client and never believed; a hop that does not parse stops the walk at
+// the last address a trusted proxy vouched for.
+func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
+	peer, ok := parseHop(r.RemoteAddr)
 	if !ok {
-		return r.RemoteAddr
+		return netip.Addr{}, false
 	}
 	if !h.trusted(peer) {
-		return peer.String()
+		return peer, true
 	}
 	client := peer
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 	for i := len(hops) - 1; i >= 0; i-- {
-		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			break // a garbled hop: stop at the last address a trusted proxy vouched for
+		hop, ok := parseHop(hops[i])
+		if !ok {
+			break
 		}
-		client = hop.Unmap()
+		client = hop
 		if !h.trusted(client) {
 			break
 		}
 	}
-	return client.String()
+	return client, true
 }
 
-func parseHost(remoteAddr string) (netip.Addr, bool) {
-	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
-		return ap.Addr().Unmap(), true
+// sourceKey is the rate-limit bucket of a request: its client address, the
+// /64 for IPv6, or the raw peer when that does not parse (never in
+// net/http, which sets RemoteAddr from the connection).
+func (h *Handler) sourceKey(r *http.Request) string {
+	a, ok := h.clientAddr(r)
+	if !ok {
+		return r.RemoteAddr
 	}
-	if a, err := netip.ParseAddr(remoteAddr); err == nil {
-		return a.Unmap(), true
+	if a.Is6() {
+		p, _ := a.Prefix(ipv6SourceBits) // cannot fail for an IPv6 address and 64 bits
+		return p.String()
 	}
-	return netip.Addr{}, false
+	return a.String()
+}
+
+// parseHop reads an address as proxies write it: "1.2.3.4",
+// "1.2.3.4:5678", "2001:db8::1", "[2001:db8::1]" or "[2001:db8::1]:443",
+// surrounded by spaces. Zones are dropped and IPv4-mapped IPv6 addresses
+// unmapped, so one client has one key.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		a = ap.Addr()
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil || !a.Is6() {
+			return netip.Addr{}, false
+		}
+	} else if a, err = netip.ParseAddr(s); err != nil {
+		return netip.Addr{}, false
+	}
+	return a.WithZone("").Unmap(), true
 }
 
 func (h *Handler) trusted(a netip.Addr) bool {
@@ -57,24 +87,47 @@ func (h *Handler) trusted(a netip.Addr) bool {
 	return false
 }
 
-// allow takes a token from the bucket of source. When the bucket is empty
-// it returns the Retry-After value (whole seconds, at least 1).
-func (h *Handler) allow(source string) (ok bool, retryAfter string) {
-	now := h.opts.Now()
-	lim := h.limiters.getOrAdd(source, now, func() (limiter, time.Time) {
-		return rate.NewLimiter(rate.Limit(h.opts.RatePerSource), h.opts.RateBurst), time.Time{}
+// sourceCharge is a token taken from a source's bucket, refunded when the
+// request authenticates.
+type sourceCharge struct {
+	res *rate.Reservation
+	now func() time.Time
+}
+
+// refund gives the token back.
+func (c sourceCharge) refund() { c.res.CancelAt(c.now()) }
+
+// chargeSource takes a token from the bucket of the request's source. When
+// the bucket is empty it returns the Retry-After value (whole seconds, at
+// least 1).
+func (h *Handler) chargeSource(r *http.Request) (charge sourceCharge, ok bool, retryAfter string) {
+	res, ok, after := take(h.limiters, h.sourceKey(r), h.opts.Now(), h.opts.RatePerSource, h.opts.RateBurst)
+	return sourceCharge{res: res, now: h.opts.Now}, ok, after
+}
+
+// allowPod takes a token from the bucket of an authenticated pod.
+func (h *Handler) allowPod(pod string) (ok bool, retryAfter string) {
+	_, ok, after := take(h.podLimiters, pod, h.opts.Now(), h.opts.RatePerPod, h.opts.RateBurstPerPod)
+	return ok, after
+}
+
+// take takes a token from the bucket under key in limiters, made with
+// perSecond and burst when there is none.
+func take(limiters *lru[limiter], key string, now time.Time, perSecond float64, burst int) (*rate.Reservation, bool, string) {
+	lim := limiters.getOrAdd(key, now, func() (limiter, time.Time) {
+		return rate.NewLimiter(rate.Limit(perSecond), burst), time.Time{}
 	})
 	res := lim.ReserveN(now, 1)
 	if !res.OK() {
-		return false, "1"
+		return nil, false, "1"
 	}
 	delay := res.DelayFrom(now)
 	if delay == 0 {
-		return true, ""
+		return res, true, ""
 	}
 	res.CancelAt(now)
-	return false, strconv.Itoa(max(1, int(math.Ceil(delay.Seconds()))))
+	return nil, false, strconv.Itoa(max(1, int(math.Ceil(delay.Seconds()))))
 }
 
-// limiter is one source's token bucket.
+// limiter is one source's or pod's token bucket.
 type limiter = *rate.Limiter

@@ -32,7 +32,7 @@ var (
 	// TokenReview.
 	IngestPrecheckRejects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crucible_ingest_precheck_rejects_total",
-		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, audience, signature.",
+		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, audience, signature, cluster (signed by another cluster than the pod's).",
 	}, []string{"reason"})
 )
 

@@ -33,6 +33,16 @@ const (
 	// a rotated hub key is still picked up within seconds.
 	DefaultJWKSMinRefreshInterval = 10 * time.Second
 
+	// DefaultUnknownKeyIDGrace applies when a provider sets no
+	// unknownKeyIDGrace: four times the mirror's default cache TTL (30s),
+	// so a hub key rotation reaches the webhook through the mirror before
+	// an unknown kid becomes a definitive (and cached) no.
+	DefaultUnknownKeyIDGrace = 2 * time.Minute
+
+	// maxUnknownKeyIDGrace bounds the grace: past it a forged kid should be
+	// a definitive no.
+	maxUnknownKeyIDGrace = time.Hour
+
 	// minJWKSMinRefreshInterval keeps the rate limit meaningful.
 	minJWKSMinRefreshInterval = time.Second
 
@@ -63,6 +73,14 @@ type ProviderConfig struct {
 	// JWT is the provider in kube-apiserver's internal form, DiscoveryURL
 	// included (the webhook's key set uses it; the library never sees it).
 	JWT apiserver.JWTAuthenticator
+	// UnknownKeyIDGrace is how long after a key id is first seen, absent
+	// from freshly fetched keys, its tokens are answered status.error
+	// (which kube-apiserver does not cache) rather than authenticated:false
+	// (which it caches for two minutes). After a hub key rotation the
+	// mirror may serve the old JWKS for up to its TTL; without the grace the
+	// controller would be locked out of the spoke for the API server's
+	// cache lifetime. 0 disables it.
+	UnknownKeyIDGrace time.Duration
 }
 
 // fileConfig is the configuration file as written.
@@ -72,10 +90,12 @@ type fileConfig struct {
 }
 
 // fileProvider is a v1 AuthenticationConfiguration jwt entry plus crucible's
-// two fields, so the file reads like the configuration it stands in for.
+// fields, so the file reads like the configuration it stands in for.
 type fileProvider struct {
-	Name                         string   `json:"name"`
-	AllowedSubjects              []string `json:"allowedSubjects,omitempty"`
+	Name              string   `json:"name"`
+	AllowedSubjects   []string `json:"allowedSubjects,omitempty"`
+	UnknownKeyIDGrace *string  `json:"unknownKeyIDGrace,omitempty"` // a duration; default DefaultUnknownKeyIDGrace
+
 	apiserverv1.JWTAuthenticator `json:",inline"`
 }
 

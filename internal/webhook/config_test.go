@@ -61,6 +61,7 @@ func TestParseConfigValid(t *testing.T) {
 				},
 				UserValidationRules: []apiserver.UserValidationRule{{Expression: "!user.username.startsWith('system:')", Message: "no system users"}},
 			},
+			UnknownKeyIDGrace: DefaultUnknownKeyIDGrace,
 		}},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Config{})); diff != "" {
@@ -97,6 +98,18 @@ func edit(old, new string) string {
 	return "providers:\n" + strings.Replace(providerEntry, old, new, 1)
 }
 
+func TestParseConfigGrace(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0s": 0, "90s": 90 * time.Second, "1h": time.Hour} {
+		got, err := ParseConfig([]byte(edit("name: hub", "name: hub\n  unknownKeyIDGrace: "+in)))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if g := got.Providers[0].UnknownKeyIDGrace; g != want {
+			t.Errorf("unknownKeyIDGrace %s = %v, want %v", in, g, want)
+		}
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -115,6 +128,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"too many providers", "providers:" + strings.Repeat("\n- {}", 65), []string{"providers: Too many: 65: must have at most 64 items"}},
 		{"interval not a duration", "jwksMinRefreshInterval: soon\n" + "providers:\n" + providerEntry, []string{`jwksMinRefreshInterval: Invalid value: "soon": must be a duration such as 10s or 1m`}},
 		{"interval too short", "jwksMinRefreshInterval: 100ms\n" + "providers:\n" + providerEntry, []string{`jwksMinRefreshInterval: Invalid value: "100ms": must be at least 1s`}},
+		{"grace not a duration", edit("name: hub", "name: hub\n  unknownKeyIDGrace: soon"), []string{`providers[0].unknownKeyIDGrace: Invalid value: "soon": must be a duration such as 2m or 0s`}},
+		{"grace negative", edit("name: hub", "name: hub\n  unknownKeyIDGrace: -1s"), []string{`providers[0].unknownKeyIDGrace: Invalid value: "-1s": must be between 0s and 1h0m0s`}},
+		{"grace too long", edit("name: hub", "name: hub\n  unknownKeyIDGrace: 2h"), []string{`providers[0].unknownKeyIDGrace: Invalid value: "2h": must be between 0s and 1h0m0s`}},
 		{"name missing", edit("- name: hub\n  allowedSubjects", "- allowedSubjects"), []string{"providers[0].name: Required value: a DNS label"}},
 		{"name not a DNS label", edit("name: hub", "name: Hub_1"), []string{`providers[0].name: Invalid value: "Hub_1": a lowercase RFC 1123 label`}},
 		{"name repeated", "providers:\n" + providerEntry + strings.Replace(providerEntry, "kubernetes.default.svc", "other.example", 1), []string{`providers[1].name: Duplicate value: "hub"`}},

@@ -17,8 +17,9 @@
 //     k8s.io/apiserver's own validation;
 //   - routing a token to the one provider whose issuer matches its unverified
 //     iss claim (route, untrusted);
-//   - each provider's key set: discovery, JWKS, refresh on unknown key ids at
-//     most once per interval, last good keys kept (keySet);
+//   - each provider's key fetch: discovery (issuer byte for byte), JWKS at
+//     jwks_uri, its own TLS client (keySet); the cache over it (rate-limited
+//     refresh, last good keys, unknown-kid grace) is internal/jwt's KeySet;
 //   - authentication by kube-apiserver's JWT authenticator library
 //     (k8s.io/apiserver/plugin/pkg/authenticator/token/oidc) with crucible's
 //     extra checks: subject allowlist, no system: names, no reserved extra keys;
@@ -31,5 +32,7 @@
 // Answers follow kube-apiserver's caching: a definitive "no" is
 // authenticated:false (cached by the API server), while unavailable keys
 // answer status.error (never cached), so an outage of the hub's mirror does
-// not turn into cached denials.
+// not turn into cached denials. So does a key id absent from fresh keys for
+// a provider's unknownKeyIDGrace (default 2m) after it is first seen: after
+// a hub key rotation the mirror may still serve the old JWKS for its TTL.
 package webhook

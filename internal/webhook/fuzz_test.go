@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"crucible.dev/crucible/internal/jwt"
+	"crucible.dev/crucible/internal/jwt/jwttest"
 )
 
 // FuzzParseConfig: the decoder never panics, every error wraps
@@ -63,14 +66,14 @@ func FuzzRoute(f *testing.F) {
 		hubToken(f, hubClaims()),
 		hubToken(f, with(hubClaims(), map[string]any{"iss": "https://dock.example"})),
 		hubToken(f, with(hubClaims(), map[string]any{"iss": "https://other.example"})),
-		signToken(f, testKeys()[0], jose.RS256, "k1", hubClaims(), nil).FullSerialize(),
+		jwttest.JWS(f, testKeys()[0], jose.RS256, "k1", hubClaims(), nil).FullSerialize(),
 		seg([]byte(`{"alg":"none"}`)) + "." + seg([]byte(`{"iss":"https://kubernetes.default.svc"}`)) + ".",
 		seg([]byte(`{"alg":"RS256","crit":["exp"]}`)) + "." + seg([]byte(`{"iss":"https://kubernetes.default.svc"}`)) + ".c2ln",
 		seg([]byte(`{"alg":"RS256"}`)) + "." + seg([]byte(`{"iss":1}`)) + ".c2ln",
 		seg([]byte(`{"alg":"RS256"}`)) + "." + seg([]byte(`null`)) + ".c2ln",
 		seg([]byte(`{"alg":"RS256"}`)) + "." + seg([]byte(`{"iss":"https://kubernetes.default.svc","iss":"https://dock.example"}`)) + ".c2ln",
 		"", ".", "..", "...", "a.b.c", "{}.{}.{}", "e30.e30.e30",
-		strings.Repeat("a", maxTokenBytes) + "..",
+		strings.Repeat("a", jwt.MaxTokenBytes) + "..",
 	} {
 		f.Add(seed)
 	}
@@ -78,16 +81,16 @@ func FuzzRoute(f *testing.F) {
 		p, tok, ok, err := r.route(token)
 		switch {
 		case err != nil:
-			if ok || !errors.Is(err, errMalformed) {
-				t.Fatalf("route error %v with ok=%v, want errMalformed and not ok", err, ok)
+			if ok || !errors.Is(err, jwt.ErrMalformed) {
+				t.Fatalf("route error %v with ok=%v, want jwt.ErrMalformed and not ok", err, ok)
 			}
 		case ok:
-			if r.byIssuer[tok.Issuer] != p || len(token) > maxTokenBytes || strings.Count(token, ".") != 2 || strings.HasPrefix(token, "{") {
-				t.Fatalf("routed %q to %q with issuer %q", token, p, tok.Issuer)
+			if r.byIssuer[tok.Claims.Issuer] != p || len(token) > jwt.MaxTokenBytes || strings.Count(token, ".") != 2 || strings.HasPrefix(token, "{") {
+				t.Fatalf("routed %q to %q with issuer %q", token, p, tok.Claims.Issuer)
 			}
 		default:
-			if _, known := r.byIssuer[tok.Issuer]; known {
-				t.Fatalf("issuer %q is configured but the token was not routed", tok.Issuer)
+			if _, known := r.byIssuer[tok.Claims.Issuer]; known {
+				t.Fatalf("issuer %q is configured but the token was not routed", tok.Claims.Issuer)
 			}
 		}
 	})

@@ -2,8 +2,8 @@ package webhook
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/rsa"
+	"crypto"
+	"crypto/ecdsa"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -20,6 +20,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	authv1 "k8s.io/api/authentication/v1"
+
+	"crucible.dev/crucible/internal/jwt/jwttest"
 )
 
 const (
@@ -30,18 +32,8 @@ const (
 	v1beta1       = "authentication.k8s.io/v1beta1"
 )
 
-// testKeys are generated once: RSA generation dominates test time otherwise.
-var testKeys = sync.OnceValue(func() []*rsa.PrivateKey {
-	keys := make([]*rsa.PrivateKey, 4)
-	for i := range keys {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		keys[i] = k
-	}
-	return keys
-})
+// testKeys are shared with the other token tests.
+var testKeys = jwttest.RSAKeys
 
 // testIssuer is a hub as the webhook sees it: a real TLS server with a
 // discovery document and a JWKS, and the private keys to sign tokens.
@@ -49,8 +41,8 @@ type testIssuer struct {
 	srv *httptest.Server
 
 	mu           sync.Mutex
-	issuer       string                     // served as the discovery document's issuer
-	published    map[string]*rsa.PrivateKey // kid → key, in the JWKS
+	issuer       string                   // served as the discovery document's issuer
+	published    map[string]crypto.Signer // kid → key, in the JWKS
 	discoveryOff bool
 	jwksOff      bool
 
@@ -59,7 +51,7 @@ type testIssuer struct {
 
 func newTestIssuer(t testing.TB) *testIssuer {
 	t.Helper()
-	ti := &testIssuer{issuer: hubIssuer, published: map[string]*rsa.PrivateKey{"k1": testKeys()[0]}}
+	ti := &testIssuer{issuer: hubIssuer, published: map[string]crypto.Signer{"k1": testKeys()[0]}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", ti.serveDiscovery)
 	mux.HandleFunc("GET /openid/v1/jwks", ti.serveJWKS)
@@ -88,7 +80,11 @@ func (ti *testIssuer) serveJWKS(w http.ResponseWriter, _ *http.Request) {
 	}
 	var set jose.JSONWebKeySet
 	for kid, key := range ti.published {
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: key.Public(), KeyID: kid, Algorithm: "RS256", Use: "sig"})
+		alg := jose.RS256
+		if _, ec := key.(*ecdsa.PrivateKey); ec {
+			alg = "" // any ES* matching the curve
+		}
+		set.Keys = append(set.Keys, jwttest.PublicJWK(key, kid, alg))
 	}
 	w.Header().Set("Content-Type", "application/jwk-set+json")
 	_ = json.NewEncoder(w).Encode(set)
@@ -138,50 +134,17 @@ func with(claims map[string]any, changes map[string]any) map[string]any {
 	return claims
 }
 
-// signToken signs claims with key under kid (RS256), adding extra headers.
-func signToken(t testing.TB, key any, alg jose.SignatureAlgorithm, kid string, claims map[string]any, headers map[string]any) *jose.JSONWebSignature {
-	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	if kid != "" {
-		opts = opts.WithHeader("kid", kid)
-	}
-	for k, v := range headers {
-		opts = opts.WithHeader(jose.HeaderKey(k), v)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
-	if err != nil {
-		t.Fatalf("new signer: %v", err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatalf("marshal claims: %v", err)
-	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatalf("sign: %v", err)
-	}
-	return jws
-}
-
-func compact(t testing.TB, jws *jose.JSONWebSignature) string {
-	t.Helper()
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatalf("serialize: %v", err)
-	}
-	return s
-}
-
 // hubToken is a valid token signed with the published key k1.
 func hubToken(t testing.TB, claims map[string]any) string {
 	t.Helper()
-	return compact(t, signToken(t, testKeys()[0], jose.RS256, "k1", claims, nil))
+	return jwttest.Sign(t, testKeys()[0], jose.RS256, "k1", claims, nil)
 }
 
 // testProvider parameterises the hub provider in a test config.
 type testProvider struct {
 	subjects []string
 	prefix   string
+	grace    string // unknownKeyIDGrace; "" leaves it out
 }
 
 func defaultProvider() testProvider {
@@ -208,7 +171,14 @@ providers:
     extra:
     - key: crucible.dev/hub-namespace
       valueExpression: "claims['kubernetes.io'].namespace"
-`, subjects, hubIssuer, ti.discoveryURL(), strconv.Quote(ti.caPEM()), hubAudience, strconv.Quote(p.prefix))
+%s`, subjects, hubIssuer, ti.discoveryURL(), strconv.Quote(ti.caPEM()), hubAudience, strconv.Quote(p.prefix), graceYAML(p.grace))
+}
+
+func graceYAML(grace string) string {
+	if grace == "" {
+		return ""
+	}
+	return "  unknownKeyIDGrace: " + grace + "\n"
 }
 
 // fakeClock drives the key-fetch rate limit.

@@ -14,6 +14,8 @@ import (
 	authenticationcel "k8s.io/apiserver/pkg/authentication/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/plugin/pkg/authenticator/token/oidc"
+
+	"crucible.dev/crucible/internal/jwt"
 )
 
 // celCompiler is shared by validation and every authenticator: building its
@@ -56,14 +58,14 @@ func (refuseTransport) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 func buildProvider(ctx context.Context, pc ProviderConfig, keys *keySet) (*provider, error) {
-	jwt := pc.JWT
-	jwt.Issuer.DiscoveryURL = "" // the key set does discovery; the library refuses both
+	authnConfig := pc.JWT
+	authnConfig.Issuer.DiscoveryURL = "" // the key set does discovery; the library refuses both
 	authn, err := oidc.New(ctx, oidc.Options{
-		JWTAuthenticator:     jwt,
-		KeySet:               keys,
+		JWTAuthenticator:     authnConfig,
+		KeySet:               keys.KeySet,
 		Client:               noNetwork,
 		Compiler:             celCompiler(),
-		SupportedSigningAlgs: signingAlgNames(),
+		SupportedSigningAlgs: jwt.AlgorithmNames(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build authenticator for provider %s: %w", pc.Name, err)
@@ -91,8 +93,16 @@ func rejected(provider, reason string) outcome {
 	return outcome{provider: provider, result: resultRejected, reason: reason}
 }
 
-// authenticate routes the token, makes sure its provider's keys are loaded,
-// lets the JWT library decide, then applies crucible's checks.
+// authenticate routes the token, verifies its signature with the provider's
+// key set (fetching keys when needed), lets the JWT library decide, then
+// applies crucible's checks.
+//
+// The key set answers first because the library flattens its errors into
+// text: only here can "cannot decide now" (jwt.ErrUnavailable: keys
+// missing, failing, or a kid still within its grace after a hub key
+// rotation) become status.error, which kube-apiserver does not cache,
+// instead of an authenticated:false it would cache for two minutes. The
+// library then verifies again with the loaded key, without I/O.
 func (s *snapshot) authenticate(ctx context.Context, token string) outcome {
 	p, tok, ok, err := s.router.route(token)
 	switch {
@@ -101,9 +111,11 @@ func (s *snapshot) authenticate(ctx context.Context, token string) outcome {
 	case !ok:
 		return rejected("", "no provider has the token's issuer")
 	}
-	if err := p.keys.prepare(ctx, tok.KeyID); err != nil {
+	if _, err := p.keys.Verify(ctx, token); errors.Is(err, jwt.ErrUnavailable) {
 		msg := fmt.Sprintf("crucible authn webhook: keys of provider %s unavailable: %v", p.name, err)
 		return outcome{provider: p.name, result: resultError, reason: err.Error(), err: msg}
+	} else if err != nil {
+		return rejected(p.name, err.Error())
 	}
 	resp, ok, err := p.authn.AuthenticateToken(ctx, token)
 	switch {
@@ -112,7 +124,7 @@ func (s *snapshot) authenticate(ctx context.Context, token string) outcome {
 	case !ok:
 		return rejected(p.name, "issuer mismatch")
 	}
-	if reason := p.refuse(tok.Subject, resp.User); reason != "" {
+	if reason := p.refuse(tok.Claims.Subject, resp.User); reason != "" {
 		return rejected(p.name, reason)
 	}
 	return outcome{provider: p.name, result: resultAuthenticated, reason: "ok", user: userInfo(resp.User)}

@@ -149,7 +149,7 @@ func TestReloaderStart(t *testing.T) {
 	if f.srv.Config() == served {
 		t.Errorf("the changed file was not applied within 5s")
 	}
-	if ready, _ := f.srv.current.Load().providers[0].keys.status(); !ready {
+	if ready, _ := f.srv.current.Load().providers[0].keys.Status(); !ready {
 		t.Errorf("Start did not fetch the provider's keys")
 	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // maxRequestBytes bounds a TokenReview request; a real one is the token
-// (itself capped at maxTokenBytes) plus a few hundred bytes.
+// (itself capped at jwt.MaxTokenBytes) plus a few hundred bytes.
 const maxRequestBytes = 64 << 10
 
 const kindTokenReview = "TokenReview"

@@ -17,11 +17,17 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 
 	"crucible.dev/crucible/internal/metrics"
+
+	"crucible.dev/crucible/internal/jwt"
+	"crucible.dev/crucible/internal/jwt/jwttest"
 )
 
 func TestReview(t *testing.T) {
 	authenticated := authv1.TokenReviewStatus{Authenticated: true, User: hubUser()}
 	rejected := authv1.TokenReviewStatus{}
+	unavailable := func(msg string) authv1.TokenReviewStatus {
+		return authv1.TokenReviewStatus{Error: "crucible authn webhook: " + msg}
+	}
 	tests := []struct {
 		name     string
 		token    func(t *testing.T) string
@@ -90,23 +96,25 @@ func TestReview(t *testing.T) {
 		{
 			name: "unknown key of the same issuer",
 			token: func(t *testing.T) string {
-				return compact(t, signToken(t, testKeys()[1], jose.RS256, "rogue", hubClaims(), nil))
+				return jwttest.Sign(t, testKeys()[1], jose.RS256, "rogue", hubClaims(), nil)
 			},
-			want:     rejected,
+			want:     unavailable(`keys of provider hub unavailable: signing keys unavailable: key id "rogue" unknown, within its grace`),
 			provider: "hub",
 		},
 		{
 			name: "published kid, other key",
 			token: func(t *testing.T) string {
-				return compact(t, signToken(t, testKeys()[1], jose.RS256, "k1", hubClaims(), nil))
+				return jwttest.Sign(t, testKeys()[1], jose.RS256, "k1", hubClaims(), nil)
 			},
 			want:     rejected,
 			provider: "hub",
 		},
 		{
-			name:  "alg none",
-			token: func(t *testing.T) string { return unsigned(t, map[string]any{"alg": "none", "kid": "k1"}, hubClaims()) },
-			want:  rejected,
+			name: "alg none",
+			token: func(t *testing.T) string {
+				return jwttest.Raw(map[string]any{"alg": "none", "kid": "k1"}, hubClaims(), "")
+			},
+			want: rejected,
 		},
 		{
 			name: "HS256 keyed with the issuer's public key",
@@ -116,7 +124,7 @@ func TestReview(t *testing.T) {
 					t.Fatal(err)
 				}
 				pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-				return compact(t, signToken(t, pubPEM, jose.HS256, "k1", hubClaims(), nil))
+				return jwttest.Sign(t, pubPEM, jose.HS256, "k1", hubClaims(), nil)
 			},
 			want: rejected,
 		},
@@ -134,7 +142,7 @@ func TestReview(t *testing.T) {
 		{
 			name: "crit header",
 			token: func(t *testing.T) string {
-				return compact(t, signToken(t, testKeys()[0], jose.RS256, "k1", hubClaims(), map[string]any{"crit": []string{"exp"}}))
+				return jwttest.Sign(t, testKeys()[0], jose.RS256, "k1", hubClaims(), map[string]any{"crit": []string{"exp"}})
 			},
 			want: rejected,
 		},
@@ -142,7 +150,7 @@ func TestReview(t *testing.T) {
 			name: "embedded jwk header is ignored",
 			token: func(t *testing.T) string {
 				rogue := jose.JSONWebKey{Key: testKeys()[1].Public(), KeyID: "k1"}
-				return compact(t, signToken(t, testKeys()[1], jose.RS256, "k1", hubClaims(), map[string]any{"jwk": rogue}))
+				return jwttest.Sign(t, testKeys()[1], jose.RS256, "k1", hubClaims(), map[string]any{"jwk": rogue})
 			},
 			want:     rejected,
 			provider: "hub",
@@ -150,14 +158,14 @@ func TestReview(t *testing.T) {
 		{
 			name: "JWS JSON serialization",
 			token: func(t *testing.T) string {
-				return signToken(t, testKeys()[0], jose.RS256, "k1", hubClaims(), nil).FullSerialize()
+				return jwttest.JWS(t, testKeys()[0], jose.RS256, "k1", hubClaims(), nil).FullSerialize()
 			},
 			want: rejected,
 		},
 		{
 			name: "oversized token",
 			token: func(t *testing.T) string {
-				return hubToken(t, with(hubClaims(), map[string]any{"pad": strings.Repeat("x", maxTokenBytes)}))
+				return hubToken(t, with(hubClaims(), map[string]any{"pad": strings.Repeat("x", jwt.MaxTokenBytes)}))
 			},
 			want: rejected,
 		},
@@ -192,8 +200,11 @@ func TestReview(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			token := tt.token(t)
 			result := resultRejected
-			if tt.want.Authenticated {
+			switch {
+			case tt.want.Authenticated:
 				result = resultAuthenticated
+			case tt.want.Error != "":
+				result = resultError
 			}
 			counter := metrics.WebhookReviews.WithLabelValues(tt.provider, result)
 			before := testutil.ToFloat64(counter)
@@ -211,20 +222,6 @@ func TestReview(t *testing.T) {
 			}
 		})
 	}
-}
-
-// unsigned builds a token with the given header and claims and no signature.
-func unsigned(t *testing.T, header, claims map[string]any) string {
-	t.Helper()
-	h, err := json.Marshal(header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c) + "."
 }
 
 func TestReviewRefusesSystemNames(t *testing.T) {

@@ -94,6 +94,7 @@ func (s *Server) build(ctx context.Context, cfg *Config, old *snapshot) (*snapsh
 			discoveryURL: discoveryURL(pc),
 			ca:           pc.JWT.Issuer.CertificateAuthority,
 			minInterval:  cfg.JWKSMinRefreshInterval,
+			grace:        pc.UnknownKeyIDGrace,
 		}
 		keys, ok := oldKeys[src]
 		if !ok {
@@ -187,8 +188,8 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 	snap := s.current.Load()
 	body := Readiness{Ready: true, Providers: []ProviderReadiness{}}
 	for _, p := range snap.providers {
-		_ = p.keys.prepare(ctx, "") // its error is the status's lastErr
-		ready, lastErr := p.keys.status()
+		_ = p.keys.Load(ctx) // its error is the status's lastErr
+		ready, lastErr := p.keys.Status()
 		pr := ProviderReadiness{Name: p.name, Ready: ready}
 		if lastErr != nil {
 			pr.Error = lastErr.Error()
@@ -204,7 +205,7 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 func (s *Server) warm(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, p := range s.current.Load().providers {
-		wg.Go(func() { _ = p.keys.prepare(ctx, "") })
+		wg.Go(func() { _ = p.keys.Load(ctx) })
 	}
 	wg.Wait()
 }

@@ -61,7 +61,25 @@ func validateProvider(fp *fileProvider, path *field.Path, seen *uniqueness) (Pro
 		return ProviderConfig{}, append(errs, field.Invalid(path, "<omitted>", "convert to kube-apiserver's internal type: "+err.Error()))
 	}
 	errs = append(errs, validateJWT(jwt, path, seen)...)
-	return ProviderConfig{Name: fp.Name, AllowedSubjects: fp.AllowedSubjects, JWT: jwt}, errs
+	grace, gerrs := validateGrace(fp.UnknownKeyIDGrace, path.Child("unknownKeyIDGrace"))
+	errs = append(errs, gerrs...)
+	return ProviderConfig{Name: fp.Name, AllowedSubjects: fp.AllowedSubjects, JWT: jwt, UnknownKeyIDGrace: grace}, errs
+}
+
+// validateGrace reads unknownKeyIDGrace: absent is the default, "0s"
+// disables the grace.
+func validateGrace(s *string, path *field.Path) (time.Duration, field.ErrorList) {
+	if s == nil {
+		return DefaultUnknownKeyIDGrace, nil
+	}
+	d, err := time.ParseDuration(*s)
+	switch {
+	case err != nil:
+		return 0, field.ErrorList{field.Invalid(path, *s, "must be a duration such as 2m or 0s")}
+	case d < 0 || d > maxUnknownKeyIDGrace:
+		return 0, field.ErrorList{field.Invalid(path, *s, "must be between 0s and "+maxUnknownKeyIDGrace.String())}
+	}
+	return d, nil
 }
 
 func validateName(name string, path *field.Path, seen sets.Set[string]) field.ErrorList {

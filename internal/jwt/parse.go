@@ -1,0 +1,210 @@
+package jwt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// MaxTokenBytes caps tokens before anything parses them: go-jose's parser
+// allocates in proportion to odd inputs (CVE-2025-27144), and the webhook's
+// JWT library still runs go-jose v2 underneath. A projected service-account
+// token is about 1 KiB.
+const MaxTokenBytes = 16 << 10
+
+// Algorithms are the signature algorithms kube-apiserver signs
+// service-account tokens with: RS256 for RSA keys, ES256/ES384/ES512 for
+// P-256/P-384/P-521 keys. HS* and none can never pass.
+var Algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.ES384, jose.ES512}
+
+// AlgorithmNames is Algorithms as strings, for libraries that take names.
+func AlgorithmNames() []string {
+	names := make([]string, len(Algorithms))
+	for i, a := range Algorithms {
+		names[i] = string(a)
+	}
+	return names
+}
+
+// ErrMalformed is wrapped by every refusal of Parse and by Verify for
+// tokens that are not a compact JWS with an allowed algorithm.
+var ErrMalformed = errors.New("malformed token")
+
+// Reasons a token is refused before any signature check (metric labels).
+const (
+	ReasonTooLarge  = "too_large"
+	ReasonMalformed = "malformed"
+	ReasonAlg       = "alg"
+	ReasonCrit      = "crit"
+)
+
+// ParseError is a refusal by Parse. It matches ErrMalformed with errors.Is.
+type ParseError struct {
+	Reason string // one of the Reason constants
+	Detail string // never contains the token
+}
+
+func (e *ParseError) Error() string { return "malformed token: " + e.Reason + ": " + e.Detail }
+
+// Is makes every ParseError match ErrMalformed.
+func (e *ParseError) Is(target error) bool { return target == ErrMalformed }
+
+func refuse(reason, format string, args ...any) error {
+	return &ParseError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Token is what a compact JWS says about itself before its signature is
+// checked. Nothing here may grant access: the issuer and key id only pick
+// a provider or a key, and the rest is trusted once a signature verifies.
+type Token struct {
+	Algorithm jose.SignatureAlgorithm
+	KeyID     string
+	Claims    Claims
+}
+
+// Claims are the registered claims crucible reads, by exact member name.
+// Times are zero when the claim is absent.
+type Claims struct {
+	Issuer    string
+	Subject   string
+	Audience  []string // a single string is a one-element list (RFC 7519 4.1.3)
+	Expiry    time.Time
+	NotBefore time.Time
+	IssuedAt  time.Time
+}
+
+// HasAudience reports whether any of the token's audiences is in auds.
+func (c Claims) HasAudience(auds ...string) bool {
+	return slices.ContainsFunc(c.Audience, func(a string) bool { return slices.Contains(auds, a) })
+}
+
+// Parse checks a token's shape and reads its header and claims without
+// verifying anything: at most MaxTokenBytes, the compact serialization (the
+// JSON one is refused), an alg in Algorithms, no crit header (RFC 7515
+// 4.1.11: crucible understands no critical extension), and typed claims.
+// jku, x5u, jwk and x5c headers are ignored: keys come only from a key set.
+// Every refusal is a *ParseError.
+func Parse(token string) (Token, error) {
+	if len(token) > MaxTokenBytes {
+		return Token{}, refuse(ReasonTooLarge, "longer than %d bytes", MaxTokenBytes)
+	}
+	if strings.HasPrefix(token, "{") || strings.Count(token, ".") != 2 {
+		return Token{}, refuse(ReasonMalformed, "not a compact JWS (three dot-separated parts)")
+	}
+	rawHeader, rest, _ := strings.Cut(token, ".")
+	rawClaims, _, _ := strings.Cut(rest, ".")
+	tok, err := parseHeader(rawHeader)
+	if err != nil {
+		return Token{}, err
+	}
+	if tok.Claims, err = parseClaims(rawClaims); err != nil {
+		return Token{}, err
+	}
+	return tok, nil
+}
+
+func parseHeader(seg string) (Token, error) {
+	header, err := DecodeSegment(seg)
+	if err != nil {
+		return Token{}, refuse(ReasonMalformed, "header: %v", err)
+	}
+	alg, err := stringMember(header, "alg")
+	if err != nil || !slices.Contains(Algorithms, jose.SignatureAlgorithm(alg)) {
+		return Token{}, refuse(ReasonAlg, "alg not one of %v", AlgorithmNames())
+	}
+	if _, ok := header["crit"]; ok {
+		return Token{}, refuse(ReasonCrit, "crit header")
+	}
+	kid, err := stringMember(header, "kid")
+	if err != nil {
+		return Token{}, refuse(ReasonMalformed, "header: %v", err)
+	}
+	return Token{Algorithm: jose.SignatureAlgorithm(alg), KeyID: kid}, nil
+}
+
+func parseClaims(seg string) (Claims, error) {
+	members, err := DecodeSegment(seg)
+	if err != nil {
+		return Claims{}, refuse(ReasonMalformed, "claims: %v", err)
+	}
+	var c Claims
+	var errs []error
+	var e error
+	c.Issuer, e = stringMember(members, "iss")
+	errs = append(errs, e)
+	c.Subject, e = stringMember(members, "sub")
+	errs = append(errs, e)
+	c.Audience, e = audienceMember(members)
+	errs = append(errs, e)
+	c.Expiry, e = timeMember(members, "exp")
+	errs = append(errs, e)
+	c.NotBefore, e = timeMember(members, "nbf")
+	errs = append(errs, e)
+	c.IssuedAt, e = timeMember(members, "iat")
+	errs = append(errs, e)
+	if err := errors.Join(errs...); err != nil {
+		return Claims{}, refuse(ReasonMalformed, "claims: %v", err)
+	}
+	return c, nil
+}
+
+// stringMember returns a string member, "" when absent.
+func stringMember(members map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := members[name]
+	if !ok {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil || isNull(raw) {
+		return "", fmt.Errorf("%s is not a string", name)
+	}
+	return s, nil
+}
+
+// audienceMember reads aud as a string or an array of strings.
+func audienceMember(members map[string]json.RawMessage) ([]string, error) {
+	raw, ok := members["aud"]
+	if !ok {
+		return nil, nil
+	}
+	var one string
+	if isNull(raw) {
+		return nil, errors.New("aud is null")
+	}
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil || many == nil {
+		return nil, errors.New("aud is neither a string nor an array of strings")
+	}
+	return many, nil
+}
+
+// maxNumericDate bounds NumericDates to about 36,000 years either way, far
+// beyond any real token, so huge values cannot overflow time arithmetic.
+const maxNumericDate = 1 << 40
+
+// timeMember reads a NumericDate (seconds since the epoch, fractions
+// dropped), zero time when absent.
+func timeMember(members map[string]json.RawMessage, name string) (time.Time, error) {
+	raw, ok := members[name]
+	if !ok {
+		return time.Time{}, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || isNull(raw) || math.IsNaN(f) {
+		return time.Time{}, fmt.Errorf("%s is not a number", name)
+	}
+	return time.Unix(int64(max(-maxNumericDate, min(f, maxNumericDate))), 0).UTC(), nil
+}
+
+// isNull reports a JSON null, which encoding/json would silently decode as
+// the zero value.
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
