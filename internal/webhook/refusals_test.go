@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"crucible.dev/crucible/internal/jwt/jwttest"
 )
 
 // logAtDebug makes the fixture's server log every level, for tests that
@@ -36,7 +38,7 @@ func TestForgedTokenFloodLogsNoLinePerToken(t *testing.T) {
 	f.review(t, v1, hubToken(t, hubClaims()))
 	forged := testKeys()[1] // not published: a forger's key under the real kid
 	kinds := []func(i int) string{
-		func(int) string { return compact(t, signToken(t, forged, jose.RS256, "k1", hubClaims(), nil)) },
+		func(int) string { return jwttest.Sign(t, forged, jose.RS256, "k1", hubClaims(), nil) },
 		func(i int) string { return "not-a-jwt-" + strings.Repeat("x", i%50) },
 		func(int) string {
 			return hubToken(t, with(hubClaims(), map[string]any{"sub": "system:serviceaccount:crucible:intruder"}))
@@ -96,7 +98,7 @@ func TestRefusalsAtDebug(t *testing.T) {
 	f := newFixture(t, defaultProvider())
 	f.logAtDebug()
 	for range 5 {
-		f.review(t, v1, compact(t, signToken(t, testKeys()[1], jose.RS256, "k1", hubClaims(), nil)))
+		f.review(t, v1, jwttest.Sign(t, testKeys()[1], jose.RS256, "k1", hubClaims(), nil))
 	}
 	n := strings.Count(f.logs.String(), `level=DEBUG msg="token review" provider=hub result=rejected`)
 	if n != 5 {
