@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -229,3 +230,14 @@ func syncDir(dir string) {
 		df.Close()
 	}
 }
+
+// LogKind is the kind of the tier-1 log the controller collects (R-C7).
+const LogKind = "log"
+
+// ReservedPrefix starts every other kind the controller owns.
+const ReservedPrefix = "crucible-"
+
+// Reserved reports whether kind belongs to the controller: "log" and
+// "crucible-*". A work pod runs user code, so the drop-box refuses these
+// kinds whatever token comes with them (R-IN7).
+func Reserved(kind string) bool { return kind == LogKind || strings.HasPrefix(kind, ReservedPrefix) }

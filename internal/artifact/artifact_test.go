@@ -293,3 +293,14 @@ func FuzzValidName(f *testing.F) {
 		}
 	})
 }
+
+func TestReserved(t *testing.T) {
+	for kind, want := range map[string]bool{
+		"log": true, "crucible-": true, "crucible-meta": true,
+		"logs": false, "x-log": false, "crucible": false, "result": false, "crucibles-x": false,
+	} {
+		if got := Reserved(kind); got != want {
+			t.Errorf("Reserved(%q) = %v, want %v", kind, got, want)
+		}
+	}
+}

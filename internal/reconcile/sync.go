@@ -17,7 +17,7 @@ import (
 )
 
 // LogKind is the artifact kind of the tier-1 log (R-C7).
-const LogKind = "log"
+const LogKind = artifact.LogKind
 
 // Uploads is the drop-box as log collection sees it: once a pod's log is
 // collected it takes no more uploads, and Forget drops what it remembers of
