@@ -57,13 +57,17 @@ func (p *pacedBody) push() {
 	_ = p.rc.SetReadDeadline(time.Now().Add(p.window)) // http.ErrNotSupported without a connection
 }
 
-// stop clears the deadline once the body is read (or given up), so it
-// cannot fire while the claim is being recorded: the server's read of the
-// idle connection would cancel the request's context.
+// stop ends the pacing once the body is read (or given up). It clears the
+// read deadline, so it cannot fire while the claim is recorded (the
+// server's read of the idle connection would cancel the request's
+// context), and gives the answer one window to be written from now: the
+// listener's write timeout runs from the request's headers, which a slow
+// upload (or a wait for the kind's lock) may have long outlived.
 func (p *pacedBody) stop() {
 	if p.started {
 		_ = p.rc.SetReadDeadline(time.Time{})
 	}
+	_ = p.rc.SetWriteDeadline(time.Now().Add(p.window))
 }
 
 // timedOut reports whether reading stopped at the rate's deadline.

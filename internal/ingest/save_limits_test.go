@@ -149,14 +149,16 @@ func TestStagingBoundedPerPod(t *testing.T) {
 }
 
 // TestUploadRate runs the handler behind a real server without a
-// whole-request read timeout, as the external listener is: a body that
-// keeps the minimum rate may take many windows; one that stalls or
-// trickles below it is cut with 408 and the connection closed.
+// whole-request read timeout, as the external listener is, and with a write
+// timeout shorter than the upload: a body that keeps the minimum rate may
+// take many windows and still gets its answer; one that stalls or trickles
+// below it is cut with 408 and the connection closed.
 func TestUploadRate(t *testing.T) {
 	const window = 250 * time.Millisecond
 	e := newEnv(t, func(o *Options) { o.MinUploadRate, o.UploadRateWindow = 200, window }) // 50 bytes per window
 	srv := httptest.NewUnstartedServer(e.h)
 	srv.Config.ReadHeaderTimeout = 5 * time.Second
+	srv.Config.WriteTimeout = 400 * time.Millisecond // runs from the headers; the honest upload takes longer
 	srv.Start()
 	t.Cleanup(srv.Close)
 	tok := e.addPod("wp-1", "uid-1")
