@@ -68,7 +68,7 @@ func refuseReserved(kind string) (response, bool) {
 		return response{}, false
 	}
 	return refuse(http.StatusForbidden, "reserved",
-		fmt.Sprintf("kind %q is reserved for the controller (%q and %q* are not uploadable)", kind, artifact.LogKind, artifact.ReservedPrefix)), true
+		fmt.Sprintf("kind %q is reserved for the controller (%s and %s* are not uploadable)", kind, artifact.LogKind, artifact.ReservedPrefix)), true
 }
 
 // refuseClosed answers 403 for a row that takes no more uploads: cancelled,
