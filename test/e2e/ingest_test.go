@@ -382,8 +382,14 @@ func TestDropBoxCrashMidUpload(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(filepath.Join(s.Dir, "crucible", "artifacts", p.ID))
 	for _, e := range entries {
-		if e.Name() == "partial" {
+		switch {
+		case e.Name() == "partial" || strings.HasPrefix(e.Name(), "partial."):
 			t.Errorf("a partial artifact file is visible: %s", e.Name())
+		case strings.HasPrefix(e.Name(), ".partial.tmp-"):
+			t.Errorf("the crash's temp file %s was not removed at start", e.Name())
 		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "crucible", "artifacts", p.ID)); err != nil {
+		t.Logf("the upload had not reached the disk (%v): no temp file to clean", err)
 	}
 }
