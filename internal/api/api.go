@@ -28,6 +28,7 @@ type Server struct {
 	Dispatcher *dispatch.Dispatcher
 	Clients    *fleet.Clients
 	Artifacts  artifact.Dir
+	Uploads    Uploads // told when a pod is cancelled (default: nobody)
 	Log        *slog.Logger
 	// MaxRequestBytes bounds request bodies (413 beyond).
 	MaxRequestBytes int64

@@ -50,7 +50,10 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, err := s.Artifacts.Open(p.ID, kind)
+	// The file the record's digest names: content-addressed, so these are
+	// the recorded bytes even while another writer of the kind loses its
+	// claim beside it.
+	f, err := s.Artifacts.Open(p.ID, kind, a.SHA256)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
 	}

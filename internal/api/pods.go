@@ -209,9 +209,29 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.uploads().Forget(p.ID)
 	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
 		return &Error{Code: http.StatusBadGateway, Msg: "cancelled, but deleting the pod on " + p.Cluster + " failed (the sweep will retry): " + err.Error(), Err: err}
 	}
 	writeJSON(w, http.StatusOK, view(updated))
 	return nil
+}
+
+// Uploads is the drop-box as cancelling sees it: a cancelled pod takes no
+// more uploads, and Forget drops what the drop-box remembers of it (its
+// cached accepts).
+type Uploads interface{ Forget(podID string) }
+
+// noUploads is the Uploads of a server without a drop-box.
+type noUploads struct{}
+
+func (noUploads) Forget(string) {}
+
+var _ Uploads = noUploads{}
+
+func (s *Server) uploads() Uploads {
+	if s.Uploads == nil {
+		return noUploads{}
+	}
+	return s.Uploads
 }

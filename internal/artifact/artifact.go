@@ -1,7 +1,23 @@
-// Package artifact owns the artifact files on disk: one file per (work pod,
-// kind), written atomically — temp file, fsync, rename, fsync of the
-// directory — so a reader never sees half an artifact and a crash leaves at
-// most a temp file that the next write of the same artifact replaces.
+// Package artifact owns the artifact files on disk.
+//
+// Files are content-addressed: the bytes of artifact (pod, kind) with
+// digest D live at <root>/<pod>/<kind>.<D>, D the lowercase hex sha256
+// (kinds are DNS labels, which have no dot, so the name is unambiguous).
+// A name therefore only ever holds one content: committing never changes
+// the bytes behind a name, two writers of different bytes (in one process
+// or on two replicas sharing the directory) end in two different files,
+// and a reader that opens the file named by the digest the store recorded
+// gets exactly those bytes. Which file is the artifact is decided by the
+// store's record, not here: this package writes and opens files, the
+// store's row is the claim.
+//
+// Content is staged in a temp file next to its final name
+// (<root>/<pod>/.<kind>.tmp-*), synced and hashed, then renamed into place
+// and the directory synced, so a reader never sees half an artifact. A
+// crash leaves at most temp files, which CleanTemp removes at start.
+//
+// Files written before content addressing (<root>/<pod>/<kind>) are still
+// served by Open for their records.
 package artifact
 
 import (
@@ -12,6 +28,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -20,13 +37,14 @@ import (
 var ErrTooLarge = errors.New("artifact too large")
 
 // ErrInvalidName is returned for a pod id or kind that is not a DNS label,
-// which also rules out every path trick ("..", "/", NUL, upper case).
+// which also rules out every path trick ("..", "/", NUL, upper case), and
+// for a digest that is not 64 lowercase hex digits.
 var ErrInvalidName = errors.New("invalid artifact name")
 
 // Dir is the artifacts directory.
 type Dir struct{ Root string }
 
-// Written describes a stored artifact.
+// Written describes stored (or hashed) content.
 type Written struct {
 	Size   int64
 	SHA256 string // hex
@@ -35,16 +53,40 @@ type Written struct {
 // ValidName reports whether s may name a pod or an artifact kind.
 func ValidName(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
-func (d Dir) path(podID, kind string) (string, error) {
+// validDigest reports whether s is a lowercase hex sha256.
+func validDigest(s string) bool {
+	if len(s) != sha256.Size*2 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// podDir returns <root>/<pod> after checking both names.
+func (d Dir) podDir(podID, kind string) (string, error) {
 	if !ValidName(podID) || !ValidName(kind) {
 		return "", fmt.Errorf("%w: pod %q kind %q", ErrInvalidName, podID, kind)
 	}
-	return filepath.Join(d.Root, podID, kind), nil
+	return filepath.Join(d.Root, podID), nil
 }
 
-// Write stores r as the artifact podID/kind, at most limit bytes. It replaces
-// an existing file only by rename, so a concurrent Open sees the old or the
-// new content, never a mix.
+// path is the content address of (podID, kind, digest).
+func (d Dir) path(podID, kind, digest string) (string, error) {
+	dir, err := d.podDir(podID, kind)
+	if err != nil {
+		return "", err
+	}
+	if !validDigest(digest) {
+		return "", fmt.Errorf("%w: digest %q", ErrInvalidName, digest)
+	}
+	return filepath.Join(dir, kind+"."+digest), nil
+}
+
+// Write stages r (at most limit bytes) and commits it under its digest.
 func (d Dir) Write(podID, kind string, r io.Reader, limit int64) (Written, error) {
 	s, err := d.Stage(podID, kind, r, limit)
 	if err != nil {
@@ -57,28 +99,30 @@ func (d Dir) Write(podID, kind string, r io.Reader, limit int64) (Written, error
 }
 
 // Staged is content written and synced to a temp file next to its
-// artifact, not yet visible under the artifact's name. Exactly one of Commit
-// or Discard must follow; Discard after Commit is a no-op, so
+// artifact, not yet visible under its content address. Exactly one of
+// Commit or Discard must follow; Discard after Commit is a no-op, so
 // `defer s.Discard()` is always safe.
 type Staged struct {
-	tmp, dst string
+	d        Dir
+	tmp, dir string
+	podID    string
+	kind     string
 	written  Written
 	done     bool
 }
 
-// Stage writes r (at most limit bytes) to a temp file in the directory of
-// artifact podID/kind, syncs it and hashes it. More than limit bytes is
-// ErrTooLarge; on any error nothing is left behind.
+// Stage writes r (at most limit bytes) to a temp file in the pod's
+// directory, syncs it and hashes it. More than limit bytes is ErrTooLarge;
+// on any error nothing is left behind.
 func (d Dir) Stage(podID, kind string, r io.Reader, limit int64) (*Staged, error) {
-	dst, err := d.path(podID, kind)
+	dir, err := d.podDir(podID, kind)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(dst)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create artifact dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+kind+".tmp-*")
+	tmp, err := os.CreateTemp(dir, "."+kind+tempInfix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("create temp artifact: %w", err)
 	}
@@ -104,28 +148,32 @@ func (d Dir) Stage(podID, kind string, r io.Reader, limit int64) (*Staged, error
 		return nil, fmt.Errorf("close temp artifact: %w", err)
 	}
 	ok = true
-	return &Staged{tmp: tmp.Name(), dst: dst, written: Written{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}}, nil
+	return &Staged{d: d, tmp: tmp.Name(), dir: dir, podID: podID, kind: kind,
+		written: Written{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}}, nil
 }
 
 // Written describes the staged content.
 func (s *Staged) Written() Written { return s.written }
 
-// Commit renames the staged file to the artifact's name, replacing any
-// existing file atomically, and syncs the directory so the rename is
-// durable. After a failed rename the temp file is removed.
+// Commit renames the staged file to its content address and syncs the
+// directory so the rename is durable. If the address exists already it
+// holds the same bytes, and the rename leaves it so. After a failed rename
+// the temp file is removed.
 func (s *Staged) Commit() error {
 	if s.done {
 		return errors.New("staged artifact already committed or discarded")
 	}
 	s.done = true
-	if err := os.Rename(s.tmp, s.dst); err != nil {
+	dst, err := s.d.path(s.podID, s.kind, s.written.SHA256)
+	if err != nil {
+		os.Remove(s.tmp)
+		return err
+	}
+	if err := os.Rename(s.tmp, dst); err != nil {
 		os.Remove(s.tmp)
 		return fmt.Errorf("commit artifact: %w", err)
 	}
-	if df, err := os.Open(filepath.Dir(s.dst)); err == nil { // make the rename itself durable
-		_ = df.Sync()
-		df.Close()
-	}
+	syncDir(s.dir)
 	return nil
 }
 
@@ -139,11 +187,57 @@ func (s *Staged) Discard() {
 	os.Remove(s.tmp)
 }
 
-// Open opens a stored artifact for reading.
-func (d Dir) Open(podID, kind string) (*os.File, error) {
-	p, err := d.path(podID, kind)
+// Remove deletes the committed file of (podID, kind, digest). Callers use
+// it only for content the store did not record (a lost claim); a missing
+// file is not an error.
+func (d Dir) Remove(podID, kind, digest string) error {
+	p, err := d.path(podID, kind, digest)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove artifact: %w", err)
+	}
+	syncDir(filepath.Dir(p))
+	return nil
+}
+
+// Open opens the content the store recorded for (podID, kind) with digest.
+// When that file does not exist it falls back to the pre-content-address
+// file <root>/<pod>/<kind> of records written before.
+func (d Dir) Open(podID, kind, digest string) (*os.File, error) {
+	p, err := d.path(podID, kind, digest)
 	if err != nil {
 		return nil, err
 	}
-	return os.Open(p)
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		if legacy, lerr := os.Open(filepath.Join(filepath.Dir(p), kind)); lerr == nil {
+			if fi, serr := legacy.Stat(); serr == nil && fi.Mode().IsRegular() {
+				return legacy, nil
+			}
+			legacy.Close()
+		}
+	}
+	return f, err
 }
+
+// syncDir makes a rename or remove in dir durable (best effort: some
+// filesystems refuse to sync a directory).
+func syncDir(dir string) {
+	if df, err := os.Open(dir); err == nil {
+		_ = df.Sync()
+		df.Close()
+	}
+}
+
+// LogKind is the kind of the tier-1 log the controller collects (R-C7).
+const LogKind = "log"
+
+// ReservedPrefix starts every other kind the controller owns.
+const ReservedPrefix = "crucible-"
+
+// Reserved reports whether kind belongs to the controller: "log" and
+// "crucible-*". A work pod runs user code, so the drop-box refuses these
+// kinds whatever token comes with them (R-IN7).
+func Reserved(kind string) bool { return kind == LogKind || strings.HasPrefix(kind, ReservedPrefix) }

@@ -76,6 +76,11 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	policy := retry.Policy{Initial: 200 * time.Millisecond, Max: p.Reconcile.MaxBackoff.Duration, Budget: p.Reconcile.RetryBudget.Duration}
 	d := &dispatch.Dispatcher{Clients: clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
 	arts := artifact.Dir{Root: p.Controller.ArtifactsDir}
+	if n, err := arts.CleanTemp(); err != nil { // before anything stages
+		return fmt.Errorf("artifacts: %w", err)
+	} else if n > 0 {
+		log.Info("removed temp artifact files left by a crash", "files", n)
+	}
 	rec := &reconcile.Reconciler{
 		Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Instance: p.Controller.Instance, Retry: policy,
 		SweepInterval: p.Reconcile.SweepInterval.Duration, OrphanGrace: p.Reconcile.OrphanGrace.Duration,
@@ -90,6 +95,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	rec.Uploads, apiSrv.Uploads = drop, drop // collecting or cancelling a pod closes its uploads
 	// The external listener is the internet-facing route: exactly the
 	// drop-box and the mirror (which answers 404 for every other path).
 	external := http.NewServeMux()
@@ -122,7 +128,8 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		},
 		func(ctx context.Context) error {
 			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "external", Addr: c.ExternalListen,
-				CertFile: c.ExternalTLSCert, KeyFile: c.ExternalTLSKey, InsecureHTTP: c.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute}, external, log)
+				CertFile: c.ExternalTLSCert, KeyFile: c.ExternalTLSKey, InsecureHTTP: c.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute,
+				NoReadTimeout: true}, external, log) // the drop-box enforces a minimum upload rate instead
 		},
 	}
 	errs := make([]error, len(runnables))
@@ -163,6 +170,8 @@ func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts a
 		AcceptTTL: in.AcceptTTL.Duration, NegativeTTL: in.NegativeTTL.Duration, CacheSize: in.CacheSize,
 		RatePerSource: float64(in.RatePerSource), RateBurst: in.RateBurst, TrustedProxies: proxies, Logger: log,
 		RatePerPod: float64(in.RatePerPod), RateBurstPerPod: in.RateBurstPerPod,
+		MaxKindsPerPod: in.MaxKindsPerPod, MaxBytesPerPod: in.MaxBytesPerPod, MinFreeBytes: in.MinFreeBytes,
+		MaxStagingPerPod: in.MaxStagingPerPod, MinUploadRate: in.MinUploadRate, UploadRateWindow: in.UploadRateWindow.Duration,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop-box: %w", err)

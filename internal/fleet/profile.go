@@ -42,6 +42,16 @@ const (
 	DefaultIngestRatePerPod    = 10
 	DefaultIngestRateBurstPod  = 20
 
+	// Upload quotas and pacing (R-IN7): 32 kinds and 1 GiB per pod, 1 GiB
+	// kept free on the artifact volume, 2 uploads of a pod staged at once,
+	// at least 4 KiB/s over every 30 s.
+	DefaultIngestMaxKindsPerPod   = 32
+	DefaultIngestMaxBytesPerPod   = 1 << 30
+	DefaultIngestMinFreeBytes     = 1 << 30
+	DefaultIngestMaxStagingPerPod = 2
+	DefaultIngestMinUploadRate    = 4 << 10
+	DefaultIngestUploadRateWindow = 30 * time.Second
+
 	// DefaultQPS and DefaultBurst replace client-go's 5 and 10, which would
 	// throttle dispatch (three requests per work pod) to under two pods a
 	// second. At 500 the client limiter stays above what one spoke API server
@@ -151,6 +161,17 @@ type Ingest struct {
 	RateBurstPerPod int     `toml:"rate_burst_per_pod"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `toml:"trusted_proxies"`
+
+	// Upload quotas and pacing (R-IN7): per pod at most MaxKindsPerPod
+	// artifacts of MaxBytesPerPod in total and MaxStagingPerPod uploads
+	// being written at once; MinFreeBytes kept free on the artifact volume;
+	// a body slower than MinUploadRate bytes/s over UploadRateWindow is cut.
+	MaxKindsPerPod   int      `toml:"max_kinds_per_pod"`
+	MaxBytesPerPod   int64    `toml:"max_bytes_per_pod"`
+	MinFreeBytes     int64    `toml:"min_free_bytes"`
+	MaxStagingPerPod int      `toml:"max_staging_per_pod"`
+	MinUploadRate    int64    `toml:"min_upload_rate"`
+	UploadRateWindow Duration `toml:"upload_rate_window"`
 }
 
 // Pods shapes every work pod the controller renders.
@@ -249,6 +270,12 @@ func (p *Profile) applyDefaults() {
 	if in.RateBurstPerPod == 0 {
 		in.RateBurstPerPod = DefaultIngestRateBurstPod
 	}
+	setInt(&in.MaxKindsPerPod, DefaultIngestMaxKindsPerPod)
+	setInt(&in.MaxBytesPerPod, DefaultIngestMaxBytesPerPod)
+	setInt(&in.MinFreeBytes, DefaultIngestMinFreeBytes)
+	setInt(&in.MaxStagingPerPod, DefaultIngestMaxStagingPerPod)
+	setInt(&in.MinUploadRate, DefaultIngestMinUploadRate)
+	setDuration(&in.UploadRateWindow, DefaultIngestUploadRateWindow)
 
 	for i := range p.Clusters {
 		e := &p.Clusters[i]
@@ -273,5 +300,12 @@ func setString(s *string, def string) {
 func setDuration(d *Duration, def time.Duration) {
 	if d.Duration == 0 {
 		d.Duration = def
+	}
+}
+
+// setInt sets *v to def when it is zero.
+func setInt[T int | int64](v *T, def T) {
+	if *v == 0 {
+		*v = def
 	}
 }

@@ -78,7 +78,8 @@ func wantDefaults() *Profile {
 		},
 		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
-			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20},
+			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30,
+			MaxStagingPerPod: 2, MinUploadRate: 4 << 10, UploadRateWindow: Duration{30 * time.Second}},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",
@@ -115,6 +116,8 @@ func TestParseExplicitValuesKept(t *testing.T) {
 	cluster(m, 0)["burst"] = 3
 	table(m, "ingest")["rate_per_pod"] = 2.5
 	table(m, "ingest")["rate_burst_per_pod"] = 5
+	table(m, "ingest")["max_kinds_per_pod"] = 4
+	table(m, "ingest")["upload_rate_window"] = "1m"
 	got, err := Parse(encode(t, m))
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +131,8 @@ func TestParseExplicitValuesKept(t *testing.T) {
 	want.Clusters[0].Burst = 3
 	want.Ingest.RatePerPod = 2.5
 	want.Ingest.RateBurstPerPod = 5
+	want.Ingest.MaxKindsPerPod = 4
+	want.Ingest.UploadRateWindow = Duration{time.Minute}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -164,7 +169,9 @@ func TestLoadExample(t *testing.T) {
 			ImagePullPolicy:       "IfNotPresent",
 		},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
-			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, TrustedProxies: []string{"10.128.0.0/14"}},
+			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, TrustedProxies: []string{"10.128.0.0/14"},
+			MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30, MaxStagingPerPod: 2, MinUploadRate: 4 << 10,
+			UploadRateWindow: Duration{30 * time.Second}},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",
@@ -365,6 +372,28 @@ func TestParseProblems(t *testing.T) {
 				table(m, "reconcile")["max_backoff"] = "6s"
 			},
 			want: []string{`reconcile.max_backoff "6s": must not exceed reconcile.retry_budget`},
+		},
+		// ingest
+		{
+			name: "upload quotas and pacing negative",
+			edit: func(m map[string]any) {
+				in := table(m, "ingest")
+				in["max_kinds_per_pod"], in["max_bytes_per_pod"], in["min_free_bytes"] = -1, -2, -3
+				in["max_staging_per_pod"], in["min_upload_rate"], in["upload_rate_window"] = -4, -5, "-1s"
+			},
+			want: []string{
+				`ingest.max_kinds_per_pod "-1": must be positive`,
+				`ingest.max_bytes_per_pod "-2": must be positive`,
+				`ingest.min_free_bytes "-3": must be positive`,
+				`ingest.max_staging_per_pod "-4": must be positive`,
+				`ingest.min_upload_rate "-5": must be positive`,
+				`ingest.upload_rate_window "-1s": must be positive`,
+			},
+		},
+		{
+			name: "upload_rate_window not a duration",
+			edit: func(m map[string]any) { table(m, "ingest")["upload_rate_window"] = 30 },
+			want: []string{`ingest.upload_rate_window: must be a string such as "30s", not an integer`},
 		},
 		// pods
 		{

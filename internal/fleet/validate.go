@@ -161,6 +161,19 @@ func (in *Ingest) validate(ps *problems) {
 	if in.RateBurstPerPod < 0 {
 		ps.invalid("ingest.rate_burst_per_pod", strconv.Itoa(in.RateBurstPerPod), "must be positive")
 	}
+	for _, lim := range []struct {
+		path string
+		v    int64
+	}{
+		{"ingest.max_kinds_per_pod", int64(in.MaxKindsPerPod)}, {"ingest.max_bytes_per_pod", in.MaxBytesPerPod},
+		{"ingest.min_free_bytes", in.MinFreeBytes}, {"ingest.max_staging_per_pod", int64(in.MaxStagingPerPod)},
+		{"ingest.min_upload_rate", in.MinUploadRate},
+	} {
+		if lim.v < 0 {
+			ps.invalid(lim.path, strconv.FormatInt(lim.v, 10), "must be positive")
+		}
+	}
+	positive(ps, "ingest.upload_rate_window", in.UploadRateWindow)
 	for i, cidr := range in.TrustedProxies {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
 			ps.invalid(fmt.Sprintf("ingest.trusted_proxies[%d]", i), cidr, "must be a CIDR such as 10.0.0.0/8")

@@ -21,6 +21,14 @@ import (
 // context ends.
 const shutdownTimeout = 10 * time.Second
 
+// Read bounds: the request line and headers always, the whole request
+// (body included) unless Options.NoReadTimeout. Variables so tests can
+// shorten them.
+var (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+)
+
 // Options say where and how a listener listens.
 type Options struct {
 	// Name says which listener this is, in logs and errors.
@@ -45,6 +53,12 @@ type Options struct {
 	// NoCredentials marks a listener that never receives a credential (the
 	// webhook's metrics): plain HTTP is then allowed on any address.
 	NoCredentials bool
+	// NoReadTimeout drops the 30-second bound on reading a whole request,
+	// for a listener whose handlers bound slow bodies themselves: the
+	// drop-box enforces a minimum transfer rate instead, so a large upload
+	// over a slow link is not cut while it makes progress. Headers stay
+	// bounded.
+	NoReadTimeout bool
 }
 
 // ListenAndServe serves h until ctx ends, then shuts down gracefully.
@@ -52,15 +66,7 @@ func ListenAndServe(ctx context.Context, opts Options, h http.Handler, log *slog
 	if log == nil {
 		log = slog.Default()
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      opts.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(opts, h, log)
 	if err := configureTLS(srv, opts, log); err != nil {
 		return err
 	}
@@ -92,6 +98,23 @@ func ListenAndServe(ctx context.Context, opts Options, h http.Handler, log *slog
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// newServer is the http.Server of a listener, before TLS.
+func newServer(opts Options, h http.Handler, log *slog.Logger) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if opts.NoReadTimeout {
+		srv.ReadTimeout = 0
+	}
+	return srv
 }
 
 // Validate checks the options without touching files or the network, so a

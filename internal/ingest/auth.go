@@ -92,6 +92,10 @@ func (h *Handler) authenticateRequest(r *http.Request, pod string) (store.WorkPo
 		h.log.Debug("token not signed by the pod's cluster", "token", tokenID, "pod", pod, "cluster", cl.Name, "signedBy", pc.verifiedBy)
 		return row, deny(http.StatusUnauthorized, errors.New("token signed by another cluster")), false
 	}
+	// A row that takes no more uploads is refused before any TokenReview.
+	if res, closed := h.refuseClosed(row); closed {
+		return row, res, false
+	}
 
 	// 4 and 5. The TokenReview, through the caches.
 	v, err := h.authenticate(ctx, cl, row, token, hash, pc.exp)

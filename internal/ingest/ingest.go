@@ -15,11 +15,14 @@
 // answer — its keys missing or failing while the token may be its own, or
 // a TokenReview with status.error — yields 503, never a cached "no".
 //
-// Artifacts are staged (temp file, fsync), then committed by rename and
-// recorded in the store under a per-(pod, kind) lock. A crash between the
-// rename and the store record leaves a file without a row; the next upload
-// of that kind sees no row and commits over it, so the file and the row
-// agree again. Until then the API, which reads the store, does not list it.
+// A work pod runs user code, so even an authenticated pod is held to rules
+// (save.go): kinds the controller owns are refused, uploads stop once the
+// row is cancelled, lost or collected, quotas bound what a pod stores, and
+// an upload is staged only when it fits. Artifacts are content-addressed
+// files; the store's record is the claim, so of two uploads of different
+// bytes exactly one is recorded and the bytes served are always the
+// recorded ones. A crash between a file's rename and its record leaves a
+// file nobody names, never a record without its bytes.
 package ingest
 
 import (
@@ -82,6 +85,23 @@ type Options struct {
 	// JWKSMinRefresh is the least time between JWKS fetches of a cluster
 	// caused by unknown key ids (default 10s).
 	JWKSMinRefresh time.Duration
+
+	// Quotas and pacing of uploads (R-IN7); see save.go. MaxKindsPerPod
+	// (default 32) and MaxBytesPerPod (default 1 GiB) bound what one pod
+	// may upload, beyond: 413. MinFreeBytes (default 1 GiB) is the space
+	// the artifact volume keeps free, below: 507 with Retry-After.
+	// MaxStagingPerPod (default 2) bounds a pod's uploads being written at
+	// once, beyond: 429. A body slower than MinUploadRate bytes/s (default
+	// 4 KiB/s) over any UploadRateWindow (default 30s) is cut with 408.
+	MaxKindsPerPod   int
+	MaxBytesPerPod   int64
+	MinFreeBytes     int64
+	MaxStagingPerPod int
+	MinUploadRate    int64
+	UploadRateWindow time.Duration
+	// freeBytes reports the artifact volume's free space (default: statfs
+	// of Artifacts.Root); tests replace it.
+	freeBytes func() (uint64, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives the handler's logs (default: discarded).
@@ -146,6 +166,7 @@ func (o *Options) setDefaults() {
 	if o.reviewTimeout == 0 {
 		o.reviewTimeout = defaultReviewTimeout
 	}
+	o.setUploadDefaults()
 }
 
 // validate reports every problem at once.
@@ -183,6 +204,8 @@ func (o *Options) validate() error {
 		"maxBodyBytes": o.MaxBodyBytes < 0, "acceptTTL": o.AcceptTTL < 0, "negativeTTL": o.NegativeTTL < 0,
 		"cacheSize": o.CacheSize < 0, "ratePerSource": o.RatePerSource < 0, "rateBurst": o.RateBurst < 0,
 		"jwksMinRefresh": o.JWKSMinRefresh < 0, "ratePerPod": o.RatePerPod < 0, "rateBurstPerPod": o.RateBurstPerPod < 0,
+		"maxKindsPerPod": o.MaxKindsPerPod < 0, "maxBytesPerPod": o.MaxBytesPerPod < 0, "minFreeBytes": o.MinFreeBytes < 0,
+		"maxStagingPerPod": o.MaxStagingPerPod < 0, "minUploadRate": o.MinUploadRate < 0, "uploadRateWindow": o.UploadRateWindow < 0,
 	} {
 		if neg {
 			errs = append(errs, fmt.Errorf("%s: negative", field))
@@ -205,6 +228,7 @@ type Handler struct {
 	podLimiters *lru[limiter] // per authenticated pod
 	flights     flights
 	locks       keyedMutex
+	staging     podSlots
 
 	reviewTimeout time.Duration
 }

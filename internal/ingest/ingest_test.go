@@ -434,14 +434,14 @@ func TestUploadIdempotent(t *testing.T) {
 	if w := e.post("wp-1", "result", tok, []byte("other bytes")); w.Code != http.StatusConflict {
 		t.Errorf("different bytes: status %d, want 409", w.Code)
 	}
-	content, err := os.ReadFile(filepath.Join(e.dir.Root, "wp-1", "result"))
+	content, err := os.ReadFile(filepath.Join(e.dir.Root, "wp-1", "result."+want.SHA256))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(content) != string(first) {
 		t.Errorf("stored %q, want the first upload", content)
 	}
-	if diff := cmp.Diff([]string{"result"}, e.files("wp-1")); diff != "" {
+	if diff := cmp.Diff([]string{"result." + want.SHA256}, e.files("wp-1")); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 	a, err := e.store.GetArtifact(t.Context(), "wp-1", "result")

@@ -2,15 +2,12 @@ package ingest
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/metrics"
-	"crucible.dev/crucible/internal/store"
 )
 
 // retryAfterUnavailable is the Retry-After of a 503.
@@ -23,6 +20,7 @@ type response struct {
 	outcome    string // metric label
 	body       any
 	retryAfter string
+	closeConn  bool // the body was not read to its end (a body timeout)
 	err        error
 }
 
@@ -62,7 +60,7 @@ type uploaded struct {
 
 // ServeHTTP answers POST /api/pods/{pod}/artifacts/{kind}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	res := h.serve(r)
+	res := h.serve(http.NewResponseController(w), r)
 	metrics.IngestRequests.WithLabelValues(res.outcome).Inc()
 	if res.err != nil {
 		level := h.log.Debug
@@ -84,13 +82,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.retryAfter != "" {
 		hdr.Set("Retry-After", res.retryAfter)
 	}
+	if res.closeConn {
+		hdr.Set("Connection", "close")
+	}
 	w.WriteHeader(res.code)
 	_ = json.NewEncoder(w).Encode(res.body)
 }
 
 // serve runs the checks in their fixed order; the body is read only once
-// the token is accepted.
-func (h *Handler) serve(r *http.Request) response {
+// the token is accepted. rc paces the body (save.go).
+func (h *Handler) serve(rc *http.ResponseController, r *http.Request) response {
 	if r.Method != http.MethodPost {
 		return badRequest(http.StatusMethodNotAllowed, "method not allowed")
 	}
@@ -101,11 +102,14 @@ func (h *Handler) serve(r *http.Request) response {
 	if !valid {
 		return badRequest(http.StatusBadRequest, "pod and kind must be DNS-1123 labels")
 	}
+	if res, refused := refuseReserved(kind); refused {
+		return res
+	}
 	row, res, ok := h.authorize(r, pod)
 	if !ok {
 		return res
 	}
-	return h.save(r, row, kind)
+	return h.save(rc, r, row, kind)
 }
 
 // parsePath splits /api/pods/{pod}/artifacts/{kind}. found is false when the
@@ -123,68 +127,4 @@ func parsePath(u *url.URL) (pod, kind string, found, valid bool) {
 		return "", "", true, false
 	}
 	return pod, kind, true, true
-}
-
-// save stages the body, then under the (pod, kind) lock compares it with
-// what is recorded: same bytes 200, other bytes 409, nothing yet: commit
-// and record, 201.
-func (h *Handler) save(r *http.Request, row store.WorkPod, kind string) response {
-	if r.ContentLength > h.opts.MaxBodyBytes {
-		return response{code: http.StatusRequestEntityTooLarge, outcome: "too_large", body: map[string]string{"error": "artifact too large"}}
-	}
-	body := &readErr{r: r.Body}
-	staged, err := h.opts.Artifacts.Stage(row.ID, kind, body, h.opts.MaxBodyBytes)
-	switch {
-	case errors.Is(err, artifact.ErrTooLarge):
-		return response{code: http.StatusRequestEntityTooLarge, outcome: "too_large", body: map[string]string{"error": "artifact too large"}}
-	case err != nil && body.err != nil:
-		return response{code: http.StatusBadRequest, outcome: "bad_request", body: map[string]string{"error": "reading the body failed"}, err: err}
-	case err != nil:
-		return unavailable(err)
-	}
-	defer staged.Discard()
-	wr := staged.Written()
-	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
-
-	unlock := h.locks.lock(row.ID + "/" + kind)
-	defer unlock()
-	ctx := r.Context()
-	prev, err := h.opts.Store.GetArtifact(ctx, row.ID, kind)
-	switch {
-	case err == nil && prev.SHA256 == wr.SHA256:
-		return response{code: http.StatusOK, outcome: "duplicate", body: done}
-	case err == nil:
-		return response{code: http.StatusConflict, outcome: "conflict", body: map[string]string{"error": "a different artifact of this kind is already stored"}}
-	case !errors.Is(err, store.ErrNotFound):
-		return unavailable(err)
-	}
-	if err := staged.Commit(); err != nil {
-		return unavailable(err)
-	}
-	created, err := h.opts.Store.PutArtifact(ctx, store.Artifact{PodID: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256})
-	switch {
-	case errors.Is(err, store.ErrConflict): // another replica recorded other bytes meanwhile
-		return response{code: http.StatusConflict, outcome: "conflict", body: map[string]string{"error": "a different artifact of this kind is already stored"}}
-	case err != nil:
-		return unavailable(err)
-	case !created:
-		return response{code: http.StatusOK, outcome: "duplicate", body: done}
-	}
-	h.log.Info("artifact stored", "pod", row.ID, "kind", kind, "size", wr.Size, "sha256", wr.SHA256)
-	return response{code: http.StatusCreated, outcome: "created", body: done}
-}
-
-// readErr remembers the body's read error, to tell a client that hung up
-// (400) from a disk that failed (503).
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (e *readErr) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF {
-		e.err = err
-	}
-	return n, err
 }

@@ -11,7 +11,9 @@ var (
 		Name: "crucible_ingest_requests_total",
 		Help: "Answers of the drop-box. outcome: created (201), duplicate (200, same bytes again), conflict (409, other bytes for a stored kind), " +
 			"unauthorized (401), forbidden (403), unavailable (503: spoke API or keys unavailable, or a storage error), rate_limited (429), " +
-			"bad_request (400, 404 or 405: malformed method, path or name), too_large (413).",
+			"bad_request (400, 404 or 405: malformed method, path or name), too_large (413), reserved (403: a controller-owned kind), " +
+			"quota (413: the pod's kinds or bytes), insufficient_storage (507: the volume's free-space floor), busy (429: the pod's staging bound), " +
+			"timeout (408: the body fell below the minimum upload rate).",
 	}, []string{"outcome"})
 
 	// IngestTokenReviews counts TokenReviews the drop-box sent to spokes;

@@ -39,6 +39,7 @@ type Reconciler struct {
 	Dispatcher *dispatch.Dispatcher
 	Clients    *fleet.Clients
 	Artifacts  artifact.Dir
+	Uploads    Uploads // told when a pod's log is collected (default: nobody)
 	Instance   string
 	Retry      retry.Policy
 	// SweepInterval and OrphanGrace drive the sweep; zero disables it.

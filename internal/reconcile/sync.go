@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +17,33 @@ import (
 )
 
 // LogKind is the artifact kind of the tier-1 log (R-C7).
-const LogKind = "log"
+const LogKind = artifact.LogKind
+
+// Uploads is the drop-box as log collection sees it: once a pod's log is
+// collected it takes no more uploads, and Forget drops what it remembers of
+// the pod (its cached accepts).
+type Uploads interface{ Forget(podID string) }
+
+// noUploads is the Uploads of a reconciler without a drop-box.
+type noUploads struct{}
+
+func (noUploads) Forget(string) {}
+
+var _ Uploads = noUploads{}
+
+func (r *Reconciler) uploads() Uploads {
+	if r.Uploads == nil {
+		return noUploads{}
+	}
+	return r.Uploads
+}
+
+func (r *Reconciler) logger() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
+}
 
 // sync reads the row and the pod, then decides (read, then act).
 func (r *Reconciler) sync(ctx context.Context, k key) error {
@@ -103,28 +130,55 @@ func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *corev1.
 		p.State, p.ExitCode, p.Reason, p.FinishedAt = state, exit, reason, &now
 		return nil
 	})
-	if err == nil && updated.State == state {
+	if err != nil {
+		return err
+	}
+	r.uploads().Forget(row.ID)
+	if updated.State == state {
 		metrics.PodTransitions.WithLabelValues(row.Cluster, string(state)).Inc()
 	}
-	return err
+	return nil
 }
 
 func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *corev1.Pod) error {
-	if _, err := r.Store.GetArtifact(ctx, row.ID, LogKind); err == nil {
-		return nil // stored before a crash; the file matches its record
-	} else if !errors.Is(err, store.ErrNotFound) {
+	return r.storeLog(ctx, row.ID, func(consume func(io.Reader) error) error {
+		return r.Dispatcher.Logs(ctx, row.Cluster, pod.Namespace, pod.Name, consume)
+	})
+}
+
+// storeLog pulls the log through fetch into a content-addressed file and
+// claims kind "log" for the controller. Only a controller-written record
+// counts as collected: a "log" a pod recorded (possible before pods were
+// refused controller-owned kinds) is replaced by the real one, never taken
+// for it.
+func (r *Reconciler) storeLog(ctx context.Context, podID string, fetch func(consume func(io.Reader) error) error) error {
+	prev, err := r.Store.GetArtifact(ctx, podID, LogKind)
+	switch {
+	case err == nil && prev.Source == store.SourceController:
+		return nil // stored before a crash; the file its digest names is there
+	case err == nil:
+		r.logger().Warn("log artifact recorded by the pod, not the controller; collecting the real one", "pod", podID)
+	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
 	var w artifact.Written
-	err := r.Dispatcher.Logs(ctx, row.Cluster, pod.Namespace, pod.Name, func(log io.Reader) error {
+	err = fetch(func(log io.Reader) error {
 		var err error
-		w, err = r.Artifacts.Write(row.ID, LogKind, log, dispatch.MaxLogBytes)
+		w, err = r.Artifacts.Write(podID, LogKind, log, dispatch.MaxLogBytes)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	_, err = r.Store.PutArtifact(ctx, store.Artifact{PodID: row.ID, Kind: LogKind, Size: w.Size, SHA256: w.SHA256})
+	_, err = r.Store.PutArtifact(ctx, store.Artifact{PodID: podID, Kind: LogKind, Size: w.Size, SHA256: w.SHA256, Source: store.SourceController}, store.Quota{})
+	if errors.Is(err, store.ErrConflict) {
+		// Another replica's collection won with other bytes (the log grew
+		// between the two reads): its record stands, this file is not it.
+		if rerr := r.Artifacts.Remove(podID, LogKind, w.SHA256); rerr != nil {
+			r.logger().Warn("removing an unrecorded log file failed", "pod", podID, "error", rerr)
+		}
+		return nil
+	}
 	return err
 }
 

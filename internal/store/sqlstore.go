@@ -275,19 +275,20 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 	return p, nil
 }
 
-func (s *sqlStore) PutArtifact(ctx context.Context, a Artifact) (bool, error) {
-	created, err := s.putArtifact(ctx, a)
+func (s *sqlStore) PutArtifact(ctx context.Context, a Artifact, q Quota) (bool, error) {
+	created, err := s.putArtifact(ctx, a, q)
 	if err != nil {
 		return false, fmt.Errorf("put artifact %s/%s: %w", a.PodID, a.Kind, err)
 	}
 	return created, nil
 }
 
-// putArtifact inserts only if the pod exists and the (pod, kind) is new, in
-// one statement, so concurrent uploads of the same artifact from several
-// replicas agree on which one created it. The CASTs give PostgreSQL the
-// parameter types an INSERT … SELECT cannot infer.
-func (s *sqlStore) putArtifact(ctx context.Context, a Artifact) (bool, error) {
+// putArtifact decides in one transaction that holds the pod's row: on
+// SQLite the write lock (BEGIN IMMEDIATE), on PostgreSQL the row lock of
+// SELECT … FOR UPDATE. Every writer of one pod's artifacts, on every
+// replica, passes through it one at a time, so the first claim of a kind
+// wins and a quota cannot be overrun by writers that each saw room.
+func (s *sqlStore) putArtifact(ctx context.Context, a Artifact, q Quota) (bool, error) {
 	switch {
 	case a.PodID == "" || a.Kind == "":
 		return false, errors.New("empty pod id or kind")
@@ -295,33 +296,69 @@ func (s *sqlStore) putArtifact(ctx context.Context, a Artifact) (bool, error) {
 		return false, fmt.Errorf("negative size %d", a.Size)
 	case a.SHA256 == "":
 		return false, errors.New("empty sha256")
+	case a.Source != SourceController && a.Source != SourcePod:
+		return false, fmt.Errorf("unknown source %q", a.Source)
 	}
-	res, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO artifacts (pod_id, kind, size, sha256, created_at)
-		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT)
-		WHERE EXISTS (SELECT 1 FROM work_pods WHERE id = ?)
-		ON CONFLICT (pod_id, kind) DO NOTHING`),
-		a.PodID, a.Kind, a.Size, a.SHA256, s.clock.now(), a.PodID)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
-	n, err := res.RowsAffected()
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+
+	lock := `SELECT id FROM work_pods WHERE id = ?`
+	if s.d == dialectPostgres {
+		lock += ` FOR UPDATE`
+	}
+	var id string
+	if err := tx.QueryRowContext(ctx, s.d.rebind(lock), a.PodID).Scan(&id); errors.Is(err, sql.ErrNoRows) {
+		return false, ErrNotFound
+	} else if err != nil {
+		return false, err
+	}
+	have, err := scanArtifact(tx.QueryRowContext(ctx, s.d.rebind(`SELECT `+artifactColumns+`
+		FROM artifacts WHERE pod_id = ? AND kind = ?`), a.PodID, a.Kind))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if err := s.checkQuota(ctx, tx, a, q); err != nil {
+			return false, err
+		}
+		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO artifacts (pod_id, kind, size, sha256, source, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`), a.PodID, a.Kind, a.Size, a.SHA256, string(a.Source), s.clock.now())
+	case err != nil:
+		return false, err
+	case have.Source == SourcePod && a.Source == SourceController:
+		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE artifacts SET size = ?, sha256 = ?, source = ?, created_at = ?
+			WHERE pod_id = ? AND kind = ?`), a.Size, a.SHA256, string(a.Source), s.clock.now(), a.PodID, a.Kind)
+	case have.SHA256 != a.SHA256 || have.Source != a.Source:
+		return false, fmt.Errorf("%w: recorded by %s with sha256 %s", ErrConflict, have.Source, have.SHA256)
+	default:
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	if n == 1 {
-		return true, nil
+	return true, tx.Commit()
+}
+
+// checkQuota counts the pod's artifacts of a's source inside the claiming
+// transaction.
+func (s *sqlStore) checkQuota(ctx context.Context, tx *sql.Tx, a Artifact, q Quota) error {
+	if q.MaxKinds <= 0 && q.MaxBytes <= 0 {
+		return nil
 	}
-	// Nothing inserted: either the pod is unknown or the artifact exists.
-	// Work pods are never deleted while the controller runs, so no row here
-	// means no pod.
-	have, err := s.getArtifact(ctx, s.w, a.PodID, a.Kind)
+	var kinds, bytes int64
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM artifacts
+		WHERE pod_id = ? AND source = ?`), a.PodID, string(a.Source)).Scan(&kinds, &bytes)
 	if err != nil {
-		return false, err
+		return err
 	}
-	if have.SHA256 != a.SHA256 {
-		return false, fmt.Errorf("%w: recorded with sha256 %s", ErrConflict, have.SHA256)
+	switch {
+	case q.MaxKinds > 0 && kinds+1 > int64(q.MaxKinds):
+		return fmt.Errorf("%w: pod has %d artifacts, at most %d", ErrQuota, kinds, q.MaxKinds)
+	case q.MaxBytes > 0 && bytes+a.Size > q.MaxBytes:
+		return fmt.Errorf("%w: pod has %d bytes of artifacts, %d more would pass %d", ErrQuota, bytes, a.Size, q.MaxBytes)
 	}
-	return false, nil
+	return nil
 }
 
 func (s *sqlStore) GetArtifact(ctx context.Context, podID, kind string) (Artifact, error) {
@@ -332,8 +369,10 @@ func (s *sqlStore) GetArtifact(ctx context.Context, podID, kind string) (Artifac
 	return a, nil
 }
 
+const artifactColumns = `pod_id, kind, size, sha256, source, created_at`
+
 func (s *sqlStore) getArtifact(ctx context.Context, db *sql.DB, podID, kind string) (Artifact, error) {
-	row := db.QueryRowContext(ctx, s.d.rebind(`SELECT pod_id, kind, size, sha256, created_at
+	row := db.QueryRowContext(ctx, s.d.rebind(`SELECT `+artifactColumns+`
 		FROM artifacts WHERE pod_id = ? AND kind = ?`), podID, kind)
 	a, err := scanArtifact(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -343,7 +382,7 @@ func (s *sqlStore) getArtifact(ctx context.Context, db *sql.DB, podID, kind stri
 }
 
 func (s *sqlStore) ListArtifacts(ctx context.Context, podID string) ([]Artifact, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT pod_id, kind, size, sha256, created_at
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT `+artifactColumns+`
 		FROM artifacts WHERE pod_id = ? ORDER BY kind`), podID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of %s: %w", podID, err)
@@ -366,11 +405,13 @@ func (s *sqlStore) ListArtifacts(ctx context.Context, podID string) ([]Artifact,
 func scanArtifact(sc scanner) (Artifact, error) {
 	var (
 		a       Artifact
+		source  string
 		created int64
 	)
-	if err := sc.Scan(&a.PodID, &a.Kind, &a.Size, &a.SHA256, &created); err != nil {
+	if err := sc.Scan(&a.PodID, &a.Kind, &a.Size, &a.SHA256, &source, &created); err != nil {
 		return Artifact{}, err
 	}
+	a.Source = Source(source)
 	a.CreatedAt = fromNanos(created)
 	return a, nil
 }

@@ -19,6 +19,8 @@ var (
 	// CreatedAt. Those identify the row and the pod on its spoke, so changing
 	// them is a caller bug, reported rather than silently undone.
 	ErrImmutable = errors.New("immutable field changed")
+	// ErrQuota: recording the artifact would take its pod past a Quota.
+	ErrQuota = errors.New("artifact quota exceeded")
 	// ErrSchemaTooNew: the database was migrated by a newer binary. Running an
 	// older binary against it could misread rows, so Open refuses.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
@@ -88,13 +90,33 @@ type Filter struct {
 }
 
 // Artifact is one recorded result of a work pod: the bytes live elsewhere
-// (the drop-box's files, R-IN6); the store records what was accepted.
+// (the drop-box's files, R-IN6); the store records what was accepted. The
+// record is the claim: of several writers of one (PodID, Kind) the first
+// recorded wins, and the file served is the one its SHA256 names.
 type Artifact struct {
 	PodID     string
 	Kind      string
 	Size      int64
-	SHA256    string    // hex
+	SHA256    string // hex
+	Source    Source
 	CreatedAt time.Time // set by the store
+}
+
+// Source says who wrote an artifact (R-IN7). A work pod runs user code, so
+// what it uploaded is never taken for what the controller collected.
+type Source string
+
+const (
+	SourceController Source = "controller" // the tier-1 log, controller-owned kinds
+	SourcePod        Source = "pod"        // uploaded through the drop-box
+)
+
+// Quota bounds the artifacts one pod has of one source, checked in the same
+// transaction as the insert so concurrent writers (also on other replicas)
+// cannot together exceed it. Zero fields do not limit.
+type Quota struct {
+	MaxKinds int   // artifacts (kinds) per pod
+	MaxBytes int64 // their total size
 }
 
 // Store is the controller's state. Implementations are safe for concurrent use.
@@ -114,9 +136,14 @@ type Store interface {
 	// Store: on SQLite it runs while holding the only write connection.
 	UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error)
 	// PutArtifact records an artifact. The same (PodID, Kind) with the same
-	// SHA256 again is (false, nil), with a different SHA256 ErrConflict; an
-	// unknown PodID is ErrNotFound. created is true when the row is new.
-	PutArtifact(ctx context.Context, a Artifact) (created bool, err error)
+	// SHA256 and Source again is (false, nil), with a different SHA256
+	// ErrConflict; an unknown PodID is ErrNotFound. created is true when the
+	// row is new. A SourceController write replaces a SourcePod row of the
+	// same kind (created true): the controller's claim on a kind it owns
+	// outranks a pod's. A new row that would take the pod's artifacts of
+	// a.Source past q is ErrQuota; an existing row answers before q is looked
+	// at.
+	PutArtifact(ctx context.Context, a Artifact, q Quota) (created bool, err error)
 	// GetArtifact returns the artifact or ErrNotFound.
 	GetArtifact(ctx context.Context, podID, kind string) (Artifact, error)
 	// ListArtifacts returns the pod's artifacts ordered by Kind (none for an

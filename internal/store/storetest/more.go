@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ func testCancelledContext(t *testing.T, s store.Store) {
 			return err
 		},
 		"put artifact": func() error {
-			_, err := s.PutArtifact(ctx, store.Artifact{PodID: "ctx", Kind: "log", Size: 1, SHA256: sha("a")})
+			_, err := s.PutArtifact(ctx, store.Artifact{PodID: "ctx", Kind: "log", Size: 1, SHA256: sha("a"), Source: store.SourcePod}, store.Quota{})
 			return err
 		},
 	}
@@ -109,114 +108,6 @@ func sha(label string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func testArtifacts(t *testing.T, s store.Store) {
-	mustCreate(t, s, pod("p1"), pod("p2"))
-	ctx := t.Context()
-	log := store.Artifact{PodID: "p1", Kind: "log", Size: 1234, SHA256: sha("log")}
-
-	before := time.Now()
-	created, err := s.PutArtifact(ctx, log)
-	after := time.Now()
-	if err != nil || !created {
-		t.Fatalf("first put: created=%v err=%v, want true, nil", created, err)
-	}
-	got, err := s.GetArtifact(ctx, "p1", "log")
-	if err != nil {
-		t.Fatalf("get: %v", err)
-	}
-	if diff := cmp.Diff(log, got, cmpopts.IgnoreFields(store.Artifact{}, "CreatedAt")); diff != "" {
-		t.Errorf("get (-want +got):\n%s", diff)
-	}
-	if got.CreatedAt.Before(before) || got.CreatedAt.After(after) || got.CreatedAt.Location() != time.UTC {
-		t.Errorf("CreatedAt %v not a UTC time within the put call [%v, %v]", got.CreatedAt, before, after)
-	}
-
-	tests := []struct {
-		name        string
-		in          store.Artifact
-		wantCreated bool
-		wantErr     error // nil, a sentinel, or errAny
-	}{
-		{"same again is idempotent", log, false, nil},
-		{"same digest, other size field", store.Artifact{PodID: "p1", Kind: "log", Size: 1, SHA256: sha("log")}, false, nil},
-		{"different digest conflicts", store.Artifact{PodID: "p1", Kind: "log", Size: 1234, SHA256: sha("other")}, false, store.ErrConflict},
-		{"unknown pod", store.Artifact{PodID: "ghost", Kind: "log", Size: 1, SHA256: sha("x")}, false, store.ErrNotFound},
-		{"same kind on another pod", store.Artifact{PodID: "p2", Kind: "log", Size: 5, SHA256: sha("log2")}, true, nil},
-		{"another kind", store.Artifact{PodID: "p1", Kind: "result.json", Size: 0, SHA256: sha("empty")}, true, nil},
-		{"kind sorting before log", store.Artifact{PodID: "p1", Kind: "diff", Size: 9, SHA256: sha("diff")}, true, nil},
-		{"empty kind", store.Artifact{PodID: "p1", Kind: "", Size: 1, SHA256: sha("e")}, false, errAny},
-		{"empty digest", store.Artifact{PodID: "p1", Kind: "x", Size: 1}, false, errAny},
-		{"negative size", store.Artifact{PodID: "p1", Kind: "y", Size: -1, SHA256: sha("y")}, false, errAny},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			created, err := s.PutArtifact(ctx, tc.in)
-			if created != tc.wantCreated {
-				t.Errorf("created = %v, want %v", created, tc.wantCreated)
-			}
-			checkErr(t, err, tc.wantErr)
-		})
-	}
-	// The conflicting put left the first record as it was.
-	if got2, err := s.GetArtifact(ctx, "p1", "log"); err != nil || got2 != got {
-		t.Errorf("log after conflict = %+v, %v; want %+v", got2, err, got)
-	}
-
-	list, err := s.ListArtifacts(ctx, "p1")
-	if err != nil {
-		t.Fatalf("list: %v", err)
-	}
-	kinds := []string{}
-	for _, a := range list {
-		kinds = append(kinds, a.Kind)
-	}
-	if diff := cmp.Diff([]string{"diff", "log", "result.json"}, kinds); diff != "" {
-		t.Errorf("kinds (-want +got):\n%s", diff)
-	}
-	if list[1] != got {
-		t.Errorf("listed log = %+v, want %+v", list[1], got)
-	}
-	for _, id := range []string{"ghost", "p2x"} {
-		if list, err := s.ListArtifacts(ctx, id); err != nil || len(list) != 0 || list == nil {
-			t.Errorf("list %s = %#v, %v; want empty, nil", id, list, err)
-		}
-	}
-	for _, k := range [][2]string{{"p1", "missing"}, {"ghost", "log"}, {"p2", "diff"}} {
-		if _, err := s.GetArtifact(ctx, k[0], k[1]); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("get %s/%s: got %v, want ErrNotFound", k[0], k[1], err)
-		}
-	}
-}
-
-// testArtifactConcurrentPut: several uploads of the same artifact at once
-// (retries, several replicas) create it exactly once.
-func testArtifactConcurrentPut(t *testing.T, s store.Store) {
-	const n = 8
-	mustCreate(t, s, pod("race"))
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		creates int
-	)
-	for range n {
-		wg.Go(func() {
-			created, err := s.PutArtifact(t.Context(), store.Artifact{PodID: "race", Kind: "log", Size: 3, SHA256: sha("race")})
-			if err != nil {
-				t.Errorf("put: %v", err)
-			}
-			if created {
-				mu.Lock()
-				creates++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if creates != 1 {
-		t.Errorf("%d puts reported created, want exactly 1", creates)
-	}
-}
-
 // hostile strings must round-trip byte for byte and match only themselves:
 // every value reaches the database as a parameter, never as SQL text.
 var hostile = []string{
@@ -250,8 +141,8 @@ func testHostileInput(t *testing.T, s store.Store) {
 			if err != nil || updated.Reason != v+v {
 				t.Errorf("update = %q, %v", updated.Reason, err)
 			}
-			a := store.Artifact{PodID: v, Kind: v, Size: int64(len(v)), SHA256: sha(v)}
-			if created, err := s.PutArtifact(ctx, a); err != nil || !created {
+			a := store.Artifact{PodID: v, Kind: v, Size: int64(len(v)), SHA256: sha(v), Source: store.SourcePod}
+			if created, err := s.PutArtifact(ctx, a, store.Quota{MaxKinds: 1, MaxBytes: 1 << 20}); err != nil || !created {
 				t.Fatalf("put artifact = %v, %v", created, err)
 			}
 			got, err := s.GetArtifact(ctx, v, v)
@@ -286,7 +177,7 @@ func checkErr(t *testing.T, got, want error) {
 		if got == nil {
 			t.Error("err = nil, want an error")
 		}
-		for _, s := range []error{store.ErrConflict, store.ErrNotFound} {
+		for _, s := range []error{store.ErrConflict, store.ErrNotFound, store.ErrQuota} {
 			if errors.Is(got, s) {
 				t.Errorf("err = %v wraps %v, want neither sentinel", got, s)
 			}

@@ -43,6 +43,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SpecBytes", testSpecBytes},
 		{"Artifacts", testArtifacts},
 		{"ArtifactConcurrentPut", testArtifactConcurrentPut},
+		{"ArtifactSource", testArtifactSource},
+		{"ArtifactQuota", testArtifactQuota},
+		{"ArtifactQuotaConcurrent", testArtifactQuotaConcurrent},
 		{"HostileInput", testHostileInput},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,278 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Upload defaults (R-IN7).
+const (
+	DefaultMaxKindsPerPod   = 32
+	DefaultMaxBytesPerPod   = 1 << 30
+	DefaultMinFreeBytes     = 1 << 30
+	DefaultMaxStagingPerPod = 2
+	DefaultMinUploadRate    = 4 << 10
+	DefaultUploadRateWindow = 30 * time.Second
+
+	// retryAfterBusy answers a pod that already has MaxStagingPerPod
+	// uploads in flight; retryAfterStorage a volume below its floor, which
+	// an operator (or a sweep) has to free.
+	retryAfterBusy    = "1"
+	retryAfterStorage = "60"
+)
+
+func (o *Options) setUploadDefaults() {
+	if o.MaxKindsPerPod == 0 {
+		o.MaxKindsPerPod = DefaultMaxKindsPerPod
+	}
+	if o.MaxBytesPerPod == 0 {
+		o.MaxBytesPerPod = DefaultMaxBytesPerPod
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if o.MaxStagingPerPod == 0 {
+		o.MaxStagingPerPod = DefaultMaxStagingPerPod
+	}
+	if o.MinUploadRate == 0 {
+		o.MinUploadRate = DefaultMinUploadRate
+	}
+	if o.UploadRateWindow == 0 {
+		o.UploadRateWindow = DefaultUploadRateWindow
+	}
+	if o.freeBytes == nil {
+		o.freeBytes = o.Artifacts.FreeBytes
+	}
+}
+
+func refuse(code int, outcome, msg string) response {
+	return response{code: code, outcome: outcome, body: map[string]string{"error": msg}}
+}
+
+var (
+	resConflict = refuse(http.StatusConflict, "conflict", "a different artifact of this kind is already stored")
+	resTooLarge = refuse(http.StatusRequestEntityTooLarge, "too_large", "artifact too large")
+)
+
+// refuseReserved answers 403 for a kind the controller owns ("log",
+// "crucible-*"). It names the kind: whether a kind is reserved is no secret,
+// so it runs before authentication and tells an honest pod what is wrong.
+func refuseReserved(kind string) (response, bool) {
+	if !artifact.Reserved(kind) {
+		return response{}, false
+	}
+	return refuse(http.StatusForbidden, "reserved",
+		fmt.Sprintf("kind %q is reserved for the controller (%s and %s* are not uploadable)", kind, artifact.LogKind, artifact.ReservedPrefix)), true
+}
+
+// refuseClosed answers 403 for a row that takes no more uploads: cancelled,
+// lost, or its log collected (after which the sweep deletes the pod). The
+// body is every 403's, since an outsider reaches this check before the
+// TokenReview; the reason goes to the Debug log.
+func (h *Handler) refuseClosed(row store.WorkPod) (response, bool) {
+	var reason string
+	switch {
+	case row.State == store.StateCancelled:
+		reason = "cancelled"
+	case row.State == store.StateLost:
+		reason = "lost"
+	case row.LogCollected:
+		reason = "log collected"
+	default:
+		return response{}, false
+	}
+	h.log.Debug("upload for a closed work pod refused", "pod", row.ID, "reason", reason)
+	return deny(http.StatusForbidden, fmt.Errorf("work pod is %s", reason)), true
+}
+
+// save stores the body as artifact kind of row. Under the (pod, kind) lock
+// of this replica: a recorded artifact answers 200/409 without staging;
+// otherwise the quotas and the free-space floor are checked before
+// anything is written and bound the staging reader, the body is staged,
+// committed under its digest and claimed in the store: 201, or 409/413 for
+// a claim lost to another writer or the quota, whose file is removed.
+func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.WorkPod, kind string) response {
+	if res, closed := h.refuseClosed(row); closed { // authorize checked too; this holds whatever the order above
+		return res
+	}
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		return resTooLarge
+	}
+	unlock := h.locks.lock(row.ID + "/" + kind)
+	defer unlock()
+	ctx := r.Context()
+	body := h.pace(rc, r.Body)
+	defer body.stop()
+
+	prev, err := h.opts.Store.GetArtifact(ctx, row.ID, kind)
+	switch {
+	case err == nil:
+		return h.compare(r, body, prev)
+	case !errors.Is(err, store.ErrNotFound):
+		return unavailable(err)
+	}
+	space, res, ok := h.room(ctx, row.ID, r.ContentLength)
+	if !ok {
+		return res
+	}
+	release, ok := h.staging.acquire(row.ID, h.opts.MaxStagingPerPod)
+	if !ok {
+		res := refuse(http.StatusTooManyRequests, "busy", "too many uploads of this pod at once, retry later")
+		res.retryAfter = retryAfterBusy
+		return res
+	}
+	defer release()
+
+	staged, err := h.opts.Artifacts.Stage(row.ID, kind, body, space.limit)
+	switch {
+	case errors.Is(err, artifact.ErrTooLarge):
+		return space.refusal()
+	case err != nil && body.err != nil:
+		return body.refusal(err)
+	case err != nil:
+		return unavailable(err)
+	}
+	defer staged.Discard()
+	wr := staged.Written()
+	if err := staged.Commit(); err != nil {
+		return unavailable(err)
+	}
+	return h.claim(ctx, row, kind, wr)
+}
+
+// claim records the committed file wr as the pod's artifact kind.
+func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr artifact.Written) response {
+	a := store.Artifact{PodID: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256, Source: store.SourcePod}
+	created, err := h.opts.Store.PutArtifact(ctx, a, store.Quota{MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod})
+	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		h.removeUnclaimed(row.ID, kind, wr.SHA256) // another replica recorded other bytes meanwhile
+		return resConflict
+	case errors.Is(err, store.ErrQuota):
+		h.removeUnclaimed(row.ID, kind, wr.SHA256) // another replica took the room meanwhile
+		return quotaExceeded(err)
+	case err != nil:
+		// The claim may have landed before the error: keep the file, which
+		// at worst nobody names.
+		return unavailable(err)
+	case !created:
+		return response{code: http.StatusOK, outcome: "duplicate", body: done}
+	}
+	h.log.Info("artifact stored", "pod", row.ID, "kind", kind, "size", wr.Size, "sha256", wr.SHA256)
+	return response{code: http.StatusCreated, outcome: "created", body: done}
+}
+
+// removeUnclaimed deletes the file of a lost claim. Only called after
+// ErrConflict (the kind is recorded with other bytes, for good) or ErrQuota
+// (nothing was recorded and the pod's usage only grows, so no later claim
+// of these bytes can succeed): the file can never be the recorded one.
+func (h *Handler) removeUnclaimed(podID, kind, digest string) {
+	if err := h.opts.Artifacts.Remove(podID, kind, digest); err != nil {
+		h.log.Warn("removing an unrecorded artifact file failed", "pod", podID, "kind", kind, "error", err)
+	}
+}
+
+// compare answers an upload of a recorded kind without staging it: a
+// Content-Length other than the recorded size is 409 at once; otherwise the
+// body is hashed as it streams past and compared, 200 or 409.
+func (h *Handler) compare(r *http.Request, body *pacedBody, prev store.Artifact) response {
+	if r.ContentLength >= 0 && r.ContentLength != prev.Size {
+		return resConflict
+	}
+	got, err := artifact.Digest(body, prev.Size)
+	switch {
+	case errors.Is(err, artifact.ErrTooLarge):
+		return resConflict
+	case err != nil:
+		return body.refusal(err)
+	case got.SHA256 != prev.SHA256:
+		return resConflict
+	}
+	return response{code: http.StatusOK, outcome: "duplicate", body: uploaded{Pod: prev.PodID, Kind: prev.Kind, Size: prev.Size, SHA256: prev.SHA256}}
+}
+
+// bound names the limit that caps a staging reader.
+type bound int
+
+const (
+	boundBody  bound = iota // MaxBodyBytes
+	boundQuota              // the pod's MaxBytesPerPod
+	boundSpace              // the volume's MinFreeBytes floor
+)
+
+// room is how much one upload may stage, and which limit says so.
+type room struct {
+	limit int64
+	by    bound
+}
+
+// refusal is the answer for a body that passed the limit while staging.
+func (rm room) refusal() response {
+	switch rm.by {
+	case boundQuota:
+		return quotaExceeded(errors.New("body passed the pod's byte quota"))
+	case boundSpace:
+		return insufficientStorage()
+	}
+	return resTooLarge
+}
+
+func quotaExceeded(err error) response {
+	res := refuse(http.StatusRequestEntityTooLarge, "quota", "quota exceeded: this pod may store no more artifacts of this size (limits on kinds and total bytes per pod)")
+	res.err = err
+	return res
+}
+
+func insufficientStorage() response {
+	res := refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later")
+	res.retryAfter = retryAfterStorage
+	return res
+}
+
+// room checks the pod's quotas and the volume's floor before anything is
+// staged (with the Content-Length when the client sent one) and returns how
+// much may be staged. The store's claim checks the quota again, atomically.
+func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (room, response, bool) {
+	arts, err := h.opts.Store.ListArtifacts(ctx, podID)
+	if err != nil {
+		return room{}, unavailable(err), false
+	}
+	var kinds int
+	var used int64
+	for _, a := range arts {
+		if a.Source == store.SourcePod {
+			kinds++
+			used += a.Size
+		}
+	}
+	left := h.opts.MaxBytesPerPod - used
+	switch {
+	case kinds >= h.opts.MaxKindsPerPod:
+		return room{}, quotaExceeded(fmt.Errorf("pod has %d kinds, at most %d", kinds, h.opts.MaxKindsPerPod)), false
+	case contentLength > left:
+		return room{}, quotaExceeded(fmt.Errorf("pod has %d bytes, %d more would pass %d", used, contentLength, h.opts.MaxBytesPerPod)), false
+	}
+	free, err := h.opts.freeBytes()
+	if err != nil {
+		return room{}, unavailable(err), false
+	}
+	spare := int64(min(free, 1<<62)) - h.opts.MinFreeBytes
+	if spare <= 0 || contentLength > spare {
+		return room{}, insufficientStorage(), false
+	}
+	rm := room{limit: h.opts.MaxBodyBytes, by: boundBody}
+	if left < rm.limit {
+		rm = room{limit: left, by: boundQuota}
+	}
+	if spare < rm.limit {
+		rm = room{limit: spare, by: boundSpace}
+	}
+	return rm, response{}, true
+}
