@@ -50,6 +50,7 @@ func TestCheckOrder(t *testing.T) {
 	wrongAud.Aud = []string{"https://kubernetes.default.svc"}
 	stringAud := map[string]any{"aud": testAudience, "exp": good.Exp, "sub": good.Sub}
 	noExp := map[string]any{"aud": good.Aud, "sub": good.Sub}
+	notYet := map[string]any{"aud": good.Aud, "sub": good.Sub, "exp": good.Exp, "nbf": now.Add(time.Hour).Unix()}
 	wrongUser := podClaims(now, "wp-1", "uid-1")
 	wrongUser.Sub = "system:serviceaccount:" + testNS + ":default"
 	wrongUID := podClaims(now, "wp-1", "uid-other")
@@ -97,6 +98,7 @@ func TestCheckOrder(t *testing.T) {
 		{"crit", post("wp-1", "Bearer "+rawToken(map[string]any{"alg": "RS256", "kid": testKID, "crit": []string{"exp"}}, good, sigOf(valid))), 401},
 		{"expired", post("wp-1", "Bearer "+sign(t, spokeKey, testKID, expired)), 401},
 		{"no exp", post("wp-1", "Bearer "+sign(t, spokeKey, testKID, noExp)), 401},
+		{"nbf in an hour", post("wp-1", "Bearer "+sign(t, spokeKey, testKID, notYet)), 401},
 		{"wrong audience", post("wp-1", "Bearer "+sign(t, spokeKey, testKID, wrongAud)), 401},
 		{"signed by another key", post("wp-1", "Bearer "+sign(t, other, testKID, good)), 401},
 		{"unknown kid", post("wp-1", "Bearer "+sign(t, other, "rotated-key", good)), 401},

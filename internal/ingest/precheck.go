@@ -10,8 +10,8 @@ import (
 	"crucible.dev/crucible/internal/jwt"
 )
 
-// expLeeway is how long past its exp a token still passes the pre-check
-// (clock skew between the spoke and the controller).
+// expLeeway is how long past its exp (or before its nbf) a token still
+// passes the pre-check (clock skew between the spoke and the controller).
 const expLeeway = 30 * time.Second
 
 // errKeysUnavailable: a cluster the token may belong to cannot decide (no
@@ -55,6 +55,11 @@ func (h *Handler) precheck(ctx context.Context, token string) (prechecked, error
 	exp := tok.Claims.Expiry
 	if exp.IsZero() || exp.Unix() <= 0 || h.opts.Now().After(exp.Add(expLeeway)) {
 		return prechecked{}, reject("expired")
+	}
+	// Not yet valid: the spoke would answer its TokenReview with an error,
+	// which reads as an outage (503); refuse it here as what it is.
+	if nbf := tok.Claims.NotBefore; !nbf.IsZero() && nbf.After(h.opts.Now().Add(expLeeway)) {
+		return prechecked{}, reject("not_yet_valid")
 	}
 	var candidates []*cluster
 	for _, c := range h.order {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,90 +142,6 @@ func TestDropBoxAcceptsThePodsOwnToken(t *testing.T) {
 	}
 }
 
-func TestDropBoxRefuses(t *testing.T) {
-	s := devstacktest.Shared(t)
-	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
-	client := caClient(t)
-	ctx := t.Context()
-	p := workPodOn(t, s, "wharf")
-	q := workPodOn(t, s, "wharf")
-	d := workPodOn(t, s, "dock")
-	if _, err := wharf.Client.CoreV1().ServiceAccounts(devstack.SpokeNamespace).Create(ctx,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	spokeKey := wharf.ServiceAccountKey.Key
-	expired := hubClaims("system:serviceaccount:loops:crucible-turn", devstack.IngestAudience)
-	expired["exp"] = time.Now().Add(-time.Hour).Unix()
-	forgedClaims := hubClaims("system:serviceaccount:loops:crucible-turn", devstack.IngestAudience)
-
-	// A pod that is deleted: its token stops passing after the API
-	// server's 10 s cache.
-	gone := workPodOn(t, s, "wharf")
-	goneTok := ingestToken(t, wharf, devstack.SpokeServiceAccount, gone.ID, gone.PodUID)
-	apiCall(t, s, http.MethodPost, "/api/pods/"+gone.ID+"/cancel", nil)
-	time.Sleep(11 * time.Second)
-
-	cases := []struct {
-		name, pod, auth string
-		want            int
-	}{
-		{"token bound to another pod", p.ID, "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, q.ID, q.PodUID), 403},
-		{"another service account", p.ID, "Bearer " + ingestToken(t, wharf, "other", "", ""), 403},
-		{"valid token, unknown pod", "turn-unknown00", "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID), 403},
-		{"no header", p.ID, "", 401},
-		{"not bearer", p.ID, "Basic dXNlcjpwYXNz", 401},
-		{"expired", p.ID, "Bearer " + forged{claims: expired}.signRS256(t, spokeKey), 401},
-		{"wrong audience", p.ID, "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID, "wharf"), 401},
-		{"forged signature", p.ID, "Bearer " + forged{claims: forgedClaims, header: map[string]any{"kid": keyID(t, spokeKey)}}.signRS256(t, mustKey(t)), 401},
-		{"token of the other spoke", p.ID, "Bearer " + ingestToken(t, dock, devstack.SpokeServiceAccount, d.ID, d.PodUID), 401},
-		{"token of a deleted pod, cancelled row", gone.ID, "Bearer " + goneTok, 403}, // refused before any TokenReview
-		{"token of a deleted pod, unknown pod", "turn-unknown01", "Bearer " + goneTok, 403},
-		{"forged, unknown pod", "turn-unknown02", "Bearer " + forged{claims: forgedClaims}.signRS256(t, mustKey(t)), 401},
-	}
-	bodies := map[int]string{}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			code, _, body := upload(t, s, client, tc.pod, "result", tc.auth, "", []byte("x"))
-			if code != tc.want {
-				t.Errorf("%d %s, want %d", code, body, tc.want)
-			}
-			if prev, ok := bodies[code]; ok && prev != body {
-				t.Errorf("%d body %q differs from another %d body %q", code, body, code, prev)
-			}
-			bodies[code] = body
-		})
-	}
-	for _, path := range []string{"/api/pods/" + p.ID + "/artifacts/..", "/api/pods/" + p.ID + "/artifacts/Result", "/api/pods/%2e%2e/artifacts/x", "/api/pods/" + p.ID + "/artifacts/a%2Fb", "/api/pods/" + p.ID + "/artifacts/%00"} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerExternalURL+path, strings.NewReader("x"))
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound {
-			t.Errorf("POST %s: %d, want 400 (or 404 where the path no longer matches)", path, resp.StatusCode)
-		}
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Federation.ControllerExternalURL+"/api/pods/"+p.ID+"/artifacts/result", nil)
-	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("GET on the drop-box: %v %v, want 405", resp, err)
-	}
-	for _, path := range []string{"/api/pods", "/api/clusters", "/metrics", "/healthz"} {
-		resp, err := get(ctx, client, s.Federation.ControllerExternalURL+path)
-		if err != nil || resp.StatusCode != http.StatusNotFound {
-			t.Errorf("external GET %s: %v %v, want 404", path, resp, err)
-		}
-	}
-	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
-	if code, _, _ := upload(t, s, client, p.ID, "big", "Bearer "+tok, "", make([]byte, 64<<20+1)); code != http.StatusRequestEntityTooLarge {
-		t.Errorf("oversized upload: %d, want 413", code)
-	}
-	if code, _ := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/big", nil); code != http.StatusNotFound {
-		t.Errorf("oversized upload left an artifact: %d", code)
-	}
-}
-
 // The spoke API is down: 503 with Retry-After, nothing stored; back up: 201.
 func TestDropBoxFailsClosed(t *testing.T) {
 	s := devstacktest.Shared(t)
@@ -263,7 +180,7 @@ func TestDropBoxFloods(t *testing.T) {
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
-	flood := func(n int, req func(i int) (auth, source string, body []byte), want int) {
+	flood := func(n int, req func(i int) (auth, source string, body []byte), want ...int) {
 		t.Helper()
 		var next, wrong atomic.Int64
 		var wg sync.WaitGroup
@@ -271,7 +188,7 @@ func TestDropBoxFloods(t *testing.T) {
 			wg.Go(func() {
 				for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 					auth, source, body := req(i)
-					if code, _, _ := upload(t, s, client, p.ID, "result", auth, source, body); code != want {
+					if code, _, _ := upload(t, s, client, p.ID, "result", auth, source, body); !slices.Contains(want, code) {
 						wrong.Add(1)
 					}
 				}
@@ -279,7 +196,7 @@ func TestDropBoxFloods(t *testing.T) {
 		}
 		wg.Wait()
 		if w := wrong.Load(); w > 0 {
-			t.Errorf("%d of %d requests did not answer %d", w, n, want)
+			t.Errorf("%d of %d requests did not answer %v", w, n, want)
 		}
 	}
 	source := func(i int) string { return fmt.Sprintf("198.51.%d.%d", i/250, i%250+1) }
@@ -297,13 +214,16 @@ func TestDropBoxFloods(t *testing.T) {
 		t.Errorf("10,000 forged tokens caused %d TokenReviews, want 0", n)
 	}
 
-	gone := workPodOn(t, s, "wharf")
-	goneTok := ingestToken(t, wharf, devstack.SpokeServiceAccount, gone.ID, gone.PodUID)
-	apiCall(t, s, http.MethodPost, "/api/pods/"+gone.ID+"/cancel", nil)
-	time.Sleep(11 * time.Second)
+	// A token the spoke authenticates as another service account: refused
+	// (403) by every review, so remembered by the negative cache.
+	if _, err := wharf.Client.CoreV1().ServiceAccounts(devstack.SpokeNamespace).Create(t.Context(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	otherTok := ingestToken(t, wharf, "other", "", "")
 	before = tokenReviews(t, wharf)
 	start := time.Now()
-	flood(10000, func(i int) (string, string, []byte) { return "Bearer " + goneTok, source(i), nil }, http.StatusUnauthorized)
+	flood(10000, func(i int) (string, string, []byte) { return "Bearer " + otherTok, source(i), nil }, http.StatusForbidden)
 	allowed := int(time.Since(start)/(10*time.Second)) + 1
 	n = tokenReviews(t, wharf) - before
 	t.Logf("10,000 requests repeating one rejected token over %s: %d TokenReviews", time.Since(start).Round(time.Second), n)
@@ -320,24 +240,34 @@ func TestDropBoxFloods(t *testing.T) {
 		t.Fatalf("first upload: %d %s", code, msg)
 	}
 	before = tokenReviews(t, wharf)
-	flood(10000, func(i int) (string, string, []byte) { return "Bearer " + tokens[i%100], source(i), body }, http.StatusOK)
+	// The pod's own request limit answers part of them 429, after the token
+	// was checked: they count against the reviews all the same.
+	flood(10000, func(i int) (string, string, []byte) { return "Bearer " + tokens[i%100], source(i), body }, http.StatusOK, http.StatusTooManyRequests)
 	n = tokenReviews(t, wharf) - before
 	t.Logf("10,000 uploads with 100 valid tokens: %d TokenReviews", n)
 	if n > 100 {
 		t.Errorf("10,000 uploads with 100 valid tokens caused %d TokenReviews, want at most 100", n)
 	}
 
-	limited := 0
-	for range 100 {
-		if code, hdr, _ := upload(t, s, client, p.ID, "result", "Bearer "+tokens[0], "203.0.113.7", body); code == http.StatusTooManyRequests {
-			limited++
-			if hdr.Get("Retry-After") == "" {
-				t.Errorf("429 without Retry-After")
+	// Failed authentication spends the source's bucket; authenticated
+	// requests spend the pod's.
+	limitedBy := func(auth func(i int) string, source func(i int) string) (limited int) {
+		for i := range 100 {
+			if code, hdr, _ := upload(t, s, client, p.ID, "result", auth(i), source(i), body); code == http.StatusTooManyRequests {
+				limited++
+				if hdr.Get("Retry-After") == "" {
+					t.Errorf("429 without Retry-After")
+				}
 			}
 		}
+		return limited
 	}
-	if limited == 0 {
-		t.Errorf("100 quick requests from one source were never limited")
+	forgedTok := "Bearer " + forged{claims: hubClaims("system:serviceaccount:loops:crucible-turn", devstack.IngestAudience)}.signRS256(t, forgedKey)
+	if n := limitedBy(func(int) string { return forgedTok }, func(int) string { return "203.0.113.7" }); n == 0 {
+		t.Errorf("100 quick forged requests from one source were never limited")
+	}
+	if n := limitedBy(func(int) string { return "Bearer " + tokens[0] }, func(i int) string { return fmt.Sprintf("203.0.114.%d", i+1) }); n == 0 {
+		t.Errorf("100 quick uploads of one pod from 100 sources were never limited")
 	}
 }
 
