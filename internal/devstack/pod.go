@@ -92,6 +92,12 @@ var errDeleted = errors.New("pod deleted before it started")
 // run is the life of one pod: start, report, supervise, report, finalise.
 func (r *nodeRuntime) run(p *podRun, pod *corev1.Pod) {
 	ctx := r.ctx
+	select {
+	case <-p.deleting: // deleted before it ever ran
+		r.awaitDeletion(ctx, p, pod)
+		return
+	default:
+	}
 	proc, err := r.launch(ctx, p, pod)
 	if err != nil {
 		var fail *podFailure

@@ -76,8 +76,10 @@ func (r *nodeRuntime) prepareVolume(ctx context.Context, p *podRun, pod *corev1.
 				err = r.writeConfigMap(ctx, p, pod, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, dir, who)
 			case s.Secret != nil:
 				err = r.writeSecret(ctx, p, pod, s.Secret.Name, s.Secret.Items, s.Secret.Optional, dir, who)
+			case s.DownwardAPI != nil:
+				err = writeDownwardAPI(pod, s.DownwardAPI.Items, dir, who)
 			default:
-				err = &podFailure{Reason: "DevRuntimeUnsupported", Message: fmt.Sprintf("volume %s: the dev runtime supports projected serviceAccountToken, configMap and secret sources", v.Name)}
+				err = &podFailure{Reason: "DevRuntimeUnsupported", Message: fmt.Sprintf("volume %s: the dev runtime supports projected serviceAccountToken, configMap, secret and downwardAPI sources", v.Name)}
 			}
 			if err != nil {
 				return err
@@ -85,7 +87,29 @@ func (r *nodeRuntime) prepareVolume(ctx context.Context, p *podRun, pod *corev1.
 		}
 		return nil
 	}
-	return &podFailure{Reason: "DevRuntimeUnsupported", Message: fmt.Sprintf("volume %s: the dev runtime supports emptyDir, configMap, secret and projected volumes", v.Name)}
+	if v.DownwardAPI != nil {
+		return writeDownwardAPI(pod, v.DownwardAPI.Items, dir, who)
+	}
+	return &podFailure{Reason: "DevRuntimeUnsupported", Message: fmt.Sprintf("volume %s: the dev runtime supports emptyDir, configMap, secret, downwardAPI and projected volumes", v.Name)}
+}
+
+// writeDownwardAPI writes the pod's fields (fieldRef items) as files; the
+// default service-account volume has one, the namespace.
+func writeDownwardAPI(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, dir string, who podUser) error {
+	data := map[string][]byte{}
+	keys := make([]corev1.KeyToPath, 0, len(items))
+	for _, it := range items {
+		if it.FieldRef == nil {
+			return &podFailure{Reason: "DevRuntimeUnsupported", Message: fmt.Sprintf("downwardAPI %s: the dev runtime supports fieldRef items only", it.Path)}
+		}
+		v, err := podField(pod, it.FieldRef.FieldPath)
+		if err != nil {
+			return &podFailure{Reason: "CreateContainerConfigError", Message: fmt.Sprintf("downwardAPI %s: %v", it.Path, err)}
+		}
+		data[it.Path] = []byte(v)
+		keys = append(keys, corev1.KeyToPath{Key: it.Path, Path: it.Path, Mode: it.Mode})
+	}
+	return writeKeys(data, keys, dir, 0o644, who)
 }
 
 func (r *nodeRuntime) writeConfigMap(ctx context.Context, p *podRun, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, dir string, who podUser) error {

@@ -206,6 +206,9 @@ func (r *nodeRuntime) sync(obj any) {
 		}
 		p = newPodRun(pod)
 		r.pods[pod.UID] = p
+		if pod.DeletionTimestamp != nil {
+			p.requestDelete(pod) // before run looks: it then never starts
+		}
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()

@@ -104,6 +104,9 @@ func TestPodRunsItsCommand(t *testing.T) {
 	if done.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("phase %s (%s: %s), want Succeeded", done.Status.Phase, done.Status.Reason, done.Status.Message)
 	}
+	if len(done.Status.ContainerStatuses) != 1 {
+		t.Fatalf("container statuses = %+v", done.Status.ContainerStatuses)
+	}
 	term := done.Status.ContainerStatuses[0].State.Terminated
 	if term == nil || term.ExitCode != 0 || term.Reason != "Completed" || term.StartedAt.IsZero() || term.FinishedAt.Before(&term.StartedAt) {
 		t.Errorf("terminated state = %+v, want exit 0, Completed, real start and finish", term)
@@ -121,8 +124,9 @@ func TestExitCodeFailsPod(t *testing.T) {
 	if done.Status.Phase != corev1.PodFailed {
 		t.Errorf("phase %s, want Failed", done.Status.Phase)
 	}
-	if term := done.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 3 || term.Reason != "Error" {
-		t.Errorf("terminated state = %+v, want exit code 3, reason Error", term)
+	if cs := done.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil ||
+		cs[0].State.Terminated.ExitCode != 3 || cs[0].State.Terminated.Reason != "Error" {
+		t.Errorf("container statuses = %+v, want one terminated with exit code 3, reason Error", cs)
 	}
 	if got := podLog(t, spoke, "fails"); got != "to stderr\n" {
 		t.Errorf("log = %q", got)
