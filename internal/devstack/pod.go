@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -115,6 +116,9 @@ func (r *nodeRuntime) run(p *podRun, pod *corev1.Pod) {
 	}
 	r.updateStatus(ctx, pod, runningStatus(pod, proc.started, proc.cmd.Process.Pid))
 	end := r.supervise(ctx, p, pod, proc)
+	// The volumes and working directory go with the process, as a
+	// container's filesystem does; the log stays.
+	_ = os.RemoveAll(filepath.Join(r.podBase, string(pod.UID)))
 	r.updateStatus(ctx, pod, terminatedStatus(pod, end, proc.cmd.Process.Pid))
 	r.awaitDeletion(ctx, p, pod)
 }
