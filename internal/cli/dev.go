@@ -85,11 +85,11 @@ With --detach it returns once the stack is ready; stop it with
 			if err != nil {
 				return fmt.Errorf("find the crucible binary to run the dev runtime, controller and webhooks: %w", err)
 			}
-			opts.RuntimeBinary = exe
+			if crucible == "" {
+				crucible = exe
+			}
+			opts.RuntimeBinary = crucible
 			if !noFed {
-				if crucible == "" {
-					crucible = exe
-				}
 				opts.Crucible = crucible
 			}
 			for _, name := range spokes {
@@ -131,7 +131,7 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
 	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, submit a sample turn and show its state and log")
 	cmd.Flags().BoolVar(&noFed, "no-federation", false, "run only the clusters: no crucible controller, no authn webhooks")
-	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller and webhooks (default: this one)")
+	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller, webhooks and dev runtime (default: this one)")
 	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")
 	return cmd
 }
