@@ -41,6 +41,7 @@ func newDevUpCmd() *cobra.Command {
 		crucible string
 		noFed    bool
 		sample   bool
+		noMntNS  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -72,8 +73,9 @@ With --detach it returns once the stack is ready; stop it with
 				return err
 			}
 			opts := devstack.Options{
-				Dir:      dir,
-				Detached: detach,
+				Dir:                 dir,
+				Detached:            detach,
+				NoPodMountNamespace: noMntNS,
 				Progress: func(format string, args ...any) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "dev: "+format+"\n", args...)
 				},
@@ -130,6 +132,7 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
 	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, submit a sample turn and show its state and log")
+	cmd.Flags().BoolVar(&noMntNS, "no-pod-mount-namespace", false, "run pods without a private mount namespace even as root: volumes stay in each pod's directory and env values naming a mountPath point there")
 	cmd.Flags().BoolVar(&noFed, "no-federation", false, "run only the clusters: no crucible controller, no authn webhooks")
 	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller, webhooks and dev runtime (default: this one)")
 	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")

@@ -201,11 +201,11 @@ func makeMountPoint(target string, made []string) ([]string, error) {
 // shadowDir covers dir with a tmpfs holding the same entries, each bind-mounted
 // back from the original, so that new entries can be added to it.
 func shadowDir(dir string) error {
-	real, err := filepath.EvalSymlinks(dir)
+	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return err
 	}
-	orig, err := os.Open(real)
+	orig, err := os.Open(resolved)
 	if err != nil {
 		return err
 	}
@@ -218,12 +218,12 @@ func shadowDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := syscall.Mount("tmpfs", real, "tmpfs", 0, fmt.Sprintf("mode=%o", fi.Mode().Perm())); err != nil {
-		return fmt.Errorf("cover %s: %w", real, err)
+	if err := syscall.Mount("tmpfs", resolved, "tmpfs", 0, fmt.Sprintf("mode=%o", fi.Mode().Perm())); err != nil {
+		return fmt.Errorf("cover %s: %w", resolved, err)
 	}
 	from := fmt.Sprintf("/proc/self/fd/%d/", orig.Fd())
 	for _, e := range entries {
-		src, dst := from+e.Name(), filepath.Join(real, e.Name())
+		src, dst := from+e.Name(), filepath.Join(resolved, e.Name())
 		switch {
 		case e.Type()&os.ModeSymlink != 0:
 			link, err := os.Readlink(src)
