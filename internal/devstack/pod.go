@@ -1,11 +1,14 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -184,6 +187,7 @@ func (r *nodeRuntime) supervise(ctx context.Context, p *podRun, pod *corev1.Pod,
 	// container's cgroup would.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-proc.exited
+	waitGroupGone(pgid, 5*time.Second)
 	end.finished = time.Now()
 	proc.stopAux()
 	if ws, ok := proc.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -202,6 +206,40 @@ func (r *nodeRuntime) supervise(ctx context.Context, p *podRun, pod *corev1.Pod,
 		<-done
 	}
 	return end
+}
+
+// waitGroupGone waits until no live process is left in process group pgid,
+// so that a pod counts as ended only once all of it is. A SIGKILLed process
+// lingers for a moment; one reparented to an init that does not reap stays a
+// zombie, which counts as gone.
+func waitGroupGone(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for groupHasLive(pgid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func groupHasLive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(data[i+1:]))
+		if len(fields) > 2 && fields[0] != "Z" && fields[0] != "X" && fields[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
 
 // terminate sends SIGTERM to the process group and SIGKILL after grace.
