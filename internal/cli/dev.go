@@ -23,10 +23,12 @@ func newDevCmd() *cobra.Command {
 		Short: "Run a local hub and spoke clusters (real kube-apiservers) for development",
 		Long: `dev runs a local hub and spoke clusters on loopback: one etcd, a hub
 kube-apiserver and, per spoke, a kube-apiserver, kube-scheduler,
-kube-controller-manager and kwok as the node, so pods are scheduled, run,
-complete and serve logs. The binaries come from "make tools".`,
+kube-controller-manager, kwok as the node and crucible's dev runtime as its
+kubelet: every pod's first container's command runs as a local process (the
+image is ignored), so pods are scheduled, run, finish with their exit code and
+serve their logs. The binaries come from "make tools".`,
 	}
-	dev.AddCommand(newDevUpCmd(), newDevDownCmd(), newDevRefreshTokensCmd())
+	dev.AddCommand(newDevUpCmd(), newDevDownCmd(), newDevRefreshTokensCmd(), newDevRuntimeCmd())
 	return dev
 }
 
@@ -39,6 +41,7 @@ func newDevUpCmd() *cobra.Command {
 		crucible string
 		noFed    bool
 		sample   bool
+		noMntNS  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -49,6 +52,7 @@ func newDevUpCmd() *cobra.Command {
   ca.crt                               the CA of every certificate in the stack
   env                                  shell exports: HUB_KUBECONFIG, <SPOKE>_KUBECONFIG, servers
   logs/                                one log per process
+  pods/<spoke>/                        each pod's log (CRI format), written by the dev runtime
   crucible/                            the controller's hub token, the webhooks' configs
 
 Besides the clusters it runs the federation: the crucible controller on the hub
@@ -69,8 +73,9 @@ With --detach it returns once the stack is ready; stop it with
 				return err
 			}
 			opts := devstack.Options{
-				Dir:      dir,
-				Detached: detach,
+				Dir:                 dir,
+				Detached:            detach,
+				NoPodMountNamespace: noMntNS,
 				Progress: func(format string, args ...any) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "dev: "+format+"\n", args...)
 				},
@@ -78,14 +83,15 @@ With --detach it returns once the stack is ready; stop it with
 			if toolsDir != "" {
 				opts.Tools = devstack.Tools{Dir: toolsDir}
 			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find the crucible binary to run the dev runtime, controller and webhooks: %w", err)
+			}
+			if crucible == "" {
+				crucible = exe
+			}
+			opts.RuntimeBinary = crucible
 			if !noFed {
-				if crucible == "" {
-					exe, err := os.Executable()
-					if err != nil {
-						return fmt.Errorf("find the crucible binary to run the controller and webhooks: %w", err)
-					}
-					crucible = exe
-				}
 				opts.Crucible = crucible
 			}
 			for _, name := range spokes {
@@ -126,8 +132,9 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
 	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, submit a sample turn and show its state and log")
+	cmd.Flags().BoolVar(&noMntNS, "no-pod-mount-namespace", false, "run pods without a private mount namespace even as root: volumes stay in each pod's directory and env values naming a mountPath point there")
 	cmd.Flags().BoolVar(&noFed, "no-federation", false, "run only the clusters: no crucible controller, no authn webhooks")
-	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller and webhooks (default: this one)")
+	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller, webhooks and dev runtime (default: this one)")
 	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")
 	return cmd
 }
@@ -173,18 +180,31 @@ func newDevRefreshTokensCmd() *cobra.Command {
 	return cmd
 }
 
+// newDevRuntimeCmd is the kubelet stand-in of a detached stack's spokes: it
+// runs their pods as local processes until stopped, then kills them.
+func newDevRuntimeCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:    "runtime --dir DIR",
+		Short:  "Run a detached dev stack's pods as local processes (started by dev up --detach)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return devstack.RunRuntime(cmd.Context(), dir)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack")
+	return cmd
+}
+
 // runSample shows the whole path once: a turn submitted through the API runs
 // on the first spoke and its log comes back as an artifact.
 func runSample(cmd *cobra.Command, stack *devstack.Stack) error {
-	spoke := stack.Spokes[0]
-	if err := spoke.AppendPodLog("hello from a crucible sample turn on "+spoke.Name, "the hub collected this log through the federated client"); err != nil {
-		return err
-	}
 	out := cmd.OutOrStdout()
 	c := newAPIClient(stack.Federation.ControllerInternalURL)
 	var wp api.WorkPod
-	req := api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", "echo hello"},
-		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}}
+	req := api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c",
+		`echo "hello from a crucible sample turn: pod $HOSTNAME"; sleep 1; echo "the hub collected this log through the federated client"`}}
 	if err := c.do(cmd.Context(), http.MethodPost, "/api/pods", req, &wp); err != nil {
 		return err
 	}

@@ -2,14 +2,23 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -38,8 +47,8 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	t.Cleanup(func() { // stop the stack even if an assertion below fails
 		_, _ = devstack.StopDir(dir, nil)
 	})
-	if len(pids) != 9 { // etcd, 2 apiservers, kwok, scheduler, controller-manager, crucible controller, webhook, token refresher
-		t.Errorf("recorded %d processes, want 9: %v", len(pids), pids)
+	if len(pids) != 10 { // etcd, 2 apiservers, kwok, scheduler, controller-manager, crucible controller, webhook, token refresher, dev runtime
+		t.Errorf("recorded %d processes, want 10: %v", len(pids), pids)
 	}
 	for _, f := range []string{"hub.kubeconfig", "wharf.kubeconfig", "ca.crt", "env"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -57,6 +66,9 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 		t.Errorf("kubectl get nodes = %q, want %s Ready", got, devstack.NodeName)
 	}
 
+	// The detached dev runtime runs a pod; dev down must end it too.
+	runDetachedPod(t, filepath.Join(dir, "wharf.kubeconfig")) // its cleanup checks the process group is gone
+
 	// A second up on the same directory refuses instead of starting twice.
 	err = Run(t.Context(), []string{"dev", "up", "--detach", "--dir", dir}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "already running") {
@@ -67,7 +79,7 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	if err := Run(t.Context(), []string{"dev", "down", "--dir", dir}, &out, &errOut); err != nil {
 		t.Fatalf("dev down: %v", err)
 	}
-	if want := "stopped 9 processes of the stack in " + dir + "\n"; out.String() != want {
+	if want := "stopped 10 processes of the stack in " + dir + "\n"; out.String() != want {
 		t.Errorf("dev down printed %q, want %q", out.String(), want)
 	}
 	for name, pid := range pids {
@@ -77,6 +89,62 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runDetachedPod starts a long-running pod on the stack and, at cleanup (after
+// dev down), checks that its process group is gone.
+func runDetachedPod(t *testing.T, kubeconfig string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "detached", Namespace: devstack.SpokeNamespace},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+			Name: "work", Image: "x", Command: []string{"sh", "-c", "echo $$$$; sleep 3600"}, // $$$$: the shell's $$
+		}}},
+	}
+	if _, err := client.CoreV1().Pods(devstack.SpokeNamespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		raw, err := client.CoreV1().Pods(devstack.SpokeNamespace).GetLogs("detached", &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		first, _, ok := strings.Cut(string(raw), "\n")
+		pgid, _ = strconv.Atoi(first)
+		return ok && pgid > 1, nil
+	})
+	if err != nil {
+		t.Fatalf("detached pod never logged its pid: %v", err)
+	}
+	t.Cleanup(func() {
+		if groupAlive(pgid) {
+			t.Errorf("pod process group %d still alive after dev down", pgid)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	})
+}
+
+// groupAlive reports whether a live (not zombie) process is in group pgid.
+func groupAlive(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(data), ')')
+		fields := strings.Fields(string(data[i+1:]))
+		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
 
 func recordedPIDs(t *testing.T, dir string) map[string]int {

@@ -1,8 +1,10 @@
 // Package devstack runs a real local hub and spoke clusters: one etcd, a hub
 // kube-apiserver and, per spoke, a kube-apiserver, kube-scheduler,
-// kube-controller-manager and kwok as the node. It is what crucible's tests and
-// `crucible dev up` run on, so that Kubernetes behaviour is exercised against
-// real API servers rather than fakes.
+// kube-controller-manager, kwok as the node and a dev runtime as its kubelet,
+// which runs every pod's command as a local process (development only: the
+// image is ignored). It is what crucible's tests and `crucible dev up` run on,
+// so that Kubernetes behaviour is exercised against real API servers rather
+// than fakes.
 //
 // Every address is a free loopback port chosen at start; readiness is polled;
 // every process is started by PID and stopped by PID. Hub and spokes share the

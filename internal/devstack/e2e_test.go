@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rsa"
 	"encoding/base64"
@@ -31,18 +30,14 @@ func TestMain(m *testing.M) {
 	os.Exit(devstacktest.Main(m, devstack.Options{}))
 }
 
-// testPod is a pod the kwok node runs: Running at once, Succeeded after delay.
-func testPod(name string, delay time.Duration) *corev1.Pod {
+// testPod is a pod whose first container runs command on the dev runtime.
+func testPod(name string, command ...string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Namespace:   devstack.SpokeNamespace,
-			Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": delay.String()},
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devstack.SpokeNamespace},
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,
 			ServiceAccountName: devstack.SpokeServiceAccount,
-			Containers:         []corev1.Container{{Name: "work", Image: "registry.example/work:1"}},
+			Containers:         []corev1.Container{{Name: "work", Image: "registry.example/work:1", Command: command}},
 		},
 	}
 }
@@ -59,99 +54,24 @@ func waitPod(t *testing.T, c kubernetes.Interface, name string, cond func(*corev
 		return cond(p), nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s: %v (last status %+v)", name, err, pod.Status)
+		var st corev1.PodStatus
+		if pod != nil {
+			st = pod.Status
+		}
+		t.Fatalf("pod %s: %v (last status %+v)", name, err, st)
 	}
 	return pod
 }
 
-func TestPodIsScheduledRunsSucceedsAndServesLogs(t *testing.T) {
-	s := devstacktest.Shared(t)
-	spoke := s.Spoke(devstack.DefaultSpokeName)
-	pods := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace)
-	if err := spoke.AppendPodLog("hello from wharf", "second line"); err != nil {
-		t.Fatal(err)
-	}
-
-	created, err := pods.Create(t.Context(), testPod("logs", 6*time.Second), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if created.Spec.NodeName != "" {
-		t.Fatalf("pod created with nodeName %q; the test needs the scheduler to set it", created.Spec.NodeName)
-	}
-	running := waitPod(t, spoke.Client, "logs", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	if running.Spec.NodeName != devstack.NodeName {
-		t.Fatalf("scheduled onto %q, want %q", running.Spec.NodeName, devstack.NodeName)
-	}
-
-	stream, err := pods.GetLogs("logs", &corev1.PodLogOptions{Follow: true}).Stream(t.Context())
-	if err != nil {
-		t.Fatalf("follow log: %v", err)
-	}
-	defer stream.Close()
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stream)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	next := func() string {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("log stream ended early")
-			}
-			return l
-		case <-time.After(30 * time.Second):
-			t.Fatal("no log line within 30s")
-		}
-		return ""
-	}
-	got := []string{next(), next()}
-	if err := spoke.AppendPodLog("appended while following"); err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, next())
-	if diff := cmp.Diff([]string{"hello from wharf", "second line", "appended while following"}, got); diff != "" {
-		t.Errorf("followed log (-want +got):\n%s", diff)
-	}
-
-	done := waitPod(t, spoke.Client, "logs", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-	if n := len(done.Status.ContainerStatuses); n != 1 || done.Status.ContainerStatuses[0].State.Terminated == nil ||
-		done.Status.ContainerStatuses[0].State.Terminated.ExitCode != 0 {
-		t.Errorf("container statuses = %+v, want one terminated with exit code 0", done.Status.ContainerStatuses)
-	}
-	raw, err := pods.GetLogs("logs", &corev1.PodLogOptions{}).DoRaw(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff("hello from wharf\nsecond line\nappended while following\n", string(raw)); diff != "" {
-		t.Errorf("log of the finished pod (-want +got):\n%s", diff)
-	}
-}
-
-func TestExitCodeAnnotationFailsPod(t *testing.T) {
-	s := devstacktest.Shared(t)
-	spoke := s.Spoke(devstack.DefaultSpokeName)
-	pod := testPod("fails", time.Second)
-	pod.Annotations["kwok.crucible.dev/exit-code"] = "3"
-	if _, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	done := waitPod(t, spoke.Client, "fails", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-	if term := done.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 3 {
-		t.Errorf("terminated state = %+v, want exit code 3", term)
-	}
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func TestOwnedConfigMapIsGarbageCollected(t *testing.T) {
 	s := devstacktest.Shared(t)
 	spoke := s.Spoke(devstack.DefaultSpokeName)
 	ctx := t.Context()
-	pod, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(ctx, testPod("owner", time.Hour), metav1.CreateOptions{})
+	pod, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(ctx, testPod("owner", "sleep", "3600"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +208,7 @@ func TestSpokePodBoundTokenReview(t *testing.T) {
 	s := devstacktest.Shared(t)
 	spoke := s.Spoke(devstack.DefaultSpokeName)
 	ctx := t.Context()
-	pod, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(ctx, testPod("bound", time.Hour), metav1.CreateOptions{})
+	pod, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(ctx, testPod("bound", "sleep", "3600"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

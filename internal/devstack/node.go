@@ -22,18 +22,26 @@ var kwokStages embed.FS
 
 // startNodes gives every spoke what turns pod objects into running pods:
 // kube-scheduler (binding), kube-controller-manager (garbage collection,
-// default service accounts, node taints) and kwok (the node and its kubelet
-// API, which serves pods/log).
+// default service accounts, node taints), kwok (the node: its status and
+// lease) and the dev runtime (the node's kubelet: it runs the pods and serves
+// pods/log on the node's kubelet port).
 func (s *Stack) startNodes(ctx context.Context) error {
-	for _, c := range s.Spokes {
-		if err := s.startSpokeAgents(ctx, c); err != nil {
+	kubeletPorts, err := freePorts(len(s.Spokes))
+	if err != nil {
+		return err
+	}
+	for i, c := range s.Spokes {
+		if err := s.startSpokeAgents(ctx, c, kubeletPorts[i]); err != nil {
 			return err
 		}
+	}
+	if err := s.startRuntime(ctx, kubeletPorts); err != nil {
+		return err
 	}
 	return each(s.Spokes, func(c *Cluster) error { return s.waitSpokeReady(ctx, c) })
 }
 
-func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster) error {
+func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort int) error {
 	certs := filepath.Join(s.Dir, "pki")
 	ports, err := freePorts(3)
 	if err != nil {
@@ -41,12 +49,8 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster) error {
 	}
 	kwokPort, schedPort, kcmPort := ports[0], ports[1], ports[2]
 
-	c.PodLogFile = filepath.Join(c.dir, "pods.log")
-	if err := os.WriteFile(c.PodLogFile, nil, 0o644); err != nil {
-		return err
-	}
 	kwokConfig := filepath.Join(c.dir, "kwok.yaml")
-	if err := writeKwokConfig(kwokConfig, c.PodLogFile); err != nil {
+	if err := writeKwokConfig(kwokConfig); err != nil {
 		return err
 	}
 	// kwok manages only nodes carrying its annotation; the node is created
@@ -72,7 +76,8 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster) error {
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--node-ip=127.0.0.1",
-			"--node-port=" + strconv.Itoa(kwokPort),
+			// The node's kubelet port, in its status, is the dev runtime's.
+			"--node-port=" + strconv.Itoa(kubeletPort),
 			"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
 			"--tls-cert-file=" + filepath.Join(certs, "serving.crt"),
 			"--tls-private-key-file=" + filepath.Join(certs, "serving.key"),
@@ -161,9 +166,9 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// writeKwokConfig writes kwok's stages and one ClusterLogs rule that serves
-// logFile as the log of every container of every pod.
-func writeKwokConfig(path, logFile string) error {
+// writeKwokConfig writes kwok's node stages. It has no pod stages, so kwok
+// leaves pods alone: the dev runtime writes their status.
+func writeKwokConfig(path string) error {
 	entries, err := kwokStages.ReadDir("kwokstages")
 	if err != nil {
 		return err
@@ -176,32 +181,5 @@ func writeKwokConfig(path, logFile string) error {
 		}
 		docs = append(docs, strings.TrimSpace(string(data)))
 	}
-	docs = append(docs, fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterLogs
-metadata:
-  name: all-pods
-spec:
-  selector: {}
-  logs:
-  - logsFile: %q
-    follow: true`, logFile))
 	return os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")+"\n"), 0o644)
-}
-
-// AppendPodLog appends lines to the spoke's pod log in the CRI format kwok
-// serves (timestamp, stream, full-line tag, text).
-func (c *Cluster) AppendPodLog(lines ...string) error {
-	f, err := os.OpenFile(c.PodLogFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("open pod log of %s: %w", c.Name, err)
-	}
-	var b strings.Builder
-	for _, l := range lines {
-		fmt.Fprintf(&b, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -56,6 +56,16 @@ type Options struct {
 	// MirrorTTL and MirrorMaxStale tune the controller's discovery mirror
 	// (defaults 5s and 10m: short, so a rotated hub key shows quickly).
 	MirrorTTL, MirrorMaxStale time.Duration
+	// RuntimeBinary is a crucible binary that runs a detached stack's dev
+	// runtime (`crucible dev runtime`); default Crucible. Attached stacks run
+	// the runtime in this process.
+	RuntimeBinary string
+	// NoPodMountNamespace makes the dev runtime run pods without a private
+	// mount namespace even where it could use one: volumes then stay in the
+	// pod's directory and env values naming a mountPath are rewritten. Tests
+	// use it to cover that fallback.
+	NoPodMountNamespace bool
+
 	// SweepInterval, OrphanGrace and RetryBudget tune the controller's
 	// reconciler (defaults 5s, 30s, 2m).
 	SweepInterval, OrphanGrace, RetryBudget time.Duration
@@ -103,10 +113,15 @@ type Stack struct {
 	// Federation is nil unless Options.Crucible was set.
 	Federation *Federation
 
+	// PodIsolation is how the dev runtime runs pods: IsolationMountNamespace
+	// or IsolationPaths.
+	PodIsolation string
+
 	ca          *CA
 	opts        Options
 	kubelet     *kubelet
 	stopKubelet context.CancelFunc
+	runtime     *runtimeHandle
 	procs       []*process
 	removeDir   bool
 	stopOnce    sync.Once
@@ -124,10 +139,8 @@ type Cluster struct {
 	Client kubernetes.Interface
 	// ServiceAccountKey signs the cluster's service-account tokens.
 	ServiceAccountKey ServiceAccountKey
-	// PodLogFile (spokes) is the CRI-format log file that kwok serves as every
-	// pod's log; append to it to make lines appear in a followed log.
-	PodLogFile string
-	// NodeName (spokes) is the kwok node pods are scheduled onto.
+	// NodeName (spokes) is the kwok node pods are scheduled onto; the dev
+	// runtime runs their commands.
 	NodeName string
 
 	dir string
@@ -191,6 +204,9 @@ func (o *Options) validate() error {
 		if s.TokenWebhook != nil && s.TokenWebhook.URL == "" {
 			errs = append(errs, fmt.Errorf("spokes[%d].tokenWebhook.url: required", i))
 		}
+	}
+	if o.Detached && o.RuntimeBinary == "" && o.Crucible == "" {
+		errs = append(errs, errors.New("runtimeBinary: a detached stack needs a crucible binary to run its dev runtime"))
 	}
 	return errors.Join(errs...)
 }
@@ -311,6 +327,9 @@ func (s *Stack) Stop() {
 	s.stopOnce.Do(func() {
 		if s.stopKubelet != nil {
 			s.stopKubelet()
+		}
+		if s.runtime != nil {
+			s.runtime.stop() // kills every pod's process group
 		}
 		var wg sync.WaitGroup
 		for rank := range stopRanks {

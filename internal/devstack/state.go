@@ -65,7 +65,7 @@ func (s *Stack) Env() string {
 		}
 		vars[v+"_KUBECONFIG"] = c.KubeconfigFile
 		vars[v+"_SERVER"] = c.Server
-		vars[v+"_POD_LOG"] = c.PodLogFile
+		vars[v+"_POD_LOGS"] = filepath.Join(s.Dir, "pods", c.Name)
 	}
 	keys := make([]string, 0, len(vars))
 	for k := range vars {

@@ -24,8 +24,8 @@ func TestEnvFileQuotesAndListsEveryCluster(t *testing.T) {
 		Dir: "/tmp/it's here", CAFile: "/d/ca.crt", EtcdURL: "http://127.0.0.1:1",
 		Hub: &Cluster{Name: "hub", Server: "https://127.0.0.1:2", KubeconfigFile: "/d/hub.kubeconfig"},
 		Spokes: []*Cluster{
-			{Name: "wharf", Server: "https://127.0.0.1:3", KubeconfigFile: "/d/wharf.kubeconfig", PodLogFile: "/d/wharf/pods.log"},
-			{Name: "gpu-east", Server: "https://127.0.0.1:4", KubeconfigFile: "/d/gpu-east.kubeconfig", PodLogFile: "/d/gpu-east/pods.log"},
+			{Name: "wharf", Server: "https://127.0.0.1:3", KubeconfigFile: "/d/wharf.kubeconfig"},
+			{Name: "gpu-east", Server: "https://127.0.0.1:4", KubeconfigFile: "/d/gpu-east.kubeconfig"},
 		},
 	}
 	lines := strings.Split(strings.TrimSpace(s.Env()), "\n")
@@ -35,12 +35,12 @@ func TestEnvFileQuotesAndListsEveryCluster(t *testing.T) {
 		`export CRUCIBLE_DEV_DIR='/tmp/it'\''s here'`,
 		`export ETCD_URL='http://127.0.0.1:1'`,
 		`export GPU_EAST_KUBECONFIG='/d/gpu-east.kubeconfig'`,
-		`export GPU_EAST_POD_LOG='/d/gpu-east/pods.log'`,
+		`export GPU_EAST_POD_LOGS='/tmp/it'\''s here/pods/gpu-east'`,
 		`export GPU_EAST_SERVER='https://127.0.0.1:4'`,
 		`export HUB_KUBECONFIG='/d/hub.kubeconfig'`,
 		`export HUB_SERVER='https://127.0.0.1:2'`,
 		`export WHARF_KUBECONFIG='/d/wharf.kubeconfig'`,
-		`export WHARF_POD_LOG='/d/wharf/pods.log'`,
+		`export WHARF_POD_LOGS='/tmp/it'\''s here/pods/wharf'`,
 		`export WHARF_SERVER='https://127.0.0.1:3'`,
 	}
 	if diff := cmp.Diff(want, lines); diff != "" {
@@ -83,18 +83,25 @@ func TestStopDirSkipsReusedPIDs(t *testing.T) {
 	}
 }
 
-func TestKwokConfigHasStagesAndLogs(t *testing.T) {
+// kwok gets the node stages only: with a pod stage it would start a pod
+// controller and write pod status beside the dev runtime.
+func TestKwokConfigHasNodeStagesOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kwok.yaml")
-	if err := writeKwokConfig(path, "/x/pods.log"); err != nil {
+	if err := writeKwokConfig(path); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"name: pod-create", "name: pod-ready", "name: pod-complete", "name: pod-fail", "name: pod-delete", "name: node-initialize", "name: node-heartbeat-with-lease", "kind: ClusterLogs", `logsFile: "/x/pods.log"`} {
+	for _, want := range []string{"name: node-initialize", "name: node-heartbeat-with-lease"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("kwok config lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"kind: Pod", "ClusterLogs", "name: pod-"} {
+		if strings.Contains(string(data), unwanted) {
+			t.Errorf("kwok config has %q", unwanted)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,39 +94,24 @@ func waitState(t *testing.T, s *devstack.Stack, id, want string, within time.Dur
 	return wp
 }
 
-// servedLog is what kwok serves as every pod's log on spoke: the messages of
-// the CRI log file, one per line.
-func servedLog(t *testing.T, spoke *devstack.Cluster) string {
-	t.Helper()
-	data, err := os.ReadFile(spoke.PodLogFile)
+// sleeps is a work pod command that runs for d (a Go duration) and exits 0:
+// the dev runtime runs it as a process.
+func sleeps(d string) []string {
+	dur, err := time.ParseDuration(d)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
-			b.WriteString(f[3] + "\n")
-		}
-	}
-	return b.String()
-}
-
-func quick(delay string) map[string]string {
-	return map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": delay}
+	return []string{"sleep", strconv.Itoa(int(dur.Seconds()))}
 }
 
 func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	if err := wharf.AppendPodLog("turn started", "turn done"); err != nil {
-		t.Fatal(err)
-	}
 	wp := submit(t, s, api.SubmitRequest{
-		Image: "registry.example/turn:1", Command: []string{"/bin/turn"}, Args: []string{"--fast"},
+		Image: "registry.example/turn:1", Command: []string{"sh", "-c", `echo "turn started $0"; sleep 3; echo "turn done"`}, Args: []string{"--fast"},
 		Env:         []render.EnvVar{{Name: "MODE", Value: "fast"}},
 		Files:       map[string]string{"input.txt": "hello"},
 		SecretFiles: map[string]string{"key": "s3cret"},
-		Annotations: quick("3s"),
 	})
 	if wp.Cluster != "wharf" || wp.Namespace != devstack.SpokeNamespace || wp.Kind != "turn" || wp.PodUID == "" {
 		t.Fatalf("submitted = %+v", wp)
@@ -177,8 +162,8 @@ func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 		t.Errorf("finished = %+v, want exit code 0 and the log collected", done)
 	}
 	code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil)
-	if code != http.StatusOK || string(body) != servedLog(t, wharf) {
-		t.Errorf("log artifact: %d %q, want the spoke's log %q", code, body, servedLog(t, wharf))
+	if want := "turn started --fast\nturn done\n"; code != http.StatusOK || string(body) != want {
+		t.Errorf("log artifact: %d %q, want the pod's log %q", code, body, want)
 	}
 	// Collected and finished: the sweep removes the pod, and the spoke's
 	// garbage collector its ConfigMap and Secret.
@@ -207,7 +192,7 @@ func ingestAudience(pod *corev1.Pod) string {
 
 func TestTwoSpokes(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Annotations: quick("1s")})
+	wp := submit(t, s, api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: sleeps("1s")})
 	if wp.Cluster != "dock" {
 		t.Fatalf("cluster = %q", wp.Cluster)
 	}
@@ -362,7 +347,7 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: quick("1h")})
+	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: sleeps("1h")})
 	code, body := apiCall(t, s, http.MethodPost, "/api/pods/"+wp.ID+"/cancel", nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"state": "cancelled"`) {
 		t.Fatalf("cancel: %d %s", code, body)
@@ -384,9 +369,7 @@ func TestCancel(t *testing.T) {
 
 func TestFailedPodRecordsExitCode(t *testing.T) {
 	s := devstacktest.Shared(t)
-	ann := quick("1s")
-	ann["kwok.crucible.dev/exit-code"] = "7"
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: ann})
+	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "sleep 1; exit 7"}})
 	done := waitState(t, s, wp.ID, "failed", time.Minute)
 	if done.ExitCode == nil || *done.ExitCode != 7 || !done.LogCollected {
 		t.Errorf("failed pod = %+v, want exit code 7 with its log collected", done)

@@ -52,10 +52,10 @@ func BenchmarkDispatch1000(b *testing.B) {
 	}
 	files := map[string]string{"input.txt": "hello"}
 	secrets := map[string]string{"key": "s3cret"}
-	annotations := map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"}
+	command := sleeps("1s") // the dev runtime runs it
 
 	rawSet := func(ctx context.Context, i int) error {
-		w := render.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Files: files, SecretFiles: secrets, Annotations: annotations}
+		w := render.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Command: command, Files: files, SecretFiles: secrets}
 		objs, err := render.Turn(fleet.ClusterEntry{Name: "wharf", LoopNamespace: devstack.SpokeNamespace, TurnServiceAccount: devstack.SpokeServiceAccount,
 			IngestURL: s.Federation.ControllerExternalURL, IngestAudience: devstack.IngestAudience}, fleet.Pods{IngestTokenExpiration: fleet.Duration{Duration: time.Hour}}, "baseline", w)
 		if err != nil {
@@ -76,7 +76,7 @@ func BenchmarkDispatch1000(b *testing.B) {
 	client := &http.Client{Timeout: time.Minute}
 	ids := make([]string, n)
 	crucibleSet := func(ctx context.Context, i int) error {
-		body, _ := json.Marshal(api.SubmitRequest{Image: "x", Files: files, SecretFiles: secrets, Annotations: annotations})
+		body, _ := json.Marshal(api.SubmitRequest{Image: "x", Command: command, Files: files, SecretFiles: secrets})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)

@@ -111,9 +111,11 @@ func createLabelledPods(b *testing.B, spoke *devstack.Cluster, n int) map[string
 				name := fmt.Sprintf("turn-%s-%05d", spoke.Name, i)
 				pod := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devstack.SpokeNamespace,
-						Labels:      map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: devstack.Instance, render.LabelWorkPod: name, render.LabelKind: "turn"},
-						Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}},
-					Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "work", Image: "x"}}},
+						Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: devstack.Instance, render.LabelWorkPod: name, render.LabelKind: "turn"}},
+					// Held unscheduled: the dev runtime would run 10,000 real
+					// processes; the reconcile needs only the pods to exist.
+					Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulingGates: []corev1.PodSchedulingGate{{Name: "crucible.dev/bench-hold"}},
+						Containers: []corev1.Container{{Name: "work", Image: "x", Command: []string{"sleep", "3600"}}}},
 				}
 				got, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Create(b.Context(), pod, metav1.CreateOptions{})
 				if err != nil {

@@ -27,7 +27,7 @@ func TestControllerTokenRotation(t *testing.T) {
 	// Past kube-apiserver's 10 s success cache the old tokens are invalid.
 	time.Sleep(11 * time.Second)
 	for _, cluster := range []string{"wharf", "dock"} {
-		wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "x", Annotations: quick("1s")})
+		wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1s")})
 		waitState(t, s, wp.ID, "succeeded", time.Minute)
 	}
 }
@@ -37,7 +37,7 @@ func TestControllerTokenRotation(t *testing.T) {
 func TestSpokeOutageWhileAwaiting(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: quick("25s")})
+	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: sleeps("25s")})
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return getPod(t, s, wp.ID).State == "running", nil
 	})
@@ -69,7 +69,7 @@ func TestSpokeOutageWhileAwaiting(t *testing.T) {
 func TestControllerCrashAfterDispatch(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: quick("8s")})
+	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: sleeps("8s")})
 	if err := s.KillProcess("crucible-controller"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestSweep(t *testing.T) {
 	pods := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace)
 	mk := func(name string, labels map[string]string) {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: quick("1h")},
-			Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "x", Command: sleeps("1h")}}},
 		}
 		if _, err := pods.Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

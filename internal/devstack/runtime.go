@@ -1,0 +1,297 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The dev runtime is the kubelet of a dev-stack spoke's node, for development
+// only: for each pod bound to the node it runs the first container's command
+// as a local process (the image is ignored), with the pod's env and volumes,
+// as nobody in a process group of its own, and reports the pod's status. It
+// serves the node's kubelet port for pods/log. kwok still plays the node
+// itself (status, lease); it has no pod stages, so the runtime alone writes
+// pod status. Attached stacks run it in-process; a detached stack runs it as
+// `crucible dev runtime`.
+
+// Pod isolation modes of the runtime.
+const (
+	// IsolationMountNamespace: each pod gets a private mount namespace in
+	// which its volumes are bind-mounted at their mountPaths.
+	IsolationMountNamespace = "mount-namespace"
+	// IsolationPaths: no mount namespace; volumes stay in the pod's directory
+	// and env values naming a mountPath are rewritten to point there.
+	IsolationPaths = "paths"
+)
+
+// RuntimeConfig is what a dev runtime process needs; Start writes it to
+// runtimeConfigFile for a detached stack.
+type RuntimeConfig struct {
+	// Dir is the stack's directory; pod logs go to Dir/pods.
+	Dir string `json:"dir"`
+	// CertFile and KeyFile serve the kubelet port; CAFile verifies the API
+	// servers' kubelet client.
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+	CAFile   string `json:"caFile"`
+	// CrucibleDir is prepended to every pod's PATH.
+	CrucibleDir string `json:"crucibleDir"`
+	// Isolation is IsolationMountNamespace or IsolationPaths.
+	Isolation string `json:"isolation"`
+	// Detached: pods are not killed with the runtime's parent.
+	Detached bool           `json:"detached"`
+	Spokes   []RuntimeSpoke `json:"spokes"`
+}
+
+// RuntimeSpoke is one node the runtime plays the kubelet of.
+type RuntimeSpoke struct {
+	Name       string `json:"name"`
+	Kubeconfig string `json:"kubeconfig"`
+	Node       string `json:"node"`
+	Port       int    `json:"port"`
+}
+
+const runtimeConfigFile = "runtime.json"
+
+// nodeRuntime runs the pods of one node.
+type nodeRuntime struct {
+	cfg    RuntimeConfig
+	spoke  string
+	node   string
+	client kubernetes.Interface
+	logDir string
+	// podBase holds the pods' volumes and working directories. It is outside
+	// the stack directory, whose parents the pods' user may not traverse.
+	podBase string
+	log     func(string, ...any)
+
+	ctx  context.Context
+	mu   sync.Mutex
+	pods map[types.UID]*podRun
+	wg   sync.WaitGroup
+}
+
+// runtimeHandle stops a running runtime.
+type runtimeHandle struct {
+	cancel context.CancelFunc
+	stop   func()
+}
+
+// startRuntime starts a runtime for every spoke of cfg and returns once each
+// serves its kubelet port and watches its pods.
+func startRuntime(ctx context.Context, cfg RuntimeConfig, log func(string, ...any)) (*runtimeHandle, error) {
+	rctx, cancel := context.WithCancel(context.Background())
+	var nodes []*nodeRuntime
+	var servers []*http.Server
+	var listeners []net.Listener
+	stop := func() {
+		cancel()
+		for _, s := range servers {
+			_ = s.Close()
+		}
+		for _, n := range nodes {
+			n.wg.Wait()
+			_ = os.RemoveAll(n.podBase)
+		}
+	}
+	for _, sp := range cfg.Spokes {
+		n, err := newNodeRuntime(rctx, cfg, sp, log)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		nodes = append(nodes, n)
+		srv, err := n.newLogServer(cfg.CertFile, cfg.KeyFile, cfg.CAFile)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		ln, err := n.listenAndServe(srv, sp.Port)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		servers, listeners = append(servers, srv), append(listeners, ln)
+		if err := n.watch(ctx); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return &runtimeHandle{cancel: cancel, stop: stop}, nil
+}
+
+func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log func(string, ...any)) (*nodeRuntime, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", sp.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("runtime for %s: %w", sp.Name, err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(cfg.Dir, "pods", sp.Name)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pod log dir: %w", err)
+	}
+	base, err := os.MkdirTemp("", "crucible-pods-"+sp.Name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create pod dir: %w", err)
+	}
+	// Traversable, not listable: each pod's user reaches only its own dir.
+	if err := os.Chmod(base, 0o711); err != nil {
+		return nil, err
+	}
+	return &nodeRuntime{
+		cfg: cfg, spoke: sp.Name, node: sp.Node, client: client, logDir: logDir, podBase: base,
+		log: log, ctx: ctx, pods: map[types.UID]*podRun{},
+	}, nil
+}
+
+// watch follows the node's pods with an informer and waits for its first
+// list.
+func (r *nodeRuntime) watch(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", r.node).String()
+	}))
+	inf := factory.Core().V1().Pods().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.sync(obj) },
+		UpdateFunc: func(_, obj any) { r.sync(obj) },
+		DeleteFunc: func(obj any) { r.forget(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(r.ctx.Done())
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("runtime for %s: pod informer did not sync", r.spoke)
+	}
+	return nil
+}
+
+// sync reacts to a pod's latest state: a new pod starts, a deleted one is
+// stopped and finalised.
+func (r *nodeRuntime) sync(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || r.ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	p := r.pods[pod.UID]
+	if p == nil {
+		if pod.DeletionTimestamp == nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+			r.mu.Unlock()
+			return // finished before this runtime started
+		}
+		p = newPodRun(pod)
+		r.pods[pod.UID] = p
+		if pod.DeletionTimestamp != nil {
+			p.requestDelete(pod) // before run looks: it then never starts
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.run(p, pod.DeepCopy())
+		}()
+	}
+	r.mu.Unlock()
+	if pod.DeletionTimestamp != nil {
+		p.requestDelete(pod)
+	}
+}
+
+// forget drops a pod whose object is gone, killing its process if any is
+// left (a pod force-deleted without a grace period).
+func (r *nodeRuntime) forget(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	p := r.pods[pod.UID]
+	delete(r.pods, pod.UID)
+	r.mu.Unlock()
+	if p != nil {
+		p.markGone()
+	}
+}
+
+// lookup returns the live pod called namespace/name.
+func (r *nodeRuntime) lookup(namespace, name string) *podRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pods {
+		if p.namespace == namespace && p.name == name && !p.isGone() {
+			return p
+		}
+	}
+	return nil
+}
+
+// RunRuntime runs the dev runtime described by the config file in dir until
+// ctx ends, then kills every pod process; `crucible dev runtime` runs it for
+// a detached stack.
+func RunRuntime(ctx context.Context, dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, runtimeConfigFile))
+	if err != nil {
+		return err
+	}
+	var cfg RuntimeConfig
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return fmt.Errorf("read %s: %w", runtimeConfigFile, err)
+	}
+	h, err := startRuntime(ctx, cfg, func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) })
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	h.stop()
+	return nil
+}
+
+// errPodGone: the pod object no longer exists (or is another pod's now).
+var errPodGone = errors.New("pod is gone")
+
+// retryAPI retries fn until it succeeds, reports errPodGone, or ctx ends:
+// the runtime must not lose a status update to an API server restart.
+func retryAPI(ctx context.Context, fn func(context.Context) error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := fn(ctx)
+		var fail *podFailure
+		if err == nil || errors.Is(err, errPodGone) || errors.As(err, &fail) || ctx.Err() != nil ||
+			apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}

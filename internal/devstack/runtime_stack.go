@@ -1,0 +1,127 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// startRuntime starts the dev runtime for every spoke: in this process, or
+// for a detached stack as `crucible dev runtime`, a process of the stack.
+func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
+	cfg := RuntimeConfig{
+		Dir:      s.Dir,
+		CertFile: filepath.Join(s.Dir, "pki", "serving.crt"),
+		KeyFile:  filepath.Join(s.Dir, "pki", "serving.key"),
+		CAFile:   s.CAFile,
+		Detached: s.opts.Detached,
+	}
+	cfg.CrucibleDir = s.crucibleDir()
+	cfg.Isolation = IsolationMountNamespace
+	if err := s.chooseIsolation(); err != nil {
+		cfg.Isolation = IsolationPaths
+		s.opts.Progress("dev runtime: %v", err)
+	}
+	s.PodIsolation = cfg.Isolation
+	for i, c := range s.Spokes {
+		cfg.Spokes = append(cfg.Spokes, RuntimeSpoke{Name: c.Name, Kubeconfig: c.KubeconfigFile, Node: c.NodeName, Port: ports[i]})
+	}
+	if !s.opts.Detached {
+		h, err := startRuntime(ctx, cfg, s.opts.Progress)
+		if err != nil {
+			return err
+		}
+		s.runtime = h
+		return nil
+	}
+	data, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(filepath.Join(s.Dir, runtimeConfigFile), data, 0o600); err != nil {
+		return err
+	}
+	bin := s.opts.RuntimeBinary
+	if bin == "" {
+		bin = s.opts.Crucible
+	}
+	p, err := s.start("crucible-dev-runtime", bin, []string{"dev", "runtime", "--dir=" + s.Dir})
+	if err != nil {
+		return err
+	}
+	return p.waitReady(ctx, startTimeout, func(ctx context.Context) error {
+		for _, port := range ports {
+			if err := get(ctx, selfSignedClient, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// crucibleDir is the directory put first on every pod's PATH, so that
+// `crucible push` works in a dev pod: the stack's crucible binary's, else
+// this program's.
+func (s *Stack) crucibleDir() string {
+	for _, bin := range []string{s.opts.Crucible, s.opts.RuntimeBinary} {
+		if bin != "" {
+			if abs, err := filepath.Abs(bin); err == nil {
+				return filepath.Dir(abs)
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		return filepath.Dir(exe)
+	}
+	return ""
+}
+
+// errNoMountNamespace explains, once per `dev up`, what differs when pods
+// cannot get a private mount namespace.
+var errNoMountNamespace = errors.New("pods run without a private mount namespace, so their volumes are NOT at their mountPath: " +
+	"each volume stays in the pod's own directory, env values naming a mountPath (or a path below one, such as " +
+	"CRUCIBLE_INGEST_TOKEN_FILE) are rewritten to point there, and a command that hard-codes a mountPath will not find it")
+
+// chooseIsolation reports why pods cannot have a private mount namespace, or
+// nil if they can.
+func (s *Stack) chooseIsolation() error {
+	if s.opts.NoPodMountNamespace {
+		return fmt.Errorf("%w (NoPodMountNamespace is set)", errNoMountNamespace)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w (not root; pods also run as your user, not nobody)", errNoMountNamespace)
+	}
+	if err := probeMountNamespace(); err != nil {
+		return fmt.Errorf("%w (this machine refused one: %v)", errNoMountNamespace, err)
+	}
+	return nil
+}
+
+// probeMountNamespace starts the pod helper in a new mount namespace and has
+// it mount a tmpfs, the least a pod's volumes need.
+func probeMountNamespace() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "crucible-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	spec, _ := json.Marshal(execSpec{Probe: dir})
+	specFile := filepath.Join(dir, "exec.json")
+	if err := os.WriteFile(specFile, spec, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = []string{podExecEnv + "=" + specFile}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
