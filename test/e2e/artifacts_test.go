@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
@@ -60,10 +61,8 @@ func TestDropBoxKeepsTheRealLog(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
-	if err := wharf.AppendPodLog("the real log line"); err != nil {
-		t.Fatal(err)
-	}
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "x", Annotations: quick("8s")})
+	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "x",
+		Command: []string{"sh", "-c", "echo the real log line; sleep 6; echo its last line"}})
 	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, wp.ID, wp.PodUID)
 	for _, kind := range []string{"log", "crucible-log"} {
 		code, _, msg := upload(t, s, client, wp.ID, kind, "Bearer "+tok, "", []byte("forged log\n"))
@@ -73,10 +72,19 @@ func TestDropBoxKeepsTheRealLog(t *testing.T) {
 			t.Errorf("upload of %s: %d %s, want 403 naming the kind", kind, code, msg)
 		}
 	}
+	// What the spoke serves, read to the end while the pod runs (the sweep
+	// deletes the pod soon after its log is collected).
+	spokeLog, err := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace).GetLogs(wp.ID, &corev1.PodLogOptions{Follow: true}).DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "the real log line\nits last line\n"; string(spokeLog) != want {
+		t.Errorf("the spoke served %q, want %q", spokeLog, want)
+	}
 	waitState(t, s, wp.ID, "succeeded", time.Minute)
 	code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil)
-	if want := servedLog(t, wharf); code != http.StatusOK || string(body) != want {
-		t.Errorf("log artifact: %d %q, want the spoke's log %q", code, body, want)
+	if code != http.StatusOK || string(body) != string(spokeLog) {
+		t.Errorf("log artifact: %d %q, want the spoke's log %q", code, body, spokeLog)
 	}
 	// Collected: the row takes no more uploads.
 	if code, _, _ := upload(t, s, client, wp.ID, "late", "Bearer "+tok, "", []byte("x")); code != http.StatusForbidden {
