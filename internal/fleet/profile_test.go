@@ -151,7 +151,7 @@ func TestLoadExample(t *testing.T) {
 			MaxRequestBytes: 1 << 20,
 			MetricsListen:   "127.0.0.1:9090",
 		},
-		API: wantDefaults().API,
+		API:    wantDefaults().API,
 		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
 		Reconcile: Reconcile{
 			SweepInterval:  Duration{time.Minute},
