@@ -79,6 +79,7 @@ func BenchmarkDispatch1000(b *testing.B) {
 		body, _ := json.Marshal(api.SubmitRequest{Image: "x", Files: files, SecretFiles: secrets, Annotations: annotations})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.ClientHeader, "bench")
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
