@@ -40,7 +40,8 @@ type Federation struct {
 	// (audience = the spoke's name).
 	SpokeTokenFiles map[string]string
 
-	internalPort, externalPort, metricsPort int
+	internalPort, externalPort int
+	metricsPort                int
 	webhookPorts               map[string]int
 }
 

@@ -203,6 +203,9 @@ func TestAPIAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
+		pid := s.Processes()["crucible-controller"]
+		viewer.call(t, s, http.MethodGet, "/api/pods", nil).want(t, "warm up", 200)
+		rssBefore := rssMiB(t, pid)
 		spec := []byte(`{"image":"busybox","files":{"big":"` + strings.Repeat("x", 4096) + `"}}`)
 		for i := range 10000 {
 			err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: fmt.Sprintf("bulk-%05d", i), Cluster: "wharf", Namespace: devstack.SpokeNamespace,
@@ -230,6 +233,23 @@ func TestAPIAuth(t *testing.T) {
 				seen[p.ID] = true
 			}
 			path = "/api/pods?continue=" + next
+		}
+		// Walk all 10,000 rows twice: pages never hold specs, so the
+		// controller's memory does not follow the row count (each spec here
+		// is 4 KiB: loading them all would be 40 MiB and more).
+		for range 2 {
+			for path := "/api/pods?limit=1000"; path != ""; {
+				a := viewer.call(t, s, http.MethodGet, path, nil).want(t, "walk", 200)
+				path = ""
+				if next := a.header.Get(api.ContinueHeader); next != "" {
+					path = "/api/pods?limit=1000&continue=" + next
+				}
+			}
+		}
+		rssAfter := rssMiB(t, pid)
+		t.Logf("controller RSS %.1f MiB before 10,000 rows, %.1f MiB after listing them all twice", rssBefore, rssAfter)
+		if rssAfter-rssBefore > 30 {
+			t.Errorf("controller RSS grew %.1f MiB listing 10,000 rows in pages", rssAfter-rssBefore)
 		}
 	})
 

@@ -156,7 +156,7 @@ func BenchmarkDispatch1000(b *testing.B) {
 	}
 }
 
-func rssMiB(b *testing.B, pid int) float64 {
+func rssMiB(b testing.TB, pid int) float64 {
 	b.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
