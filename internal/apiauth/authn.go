@@ -11,7 +11,22 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"crucible.dev/crucible/internal/metrics"
 )
+
+// Label values of the review metrics.
+const (
+	reviewToken  = "tokenreview"
+	reviewAccess = "subjectaccessreview"
+)
+
+func outcome(ok bool) string {
+	if ok {
+		return "allowed"
+	}
+	return "denied"
+}
 
 // MaxTokenBytes bounds a bearer token; hub tokens are a few KiB at most.
 const MaxTokenBytes = 16 << 10
@@ -70,14 +85,17 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
 	if a, ok := b.cache.get(key, b.now()); ok {
+		metrics.APIAuthCacheHits.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
 		return a.result()
 	}
 	v, err, _ := b.flight.Do(key, func() (any, error) {
 		st, err := b.reviewer.ReviewToken(context.WithoutCancel(r.Context()), token)
 		if err != nil {
+			metrics.APIAuthReviews.WithLabelValues(reviewToken, "error").Inc()
 			return nil, fmt.Errorf("%w: token review on the hub: %w", ErrUnavailable, err)
 		}
 		a := tokenAnswer{ok: st.Authenticated && st.User.Username != ""}
+		metrics.APIAuthReviews.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
 		ttl := b.negativeTTL
 		if a.ok {
 			a.id = Identity{User: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Extra: extra(st.User.Extra)}

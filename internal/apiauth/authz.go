@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	authorizationv1 "k8s.io/api/authorization/v1"
+
+	"crucible.dev/crucible/internal/metrics"
 )
 
 // AccessReviewer asks the hub whether a subject may do something. An error
@@ -74,18 +76,23 @@ func (s *SubjectAccess) Authorize(ctx context.Context, id Identity, a Attributes
 	sum := sha256.Sum256(raw)
 	key := hex.EncodeToString(sum[:])
 	ans, ok := s.cache.get(key, s.now())
-	if !ok {
+	if ok {
+		metrics.APIAuthCacheHits.WithLabelValues(reviewAccess, outcome(ans.allowed)).Inc()
+	} else {
 		v, err, _ := s.flight.Do(key, func() (any, error) {
 			st, err := s.reviewer.ReviewAccess(context.WithoutCancel(ctx), spec)
 			if err != nil {
+				metrics.APIAuthReviews.WithLabelValues(reviewAccess, "error").Inc()
 				return nil, fmt.Errorf("%w: access review on the hub: %w", ErrUnavailable, err)
 			}
 			if st.EvaluationError != "" && !st.Allowed && !st.Denied {
+				metrics.APIAuthReviews.WithLabelValues(reviewAccess, "error").Inc()
 				// RBAC could not read some bindings: a "no" now might be a
 				// "yes" in a moment.
 				return nil, fmt.Errorf("%w: access review on the hub: %s", ErrUnavailable, st.EvaluationError)
 			}
 			ans := accessAnswer{allowed: st.Allowed && !st.Denied, reason: st.Reason}
+			metrics.APIAuthReviews.WithLabelValues(reviewAccess, outcome(ans.allowed)).Inc()
 			ttl := s.denyTTL
 			if ans.allowed {
 				ttl = s.allowTTL
