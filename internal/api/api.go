@@ -1,7 +1,9 @@
 // Package api serves the controller's JSON API on the internal listener
 // (R-C9): submit a work pod to a cluster, list/filter/get, cancel, artifacts,
-// clusters with health. Every error is JSON naming the bad field; what the
-// client sees is kept apart from what is logged.
+// clusters with health. Every request passes the guard (auth.go) first: Host
+// allowlist, CSRF and JSON-only checks, authentication and authorization
+// (R-C12). Every error is JSON naming the bad field; what the client sees is
+// kept apart from what is logged.
 package api
 
 import (
@@ -34,6 +36,15 @@ type Server struct {
 	MaxRequestBytes int64
 	// DispatchTimeout bounds one submit's work on the spoke.
 	DispatchTimeout time.Duration
+	// Authn and Authz decide who may call; nil: anonymous and allow all
+	// (auth "none").
+	Authn Authenticator
+	Authz Authorizer
+	// AllowedHosts are the Host names (any port) the API answers.
+	AllowedHosts []string
+	// PageSize is GET /api/pods's page without ?limit (and at most
+	// fleet.MaxAPIPageSize with it).
+	PageSize int
 }
 
 // Routes registers the API on mux.
@@ -72,21 +83,39 @@ type errorBody struct {
 	Field string `json:"field,omitempty"`
 }
 
+// handle guards fn (auth.go) and turns its error into a JSON answer. Every
+// state-changing request is logged with the caller's identity.
 func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := fn(w, r)
+		rec := &recorder{ResponseWriter: w}
+		r, err := s.guard(rec, r)
 		if err == nil {
-			return
+			err = fn(rec, r)
 		}
-		var he *Error
-		if !errors.As(err, &he) {
-			he = &Error{Code: http.StatusInternalServerError, Msg: "internal error", Err: err}
+		if err != nil {
+			s.fail(rec, r, err)
 		}
-		if he.Code >= 500 {
-			s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
+		if stateChanging(r.Method) {
+			s.Log.Info("api change", "method", r.Method, "path", r.URL.Path, "user", identity(r).User, "code", rec.code)
 		}
-		writeJSON(w, he.Code, errorBody{Error: he.Msg, Field: he.Field})
 	})
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var he *Error
+	if !errors.As(err, &he) {
+		he = &Error{Code: http.StatusInternalServerError, Msg: "internal error", Err: err}
+	}
+	if he.Code >= 500 {
+		s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
+	}
+	if he.Code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	if he.Code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="crucible"`)
+	}
+	writeJSON(w, he.Code, errorBody{Error: he.Msg, Field: he.Field})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
 )
@@ -40,24 +44,48 @@ type WorkPod struct {
 	ExitCode     *int32      `json:"exit_code,omitempty"`
 	Reason       string      `json:"reason,omitempty"`
 	LogCollected bool        `json:"log_collected"`
+	Submitter    string      `json:"submitter,omitempty"`
 	CreatedAt    time.Time   `json:"created_at"`
 	UpdatedAt    time.Time   `json:"updated_at"`
 	FinishedAt   *time.Time  `json:"finished_at,omitempty"`
 }
 
 // view is a row as the API shows it. Of the stored spec only the image is
-// shown, so only the image is decoded: a list of thousands of rows decodes
-// one string each, not every file and env var.
+// shown, so only the image is decoded. List views read rows without their
+// spec and show no image.
 func view(p store.WorkPod) WorkPod {
 	var spec struct {
 		Image string `json:"image"`
 	}
-	_ = json.Unmarshal(p.Spec, &spec)
+	if p.Spec != nil {
+		_ = json.Unmarshal(p.Spec, &spec)
+	}
 	return WorkPod{
 		ID: p.ID, Cluster: p.Cluster, Namespace: p.Namespace, Kind: p.Kind, State: p.State, Image: spec.Image,
-		PodUID: p.PodUID, ExitCode: p.ExitCode, Reason: p.Reason, LogCollected: p.LogCollected,
+		PodUID: p.PodUID, ExitCode: p.ExitCode, Reason: p.Reason, LogCollected: p.LogCollected, Submitter: p.Submitter,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt,
 	}
+}
+
+// storedSpec is what the row keeps of a submit: the rendered request with the
+// secret files' values replaced by their SHA-256 digests. The values live
+// only in the Secret on the spoke; nothing re-reads them from the store.
+type storedSpec struct {
+	render.WorkPod
+	SecretFiles   map[string]string `json:"secret_files,omitempty"` // always empty: shadows the embedded field
+	SecretDigests map[string]string `json:"secret_digests,omitempty"`
+}
+
+func specForStore(wp render.WorkPod) ([]byte, error) {
+	st := storedSpec{WorkPod: wp}
+	for k, v := range wp.SecretFiles {
+		if st.SecretDigests == nil {
+			st.SecretDigests = map[string]string{}
+		}
+		sum := sha256.Sum256([]byte(v))
+		st.SecretDigests[k] = hex.EncodeToString(sum[:])
+	}
+	return json.Marshal(st)
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
@@ -69,6 +97,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		req.Kind = "turn"
 	}
 	cluster, ok := s.Profile.Cluster(req.Cluster)
+	name := cluster.Name
+	if !ok {
+		name = req.Cluster
+	}
+	// Authorized before anything about the cluster is revealed.
+	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: name}); err != nil {
+		return err
+	}
 	if !ok {
 		var names []string
 		for _, c := range s.Profile.Clusters {
@@ -87,11 +123,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if errs := wp.Validate(); len(errs) > 0 {
 		return &Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: errs.ToAggregate().Error()}
 	}
-	spec, err := json.Marshal(wp)
+	spec, err := specForStore(wp)
 	if err != nil {
 		return err
 	}
-	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending, Spec: spec}
+	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
+		Spec: spec, Submitter: identity(r).User}
 	if err := s.Store.CreateWorkPod(r.Context(), row); err != nil {
 		return fmt.Errorf("record work pod: %w", err)
 	}
@@ -150,16 +187,36 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 			f.States = append(f.States, store.State(one))
 		}
 	}
+	f.Limit = s.PageSize
+	if f.Limit <= 0 {
+		f.Limit = fleet.DefaultAPIPageSize
+	}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 10000 {
-			return &Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to 10000", l)}
+		if err != nil || n < 1 || n > fleet.MaxAPIPageSize {
+			return &Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", truncate(l, 20), fleet.MaxAPIPageSize)}
 		}
 		f.Limit = n
 	}
+	if c := q.Get("continue"); c != "" {
+		after, err := decodeContinue(c)
+		if err != nil {
+			return &Error{Code: http.StatusBadRequest, Field: "continue", Msg: "continue: not a token this API issued"}
+		}
+		f.After = &after
+	}
+	// One row more than the page tells whether there is a next page.
+	page := f.Limit
+	f.Limit++
+	f.WithoutSpec = true
 	rows, err := s.Store.ListWorkPods(r.Context(), f)
 	if err != nil {
 		return err
+	}
+	if len(rows) > page {
+		rows = rows[:page]
+		last := rows[page-1]
+		w.Header().Set(ContinueHeader, encodeContinue(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}))
 	}
 	out := make([]WorkPod, 0, len(rows))
 	for _, p := range rows {

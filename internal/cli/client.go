@@ -25,6 +25,8 @@ import (
 type apiClient struct {
 	server string
 	http   *http.Client
+	// err is a credentials problem, reported by the first request.
+	err error
 }
 
 // defaultServer is $CRUCIBLE_API, else CRUCIBLE_API from the dev stack's env
@@ -47,54 +49,66 @@ func defaultServer() string {
 
 func addServerFlag(cmd *cobra.Command, server *string) {
 	cmd.Flags().StringVar(server, "server", "", "controller API URL (default $CRUCIBLE_API, else the dev stack's, else http://127.0.0.1:8080)")
+	addCredentialFlags(cmd)
 }
 
 func newAPIClient(server string) *apiClient {
 	if server == "" {
 		server = defaultServer()
 	}
-	return &apiClient{server: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute}}
+	rt, err := credentials.transport(http.DefaultTransport)
+	return &apiClient{server: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute, Transport: rt}, err: err}
 }
 
 // do sends a request and decodes a JSON answer into out; an error answer
 // becomes an error carrying the controller's message.
 func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	_, err := c.doHeader(ctx, method, path, body, out)
+	return err
+}
+
+// doHeader is do that also returns the answer's headers.
+func (c *apiClient) doHeader(ctx context.Context, method, path string, body, out any) (http.Header, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	var r io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.server+path, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if body != nil {
+	if body != nil || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set(api.ClientHeader, "crucible-cli")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("controller API at %s: %w", c.server, err)
+		return nil, fmt.Errorf("controller API at %s: %w", c.server, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		var e struct{ Error string }
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
+			return resp.Header, fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)
 		}
-		return fmt.Errorf("controller answered %s: %s", resp.Status, bytes.TrimSpace(data))
+		return resp.Header, fmt.Errorf("controller answered %s: %s", resp.Status, bytes.TrimSpace(data))
 	}
 	if out == nil {
-		return nil
+		return resp.Header, nil
 	}
 	if w, ok := out.(io.Writer); ok {
 		_, err := io.Copy(w, resp.Body)
-		return err
+		return resp.Header, err
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return resp.Header, json.NewDecoder(resp.Body).Decode(out)
 }
 
 func newSubmitCmd() *cobra.Command {
@@ -185,21 +199,29 @@ func waitFinished(ctx context.Context, c *apiClient, id string, progress io.Writ
 
 func newPodsCmd() *cobra.Command {
 	pods := &cobra.Command{Use: "pods", Short: "List, inspect and cancel work pods"}
-	var server, output, cluster, state, kind string
+	var server, output, cluster, state, kind, cont string
+	var limit int
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List work pods (newest first)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
-			for k, v := range map[string]string{"cluster": cluster, "state": state, "kind": kind} {
+			for k, v := range map[string]string{"cluster": cluster, "state": state, "kind": kind, "continue": cont} {
 				if v != "" {
 					q.Set(k, v)
 				}
 			}
+			if limit > 0 {
+				q.Set("limit", fmt.Sprint(limit))
+			}
 			var out []api.WorkPod
-			if err := newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/pods?"+q.Encode(), nil, &out); err != nil {
+			h, err := newAPIClient(server).doHeader(cmd.Context(), http.MethodGet, "/api/pods?"+q.Encode(), nil, &out)
+			if err != nil {
 				return err
+			}
+			if next := h.Get(api.ContinueHeader); next != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more work pods: --continue %s\n", next)
 			}
 			return printPods(cmd.OutOrStdout(), output, out)
 		},
@@ -207,6 +229,8 @@ func newPodsCmd() *cobra.Command {
 	list.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
 	list.Flags().StringVar(&state, "state", "", "only these states (comma-separated)")
 	list.Flags().StringVar(&kind, "kind", "", "only this kind (turn, loop)")
+	list.Flags().IntVar(&limit, "limit", 0, "at most this many (default: the controller's api.page_size)")
+	list.Flags().StringVar(&cont, "continue", "", "the next page: the token the previous page printed")
 	get := &cobra.Command{
 		Use:   "get POD",
 		Short: "Show one work pod",
@@ -260,13 +284,13 @@ func printPods(w io.Writer, format string, v any) error {
 		rows = []api.WorkPod{t}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCLUSTER\tKIND\tSTATE\tEXIT\tAGE\tREASON")
+	fmt.Fprintln(tw, "ID\tCLUSTER\tKIND\tSTATE\tEXIT\tAGE\tSUBMITTER\tREASON")
 	for _, p := range rows {
 		exit := ""
 		if p.ExitCode != nil {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Cluster, p.Kind, p.State, exit, time.Since(p.CreatedAt).Round(time.Second), p.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Cluster, p.Kind, p.State, exit, time.Since(p.CreatedAt).Round(time.Second), p.Submitter, p.Reason)
 	}
 	return tw.Flush()
 }

@@ -25,10 +25,11 @@ would create on a spoke, from the same profile the controller reads
 (--config; see docs/config.md). Nothing is sent to any cluster.
 
   turn   a work pod as the controller dispatches it
-  spoke  the RBAC the controller's identity needs on a spoke`,
+  spoke  the RBAC the controller's identity needs on a spoke
+  hub    the hub RBAC of the API's auth and example roles for people`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newRenderTurnCmd(), newRenderSpokeCmd())
+	cmd.AddCommand(newRenderTurnCmd(), newRenderSpokeCmd(), newRenderHubCmd())
 	return cmd
 }
 

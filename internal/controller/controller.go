@@ -1,9 +1,10 @@
 // Package controller assembles crucible's hub controller from a profile: the
 // store, one federated client per spoke, the dispatcher, the reconciler
-// (watch, await, startup reconcile, sweep), the cluster health probes, and two
-// listeners — internal (API, health, readiness, metrics) and external, which
+// (watch, await, startup reconcile, sweep), the cluster health probes, the
+// API's authentication (R-C12), and the listeners: internal (API, health,
+// readiness), metrics, and external, which
 // serves exactly the drop-box and the discovery mirror and 404 for everything
-// else.
+// else — and, on a listener of its own, /metrics.
 package controller
 
 import (
@@ -86,9 +87,14 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		SweepInterval: p.Reconcile.SweepInterval.Duration, OrphanGrace: p.Reconcile.OrphanGrace.Duration,
 		Log: log.With("component", "reconcile"),
 	}
+	authn, authz, err := apiAuth(p.API, hubCfg)
+	if err != nil {
+		return err
+	}
 	apiSrv := &api.Server{
 		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: p.Reconcile.RetryBudget.Duration + 30*time.Second,
+		Authn: authn, Authz: authz, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
 	}
 
 	drop, err := newDropBox(p, st, clients, arts, log.With("component", "ingest"))
@@ -112,7 +118,6 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	internal.Handle("GET /metrics", metrics.Handler())
 
 	// Any runnable failing stops the rest: a controller with half its loops
 	// is worse than one that restarts.
@@ -132,6 +137,15 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 				NoReadTimeout: true}, external, log) // the drop-box enforces a minimum upload rate instead
 		},
 	}
+	if c.MetricsListen != fleet.MetricsListenOff {
+		// Metrics on their own listener: the API's listener may face users,
+		// and scraping must not need an API identity.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		runnables = append(runnables, func(ctx context.Context) error {
+			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "metrics", Addr: c.MetricsListen, InsecureHTTP: true}, mux, log)
+		})
+	}
 	errs := make([]error, len(runnables))
 	var wg sync.WaitGroup
 	for i, run := range runnables {
@@ -140,7 +154,8 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 			cancel()
 		})
 	}
-	log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen)
+	log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen,
+		"metrics", c.MetricsListen, "auth", p.API.Auth)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err

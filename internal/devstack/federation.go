@@ -24,6 +24,8 @@ type Federation struct {
 	ControllerInternalURL string
 	// ControllerExternalURL is the external route: the mirror (and drop-box).
 	ControllerExternalURL string
+	// ControllerMetricsURL serves the controller's /metrics.
+	ControllerMetricsURL string
 	// ControllerTokenFile is the controller's hub token (audience: the hub),
 	// as a kubelet would project it.
 	ControllerTokenFile string
@@ -48,6 +50,7 @@ type Federation struct {
 	SpokeTokenFiles map[string]string
 
 	internalPort, externalPort int
+	metricsPort                int
 	webhookPorts               map[string]int
 	webhookMetricsPorts        map[string]int
 }
@@ -92,6 +95,11 @@ func (s *Stack) planFederation() error {
 		webhookPorts:          map[string]int{},
 		webhookMetricsPorts:   map[string]int{},
 	}
+	metrics, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	f.metricsPort, f.ControllerMetricsURL = metrics[0], "http://127.0.0.1:"+strconv.Itoa(metrics[0])
 	for i := range s.opts.Spokes {
 		so := &s.opts.Spokes[i]
 		f.webhookPorts[so.Name], f.webhookMetricsPorts[so.Name] = ports[2+i], ports[2+n+i]
@@ -250,6 +258,7 @@ func (s *Stack) profile(dir string) string {
 	fmt.Fprintf(&b, "# crucible profile written by the dev stack\ndefault_cluster = %q\n\n", s.Spokes[0].Name)
 	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"127.0.0.1:%d\"\n", Instance, f.internalPort, f.externalPort)
 	fmt.Fprintf(&b, "external_url = %q\nexternal_tls_cert = %q\nexternal_tls_key = %q\n", f.ControllerExternalURL, serving+".crt", serving+".key")
+	fmt.Fprintf(&b, "metrics_listen = \"127.0.0.1:%d\"\n", f.metricsPort)
 	fmt.Fprintf(&b, "store = %q\nartifacts_dir = %q\n\n", "sqlite:"+filepath.Join(dir, "crucible.db"), filepath.Join(dir, "artifacts"))
 	fmt.Fprintf(&b, "[hub]\nserver = %q\nca_file = %q\ntoken_file = %q\n\n", s.Hub.Server, s.CAFile, f.ControllerTokenFile)
 	fmt.Fprintf(&b, "[mirror]\nttl = %q\nmax_stale = %q\n\n", s.opts.MirrorTTL.String(), s.opts.MirrorMaxStale.String())

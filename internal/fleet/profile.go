@@ -61,6 +61,37 @@ const (
 	DefaultBurst = 1000
 )
 
+// API defaults: no authentication (so loopback only); hub reviews cached
+// briefly (a revoked binding bites within seconds); pages of 500 rows.
+const (
+	DefaultAPIAuth              = AuthNone
+	DefaultAPINamespace         = "crucible"
+	DefaultAPIProxyUserHeader   = "X-Auth-Request-User"
+	DefaultAPIProxyGroupsHeader = "X-Auth-Request-Groups"
+	DefaultAPITokenAcceptTTL    = 10 * time.Second
+	DefaultAPITokenNegativeTTL  = 5 * time.Second
+	DefaultAPIAccessAllowTTL    = 10 * time.Second
+	DefaultAPIAccessDenyTTL     = 5 * time.Second
+	DefaultAPICacheSize         = 10000
+	DefaultAPIPageSize          = 500
+	// MaxAPIPageSize bounds one page of GET /api/pods, whatever ?limit asks.
+	MaxAPIPageSize = 10000
+	// DefaultMetricsListen serves /metrics on its own loopback listener;
+	// MetricsListenOff turns it off.
+	DefaultMetricsListen = "127.0.0.1:9090"
+	MetricsListenOff     = "off"
+)
+
+// The values of [api] auth.
+const (
+	AuthNone       = "none"
+	AuthKubernetes = "kubernetes"
+	AuthProxy      = "proxy"
+)
+
+// DefaultAPIAllowedHosts are the Host names the API answers by default.
+func DefaultAPIAllowedHosts() []string { return []string{"localhost", "127.0.0.1", "::1"} }
+
 // Duration is a time.Duration written in TOML as a string such as "30s" or
 // "1h30m" (time.ParseDuration).
 type Duration struct{ time.Duration }
@@ -87,6 +118,7 @@ type Profile struct {
 	Reconcile  Reconcile  `toml:"reconcile"`
 	Pods       Pods       `toml:"pods"`
 	Ingest     Ingest     `toml:"ingest"`
+	API        API        `toml:"api"`
 	// DefaultCluster is the cluster a request without a target goes to.
 	// Required with more than one cluster; defaults to the only one.
 	DefaultCluster string `toml:"default_cluster"`
@@ -116,6 +148,8 @@ type Controller struct {
 	ArtifactsDir string `toml:"artifacts_dir"`
 	// MaxRequestBytes limits API request bodies.
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
+	// MetricsListen serves /metrics alone (plain HTTP); "off" disables it.
+	MetricsListen string `toml:"metrics_listen"`
 }
 
 // Hub is how the controller reaches its own cluster's API (for the
@@ -172,6 +206,33 @@ type Ingest struct {
 	MaxStagingPerPod int      `toml:"max_staging_per_pod"`
 	MinUploadRate    int64    `toml:"min_upload_rate"`
 	UploadRateWindow Duration `toml:"upload_rate_window"`
+}
+
+// API is who may call the internal listener's API and how it answers.
+type API struct {
+	// Auth is none (loopback only), kubernetes (hub bearer tokens) or proxy
+	// (a trusted SSO proxy's headers).
+	Auth string `toml:"auth"`
+	// Namespace is the hub namespace of the SubjectAccessReviews: a
+	// RoleBinding there, or a ClusterRoleBinding, grants access.
+	Namespace string `toml:"namespace"`
+	// ProxyCIDRs are the proxy's addresses (TCP peer); only they may send
+	// the identity headers. Required with auth "proxy".
+	ProxyCIDRs        []string `toml:"proxy_cidrs"`
+	ProxyUserHeader   string   `toml:"proxy_user_header"`
+	ProxyGroupsHeader string   `toml:"proxy_groups_header"`
+	// AllowedHosts are the Host header names (any port) the API answers;
+	// anything else is refused, which defeats DNS rebinding.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// How long hub answers are remembered, accepts and denials apart, and
+	// how many of each.
+	TokenAcceptTTL   Duration `toml:"token_accept_ttl"`
+	TokenNegativeTTL Duration `toml:"token_negative_ttl"`
+	AccessAllowTTL   Duration `toml:"access_allow_ttl"`
+	AccessDenyTTL    Duration `toml:"access_deny_ttl"`
+	CacheSize        int      `toml:"cache_size"`
+	// PageSize is GET /api/pods's page without ?limit.
+	PageSize int `toml:"page_size"`
 }
 
 // Pods shapes every work pod the controller renders.
@@ -236,6 +297,7 @@ func (p *Profile) applyDefaults() {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
 	}
+	setString(&c.MetricsListen, DefaultMetricsListen)
 
 	setDuration(&p.Mirror.TTL, DefaultMirrorTTL)
 	setDuration(&p.Mirror.MaxStale, DefaultMirrorMaxStale)
@@ -277,6 +339,8 @@ func (p *Profile) applyDefaults() {
 	setInt(&in.MinUploadRate, DefaultIngestMinUploadRate)
 	setDuration(&in.UploadRateWindow, DefaultIngestUploadRateWindow)
 
+	p.API.applyDefaults()
+
 	for i := range p.Clusters {
 		e := &p.Clusters[i]
 		if e.QPS == 0 {
@@ -288,6 +352,26 @@ func (p *Profile) applyDefaults() {
 	}
 	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
 		p.DefaultCluster = p.Clusters[0].Name
+	}
+}
+
+func (a *API) applyDefaults() {
+	setString(&a.Auth, DefaultAPIAuth)
+	setString(&a.Namespace, DefaultAPINamespace)
+	setString(&a.ProxyUserHeader, DefaultAPIProxyUserHeader)
+	setString(&a.ProxyGroupsHeader, DefaultAPIProxyGroupsHeader)
+	if len(a.AllowedHosts) == 0 {
+		a.AllowedHosts = DefaultAPIAllowedHosts()
+	}
+	setDuration(&a.TokenAcceptTTL, DefaultAPITokenAcceptTTL)
+	setDuration(&a.TokenNegativeTTL, DefaultAPITokenNegativeTTL)
+	setDuration(&a.AccessAllowTTL, DefaultAPIAccessAllowTTL)
+	setDuration(&a.AccessDenyTTL, DefaultAPIAccessDenyTTL)
+	if a.CacheSize == 0 {
+		a.CacheSize = DefaultAPICacheSize
+	}
+	if a.PageSize == 0 {
+		a.PageSize = DefaultAPIPageSize
 	}
 }
 

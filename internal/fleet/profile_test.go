@@ -67,7 +67,11 @@ func wantDefaults() *Profile {
 			Store:           "sqlite:crucible.db",
 			ArtifactsDir:    "artifacts",
 			MaxRequestBytes: 1 << 20,
+			MetricsListen:   "127.0.0.1:9090",
 		},
+		API: API{Auth: "none", Namespace: "crucible", ProxyUserHeader: "X-Auth-Request-User", ProxyGroupsHeader: "X-Auth-Request-Groups",
+			AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}, TokenAcceptTTL: Duration{10 * time.Second}, TokenNegativeTTL: Duration{5 * time.Second},
+			AccessAllowTTL: Duration{10 * time.Second}, AccessDenyTTL: Duration{5 * time.Second}, CacheSize: 10000, PageSize: 500},
 		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
 		Reconcile: Reconcile{
 			SweepInterval:  Duration{time.Minute},
@@ -154,7 +158,9 @@ func TestLoadExample(t *testing.T) {
 			Store:           "sqlite:crucible.db",
 			ArtifactsDir:    "artifacts",
 			MaxRequestBytes: 1 << 20,
+			MetricsListen:   "127.0.0.1:9090",
 		},
+		API:    wantDefaults().API,
 		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
 		Reconcile: Reconcile{
 			SweepInterval:  Duration{time.Minute},
@@ -217,7 +223,8 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "internal_listen plain HTTP off loopback",
 			edit: func(m map[string]any) { table(m, "controller")["internal_listen"] = "0.0.0.0:8080" },
-			want: []string{`controller.internal_listen "0.0.0.0:8080": plain HTTP (no internal_tls_cert) is only allowed on a loopback address`},
+			want: []string{`controller.internal_listen "0.0.0.0:8080": plain HTTP (no internal_tls_cert) is only allowed on a loopback address`,
+				`api.auth "none": only allowed when controller.internal_listen is a loopback address, not "0.0.0.0:8080": anyone reaching it could run any image on the spokes; set api.auth to "kubernetes" or "proxy"`},
 		},
 		{
 			name: "internal TLS on any address",
@@ -226,6 +233,54 @@ func TestParseProblems(t *testing.T) {
 				c["internal_listen"] = ":8080"
 				c["internal_tls_cert"] = "tls.crt"
 				c["internal_tls_key"] = "tls.key"
+				m["api"] = map[string]any{"auth": "kubernetes"}
+			},
+		},
+		{
+			name: "auth none with TLS on any address",
+			edit: func(m map[string]any) {
+				c := table(m, "controller")
+				c["internal_listen"] = "10.1.2.3:8080"
+				c["internal_tls_cert"] = "tls.crt"
+				c["internal_tls_key"] = "tls.key"
+			},
+			want: []string{`api.auth "none": only allowed when controller.internal_listen is a loopback address, not "10.1.2.3:8080": anyone reaching it could run any image on the spokes; set api.auth to "kubernetes" or "proxy"`},
+		},
+		{
+			name: "auth unknown",
+			edit: func(m map[string]any) { m["api"] = map[string]any{"auth": "basic"} },
+			want: []string{`api.auth "basic": must be none, kubernetes or proxy`},
+		},
+		{
+			name: "auth proxy without CIDRs",
+			edit: func(m map[string]any) { m["api"] = map[string]any{"auth": "proxy"} },
+			want: []string{`api.proxy_cidrs: required when api.auth is "proxy" (the SSO proxy's addresses)`},
+		},
+		{
+			name: "api values all wrong",
+			edit: func(m map[string]any) {
+				m["api"] = map[string]any{"auth": "proxy", "proxy_cidrs": []any{"10.0.0.0/8", "proxy"}, "proxy_user_header": "X User",
+					"proxy_groups_header": "", "allowed_hosts": []any{"example.com:8080", "ok.example.com", "a/b"}, "namespace": "Crucible",
+					"token_accept_ttl": "-1s", "access_deny_ttl": "0s", "cache_size": -1, "page_size": 10001}
+				table(m, "controller")["metrics_listen"] = "9090"
+			},
+			want: []string{
+				`controller.metrics_listen "9090": must be host:port or "off"`,
+				`api.namespace "Crucible": must be a DNS label`,
+				`api.proxy_cidrs[1] "proxy": must be a CIDR such as 10.0.0.0/8`,
+				`api.proxy_user_header "X User": must be an HTTP header name`,
+				`api.allowed_hosts[0] "example.com:8080": must be a host name or IP address without a port`,
+				`api.allowed_hosts[2] "a/b": must be a host name or IP address without a port`,
+				`api.token_accept_ttl "-1s": must be positive`,
+				`api.cache_size "-1": must be positive`,
+				`api.page_size "10001": must be from 1 to 10000`,
+			},
+		},
+		{
+			name: "api proxy and metrics off",
+			edit: func(m map[string]any) {
+				m["api"] = map[string]any{"auth": "proxy", "proxy_cidrs": []any{"10.0.0.0/8", "::1/128"}, "allowed_hosts": []any{"crucible.example.com", "::1"}}
+				table(m, "controller")["metrics_listen"] = "off"
 			},
 		},
 		{

@@ -59,6 +59,7 @@ func (p *Profile) validate() problems {
 	p.Reconcile.validate(&ps)
 	p.Pods.validate(&ps)
 	p.Ingest.validate(&ps)
+	p.API.validate(&ps, p.Controller.InternalListen)
 
 	if len(p.Clusters) == 0 {
 		ps.add("clusters", "at least one cluster is required")
@@ -108,6 +109,13 @@ func (c *Controller) validate(ps *problems) {
 	}
 	if c.MaxRequestBytes < 0 {
 		ps.invalid("controller.max_request_bytes", strconv.FormatInt(c.MaxRequestBytes, 10), "must be positive")
+	}
+	if c.MetricsListen != MetricsListenOff {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			ps.invalid("controller.metrics_listen", c.MetricsListen, "must be host:port or \"off\"")
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			ps.invalid("controller.metrics_listen", c.MetricsListen, "port must be a number from 0 to 65535")
+		}
 	}
 }
 

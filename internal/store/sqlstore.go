@@ -56,7 +56,10 @@ func toNanos(t time.Time) (int64, error) {
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at`
+const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter`
+
+// podColumnsWithoutSpec reads NULL for the spec, which scans as nil.
+const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -68,7 +71,7 @@ func scanWorkPod(sc scanner) (WorkPod, error) {
 		created, updated int64
 	)
 	err := sc.Scan(&p.ID, &p.Cluster, &p.Namespace, &p.Kind, &state, &p.PodUID, &p.Spec, &exit,
-		&p.Reason, &p.LogCollected, &created, &updated, &finished)
+		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter)
 	if err != nil {
 		return WorkPod{}, err
 	}
@@ -133,10 +136,10 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 	if err != nil {
 		return fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
-	args := append([]any{p.ID, p.Cluster, now}, rest...)
+	args := append([]any{p.ID, p.Cluster, now, p.Submitter}, rest...)
 	res, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO work_pods
-		(id, cluster, created_at, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		(id, cluster, created_at, submitter, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`), args...)
 	if err != nil {
 		return fmt.Errorf("create work pod %s: %w", p.ID, err)
@@ -183,7 +186,19 @@ func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error
 			args = append(args, string(st))
 		}
 	}
-	q := `SELECT ` + podColumns + ` FROM work_pods`
+	if f.After != nil {
+		after, err := toNanos(f.After.CreatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("list work pods: cursor: %w", err)
+		}
+		where = append(where, "(created_at < ? OR (created_at = ? AND id > ?))")
+		args = append(args, after, after, f.After.ID)
+	}
+	cols := podColumns
+	if f.WithoutSpec {
+		cols = podColumnsWithoutSpec
+	}
+	q := `SELECT ` + cols + ` FROM work_pods`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -251,6 +266,8 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, fmt.Errorf("%w: cluster", ErrImmutable)
 	case !p.CreatedAt.Equal(old.CreatedAt):
 		return WorkPod{}, fmt.Errorf("%w: created at", ErrImmutable)
+	case p.Submitter != old.Submitter:
+		return WorkPod{}, fmt.Errorf("%w: submitter", ErrImmutable)
 	}
 	if err := p.validate(); err != nil {
 		return WorkPod{}, err

@@ -15,8 +15,8 @@ var (
 	// ErrConflict: a work pod with that id already exists, or an artifact of
 	// that kind was already recorded with different content.
 	ErrConflict = errors.New("conflict")
-	// ErrImmutable: an UpdateWorkPod callback changed ID, Cluster or
-	// CreatedAt. Those identify the row and the pod on its spoke, so changing
+	// ErrImmutable: an UpdateWorkPod callback changed ID, Cluster,
+	// Submitter or CreatedAt. Those identify the row and the pod on its spoke, so changing
 	// them is a caller bug, reported rather than silently undone.
 	ErrImmutable = errors.New("immutable field changed")
 	// ErrQuota: recording the artifact would take its pod past a Quota.
@@ -75,6 +75,7 @@ type WorkPod struct {
 	ExitCode     *int32
 	Reason       string // why it failed / was lost
 	LogCollected bool   // tier-1 log stored as artifact "log" (R-C7); the sweep deletes only collected pods
+	Submitter    string // who asked for it (R-C12); set at create, immutable
 	CreatedAt    time.Time
 	UpdatedAt    time.Time // CreatedAt and UpdatedAt are UTC and set by the store
 	FinishedAt   *time.Time
@@ -87,6 +88,19 @@ type Filter struct {
 	Kind    string
 	States  []State
 	Limit   int
+	// After continues a listing: only rows that come after this one in the
+	// list order (keyset pagination on the (created_at, id) index, so a page
+	// costs the same however deep it is).
+	After *Cursor
+	// WithoutSpec leaves Spec nil: list views never read the specs, which
+	// may be up to a few MiB each.
+	WithoutSpec bool
+}
+
+// Cursor is a position in the list order: the last row of a page.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
 }
 
 // Artifact is one recorded result of a work pod: the bytes live elsewhere

@@ -40,6 +40,7 @@ func apiCall(t *testing.T, s *devstack.Stack, method, path string, body any) (in
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), method, s.Federation.ControllerInternalURL+path, r)
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "e2e")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

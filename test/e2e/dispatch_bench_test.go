@@ -79,6 +79,7 @@ func BenchmarkDispatch1000(b *testing.B) {
 		body, _ := json.Marshal(api.SubmitRequest{Image: "x", Command: command, Files: files, SecretFiles: secrets})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.ClientHeader, "bench")
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
@@ -155,7 +156,7 @@ func BenchmarkDispatch1000(b *testing.B) {
 	}
 }
 
-func rssMiB(b *testing.B, pid int) float64 {
+func rssMiB(b testing.TB, pid int) float64 {
 	b.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -134,7 +134,7 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.StartAPIServer(context.Background(), dock) })
-	waitMetricPrefix(t, s.Federation.ControllerInternalURL+"/metrics", `crucible_sweep_skipped_total{cluster="dock"} `)
+	waitMetricPrefix(t, s.Federation.ControllerMetricsURL+"/metrics", `crucible_sweep_skipped_total{cluster="dock"} `)
 	if err := s.StartAPIServer(t.Context(), dock); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GetNotFound", testGetNotFound},
 		{"List", testList},
 		{"ListNegativeLimit", testListNegativeLimit},
+		{"ListPages", testListPages},
+		{"ListWithoutSpec", testListWithoutSpec},
+		{"Submitter", testSubmitter},
 		{"Update", testUpdate},
 		{"UpdateNotFound", testUpdateNotFound},
 		{"UpdateFnErrorAborts", testUpdateFnErrorAborts},
@@ -378,6 +381,7 @@ func testUpdateImmutable(t *testing.T, s store.Store) {
 		{"id", func(p *store.WorkPod) { p.ID = "other" }},
 		{"cluster", func(p *store.WorkPod) { p.Cluster = "dock" }},
 		{"created at", func(p *store.WorkPod) { p.CreatedAt = p.CreatedAt.Add(time.Second) }},
+		{"submitter", func(p *store.WorkPod) { p.Submitter = "mallory" }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

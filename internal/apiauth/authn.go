@@ -1,0 +1,156 @@
+package apiauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"crucible.dev/crucible/internal/metrics"
+)
+
+// Label values of the review metrics.
+const (
+	reviewToken  = "tokenreview"
+	reviewAccess = "subjectaccessreview"
+)
+
+func outcome(ok bool) string {
+	if ok {
+		return "allowed"
+	}
+	return "denied"
+}
+
+// MaxTokenBytes bounds a bearer token; hub tokens are a few KiB at most.
+const MaxTokenBytes = 16 << 10
+
+// Authenticator tells who sent a request.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Identity, error)
+}
+
+// Anonymous is auth "none": every caller is AnonymousUser. The profile only
+// allows it on a loopback listener.
+type Anonymous struct{}
+
+// Authenticate returns AnonymousUser.
+func (Anonymous) Authenticate(*http.Request) (Identity, error) {
+	return Identity{User: AnonymousUser}, nil
+}
+
+// TokenReviewer asks the hub who a token belongs to. An error means the hub
+// did not answer; a status with Authenticated false is a definitive no.
+type TokenReviewer interface {
+	ReviewToken(ctx context.Context, token string) (authenticationv1.TokenReviewStatus, error)
+}
+
+// Bearer is auth "kubernetes": the caller presents a hub bearer token, which
+// the hub's TokenReview turns into a user and groups. Accepts and rejections
+// are cached apart, keyed by the token's SHA-256.
+type Bearer struct {
+	reviewer    TokenReviewer
+	acceptTTL   time.Duration
+	negativeTTL time.Duration
+	cache       *ttlCache[tokenAnswer]
+	flight      singleflight.Group
+	now         func() time.Time
+}
+
+type tokenAnswer struct {
+	id Identity
+	ok bool
+}
+
+// NewBearer returns a bearer-token authenticator remembering at most size
+// answers, accepts for acceptTTL and rejections for negativeTTL.
+func NewBearer(r TokenReviewer, acceptTTL, negativeTTL time.Duration, size int) *Bearer {
+	return &Bearer{reviewer: r, acceptTTL: acceptTTL, negativeTTL: negativeTTL, cache: newTTLCache[tokenAnswer](size), now: time.Now}
+}
+
+var _ Authenticator = (*Bearer)(nil)
+
+// Authenticate reviews the request's bearer token.
+func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
+	token, err := BearerToken(r.Header)
+	if err != nil {
+		return Identity{}, err
+	}
+	sum := sha256.Sum256([]byte(token))
+	key := hex.EncodeToString(sum[:])
+	if a, ok := b.cache.get(key, b.now()); ok {
+		metrics.APIAuthCacheHits.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
+		return a.result()
+	}
+	v, err, _ := b.flight.Do(key, func() (any, error) {
+		st, err := b.reviewer.ReviewToken(context.WithoutCancel(r.Context()), token)
+		if err != nil {
+			metrics.APIAuthReviews.WithLabelValues(reviewToken, "error").Inc()
+			return nil, fmt.Errorf("%w: token review on the hub: %w", ErrUnavailable, err)
+		}
+		a := tokenAnswer{ok: st.Authenticated && st.User.Username != ""}
+		metrics.APIAuthReviews.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
+		ttl := b.negativeTTL
+		if a.ok {
+			a.id = Identity{User: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Extra: extra(st.User.Extra)}
+			ttl = b.acceptTTL
+		}
+		b.cache.put(key, a, b.now().Add(ttl))
+		return a, nil
+	})
+	if err != nil {
+		return Identity{}, err
+	}
+	return v.(tokenAnswer).result()
+}
+
+func (a tokenAnswer) result() (Identity, error) {
+	if !a.ok {
+		return Identity{}, fmt.Errorf("%w: the hub did not accept the token", ErrUnauthenticated)
+	}
+	return a.id, nil
+}
+
+func extra(in map[string]authenticationv1.ExtraValue) map[string][]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(in))
+	for k, v := range in {
+		out[k] = []string(v)
+	}
+	return out
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer" header. A
+// missing, repeated, oversized or garbled header is ErrUnauthenticated.
+func BearerToken(h http.Header) (string, error) {
+	vals := h.Values("Authorization")
+	switch {
+	case len(vals) == 0:
+		return "", fmt.Errorf("%w: no bearer token (Authorization: Bearer <hub token>)", ErrUnauthenticated)
+	case len(vals) > 1:
+		return "", fmt.Errorf("%w: more than one Authorization header", ErrUnauthenticated)
+	}
+	scheme, token, ok := strings.Cut(vals[0], " ")
+	switch {
+	case !ok || !strings.EqualFold(scheme, "Bearer"):
+		return "", fmt.Errorf("%w: Authorization is not a bearer token", ErrUnauthenticated)
+	case len(token) == 0:
+		return "", fmt.Errorf("%w: empty bearer token", ErrUnauthenticated)
+	case len(token) > MaxTokenBytes:
+		return "", fmt.Errorf("%w: bearer token over %d bytes", ErrUnauthenticated, MaxTokenBytes)
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c >= 0x7f {
+			return "", fmt.Errorf("%w: bearer token has a character outside printable ASCII", ErrUnauthenticated)
+		}
+	}
+	return token, nil
+}

@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"crucible.dev/crucible/internal/render"
+)
+
+func newRenderHubCmd() *cobra.Command {
+	var namespace, serviceAccount string
+	cmd := &cobra.Command{
+		Use:   "hub [--namespace NS] [--service-account SA]",
+		Short: "Print the hub RBAC of the API's auth and example ClusterRoles (R-C12)",
+		Long: `hub prints, for kubectl apply on the hub:
+
+  ClusterRole crucible-controller-api-auth, bound to the controller's service account
+    tokenreviews (authentication.k8s.io)          create  (api.auth "kubernetes")
+    subjectaccessreviews (authorization.k8s.io)   create  (api.auth "kubernetes" and "proxy")
+  ClusterRole crucible-viewer      workpods get list; workpods/log, workpods/artifacts get
+  ClusterRole crucible-submitter   the viewer's rules and workpods create (submit)
+  ClusterRole crucible-admin       the viewer's rules and workpods create delete (cancel)
+
+workpods are in the API group crucible.dev; the cluster a work pod runs on is
+the resource name, so a role with resourceNames: [wharf] covers only wharf.
+Grant people the example roles with a RoleBinding in the profile's
+api.namespace (default "crucible") or a ClusterRoleBinding.`,
+		Example: `  crucible render hub | kubectl --context hub apply -f -
+  kubectl --context hub -n crucible create rolebinding alice-submits --clusterrole crucible-submitter --user alice@example.com`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if namespace == "" || serviceAccount == "" {
+				return errors.New("--namespace and --service-account must not be empty")
+			}
+			out, err := render.YAML(render.HubRBAC(namespace, serviceAccount)...)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&namespace, "namespace", "crucible", "the controller's namespace on the hub")
+	cmd.Flags().StringVar(&serviceAccount, "service-account", "crucible-controller", "the controller's service account on the hub")
+	return cmd
+}

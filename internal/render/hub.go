@@ -1,0 +1,65 @@
+package render
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"crucible.dev/crucible/internal/apiauth"
+)
+
+// The hub ClusterRoles of `crucible render hub`.
+const (
+	HubAPIAuthName    = "crucible-controller-api-auth"
+	HubViewerName     = "crucible-viewer"
+	HubSubmitterName  = "crucible-submitter"
+	HubAdminName      = "crucible-admin"
+	authenticationAPI = "authentication.k8s.io"
+	authorizationAPI  = "authorization.k8s.io"
+)
+
+// HubRBAC is what the hub needs for the API's auth (R-C12), in apply order:
+//
+//   - ClusterRole crucible-controller-api-auth (tokenreviews create,
+//     subjectaccessreviews create) and its ClusterRoleBinding to the
+//     controller's service account namespace/name: api.auth "kubernetes" and
+//     "proxy" review every caller on the hub with the controller's identity;
+//   - example ClusterRoles for people, over crucible's own resource
+//     workpods.crucible.dev (the cluster is the resource name):
+//     crucible-viewer (list and read pods, their logs and artifacts),
+//     crucible-submitter (the viewer's rights and submit) and crucible-admin
+//     (the submitter's and cancel). Bind them with a RoleBinding in
+//     api.namespace, or a ClusterRoleBinding; copy one with resourceNames to
+//     limit it to some clusters.
+func HubRBAC(namespace, serviceAccount string) []runtime.Object {
+	labels := map[string]string{LabelManagedBy: ManagedByValue}
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Labels: labels} }
+	typeMeta := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
+	}
+	workpods := func(verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{apiauth.Group}, Resources: []string{apiauth.Resource}, Verbs: verbs}
+	}
+	read := []rbacv1.PolicyRule{
+		workpods(apiauth.VerbGet, apiauth.VerbList),
+		{APIGroups: []string{apiauth.Group}, Resources: []string{apiauth.Resource + "/" + apiauth.SubresourceLog, apiauth.Resource + "/" + apiauth.SubresourceArtifacts}, Verbs: []string{apiauth.VerbGet}},
+	}
+	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{TypeMeta: typeMeta("ClusterRole"), ObjectMeta: meta(name), Rules: rules}
+	}
+	return []runtime.Object{
+		role(HubAPIAuthName,
+			rbacv1.PolicyRule{APIGroups: []string{authenticationAPI}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{authorizationAPI}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		),
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   typeMeta("ClusterRoleBinding"),
+			ObjectMeta: meta(HubAPIAuthName),
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: HubAPIAuthName},
+		},
+		role(HubViewerName, read...),
+		role(HubSubmitterName, append(read[:2:2], workpods(apiauth.VerbCreate))...),
+		role(HubAdminName, append(read[:2:2], workpods(apiauth.VerbCreate, apiauth.VerbDelete))...),
+	}
+}

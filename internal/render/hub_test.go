@@ -1,0 +1,52 @@
+package render
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func TestHubRBAC(t *testing.T) {
+	labels := map[string]string{"app.kubernetes.io/managed-by": "crucible"}
+	tm := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: kind}
+	}
+	read := []rbacv1.PolicyRule{
+		{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/log", "workpods/artifacts"}, Verbs: []string{"get"}},
+	}
+	want := []runtime.Object{
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-api-auth", Labels: labels},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+				{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+			}},
+		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-api-auth", Labels: labels},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "ctl"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "crucible-controller-api-auth"}},
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-viewer", Labels: labels}, Rules: read},
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-submitter", Labels: labels},
+			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create"}})},
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-admin", Labels: labels},
+			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create", "delete"}})},
+	}
+	got := HubRBAC("ops", "ctl")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("HubRBAC (-want +got):\n%s", diff)
+	}
+	// The viewer's rules are not shared with the others' (append aliasing).
+	if n := len(got[2].(*rbacv1.ClusterRole).Rules); n != 2 {
+		t.Errorf("viewer has %d rules, want 2", n)
+	}
+	out, err := YAML(got...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "\n---\n"); n != len(got)-1 {
+		t.Errorf("YAML has %d separators for %d objects:\n%s", n, len(got), out)
+	}
+}

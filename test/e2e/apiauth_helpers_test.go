@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/devstack"
+)
+
+// caller is one client of the controller's API: a hub token, extra headers
+// (a value "" removes a default one), and the local address it connects
+// from (a proxy's address, say).
+type caller struct {
+	token  string
+	header map[string]string
+	local  string
+}
+
+type answer struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (c caller) call(t *testing.T, s *devstack.Stack, method, path string, body any) answer {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), method, s.Federation.ControllerInternalURL+path, r)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.ClientHeader, "e2e")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	client := &http.Client{Timeout: time.Minute}
+	if c.local != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(c.local)}}
+		client.Transport = &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, data}
+}
+
+// want fails the test unless the answer has code.
+func (a answer) want(t *testing.T, what string, code int) answer {
+	t.Helper()
+	if a.code != code {
+		t.Fatalf("%s: %d %s, want %d", what, a.code, bytes.TrimSpace(a.body), code)
+	}
+	return a
+}
+
+// waitCode polls until the request answers code.
+func (c caller) waitCode(t *testing.T, s *devstack.Stack, what, path string, code int, within time.Duration) answer {
+	t.Helper()
+	var last answer
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		last = c.call(t, s, http.MethodGet, path, nil)
+		return last.code == code, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: still %d %s, want %d (%v)", what, last.code, bytes.TrimSpace(last.body), code, err)
+	}
+	return last
+}
+
+func (c caller) waitFinished(t *testing.T, s *devstack.Stack, id string) api.WorkPod {
+	t.Helper()
+	var wp api.WorkPod
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		a := c.call(t, s, http.MethodGet, "/api/pods/"+id, nil).want(t, "get", 200)
+		if err := json.Unmarshal(a.body, &wp); err != nil {
+			return false, err
+		}
+		return wp.State == "succeeded" || wp.State == "failed" || wp.State == "lost", nil
+	})
+	if err != nil {
+		t.Fatalf("work pod %s: %s (%v)", id, wp.State, err)
+	}
+	return wp
+}
+
+// withAPISection restarts the controller with the stack's profile plus an
+// [api] section (and extra lines for [controller], inserted at its top).
+func withAPISection(t *testing.T, s *devstack.Stack, base, section string) {
+	t.Helper()
+	if err := os.WriteFile(s.Federation.ProfileFile, []byte(base+"\n[api]\n"+section), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestartProcess(t.Context(), "crucible-controller", s.ControllerReady); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applyHub creates RBAC objects on the hub.
+func applyHub(t *testing.T, s *devstack.Stack, objs ...runtime.Object) {
+	t.Helper()
+	rbac := s.Hub.Client.RbacV1()
+	for _, obj := range objs {
+		var err error
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			_, err = rbac.ClusterRoles().Create(t.Context(), o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = rbac.ClusterRoleBindings().Create(t.Context(), o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = rbac.RoleBindings(o.Namespace).Create(t.Context(), o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("cannot apply %T", obj)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// grant binds a ClusterRole to a subject with a RoleBinding in the API's
+// namespace (the default api.namespace is the controller's, "crucible").
+func grant(t *testing.T, s *devstack.Stack, name, role string, subject rbacv1.Subject) {
+	t.Helper()
+	applyHub(t, s, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devstack.HubNamespace},
+		Subjects:   []rbacv1.Subject{subject},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+	})
+}
+
+func hubServiceAccount(t *testing.T, s *devstack.Stack, name string) *corev1.ServiceAccount {
+	t.Helper()
+	sa, err := s.Hub.Client.CoreV1().ServiceAccounts(devstack.HubNamespace).Create(t.Context(),
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa
+}
+
+func saSubject(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: devstack.HubNamespace, Name: name}
+}
+
+// userKubeconfig writes a kubeconfig for the hub whose user is user's YAML.
+func userKubeconfig(t *testing.T, s *devstack.Stack, user string) string {
+	t.Helper()
+	path := t.TempDir() + "/kubeconfig"
+	data := "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: " + s.Hub.Server +
+		"\n    insecure-skip-tls-verify: true\nusers:\n- name: me\n  user:\n" + user +
+		"\ncontexts:\n- name: hub\n  context: {cluster: hub, user: me}\ncurrent-context: hub\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
