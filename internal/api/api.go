@@ -13,11 +13,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -33,6 +35,9 @@ type Server struct {
 	MaxRequestBytes int64
 	// DispatchTimeout bounds one submit's work on the spoke.
 	DispatchTimeout time.Duration
+	// Live shares pods' live log streams; nil: made on first use (logs.go).
+	Live     *live.Hub
+	liveOnce sync.Once
 }
 
 // Routes registers the API on mux.
@@ -41,6 +46,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods", s.handle(s.list))
 	mux.Handle("GET /api/pods/{pod}", s.handle(s.get))
 	mux.Handle("POST /api/pods/{pod}/cancel", s.handle(s.cancel))
+	mux.Handle("GET /api/pods/{pod}/logs", s.handle(s.logs))
 	mux.Handle("GET /api/pods/{pod}/artifacts", s.handle(s.listArtifacts))
 	mux.Handle("GET /api/pods/{pod}/artifacts/{kind}", s.handle(s.getArtifact))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))

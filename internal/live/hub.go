@@ -160,3 +160,25 @@ func (v *Viewer) Close() {
 		v.s.remove(v)
 	})
 }
+
+// TryNext returns the next line if one is ready, without waiting: a writer
+// drains what is ready, then flushes once, then waits with Next.
+func (v *Viewer) TryNext() (Line, bool, error) {
+	if len(v.backlog) > 0 {
+		l := v.backlog[0]
+		v.backlog = v.backlog[1:]
+		return l, true, nil
+	}
+	select {
+	case l, ok := <-v.ch:
+		if ok {
+			return l, true, nil
+		}
+		if v.err == nil {
+			return Line{}, false, io.EOF
+		}
+		return Line{}, false, v.err
+	default:
+		return Line{}, false, nil
+	}
+}
