@@ -138,7 +138,9 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 
 // replay streams a finished pod's stored log, then its end.
 func (s *Server) replay(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64) error {
-	p = s.settled(ctx, p, func(p store.WorkPod) bool { return p.LogCollected || p.State == store.StateCancelled || p.State == store.StateLost })
+	p = s.settled(ctx, p, func(p store.WorkPod) bool {
+		return p.LogCollected || p.State == store.StateCancelled || p.State == store.StateLost
+	})
 	if p.LogCollected {
 		f, err := s.Artifacts.Open(p.ID, reconcile.LogKind)
 		if err != nil {
