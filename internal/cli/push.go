@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -215,4 +216,47 @@ func digestFile(path string) (pushBody, error) {
 		return pushBody{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	return pushBody{path: path, size: n, sha256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// newCopySelfCmd is what the push_image init container runs: it copies this
+// binary into DIR (an emptyDir the work container mounts), atomically.
+func newCopySelfCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "copy-self DIR",
+		Short:  "Copy the crucible binary into DIR (the work pod's init container)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find own binary: %w", err)
+			}
+			return copyExecutable(self, filepath.Join(args[0], "crucible"))
+		},
+	}
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".crucible-*")
+	if err != nil {
+		return fmt.Errorf("copy crucible: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copy crucible: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
 }

@@ -304,3 +304,22 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestCopySelf(t *testing.T) {
+	dir := t.TempDir()
+	if err := Run(t.Context(), []string{"copy-self", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	want, _ := os.ReadFile(self)
+	got, err := os.ReadFile(filepath.Join(dir, "crucible"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("copied binary differs from %s (%v)", self, err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "crucible")); st.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v, want 0755", st.Mode().Perm())
+	}
+	if err := Run(t.Context(), []string{"copy-self", "/nonexistent/dir"}, io.Discard, io.Discard); err == nil {
+		t.Error("copy into a missing directory succeeded")
+	}
+}
