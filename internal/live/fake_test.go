@@ -56,12 +56,17 @@ func (f *fakeSource) set(started, finished bool) {
 	f.notify()
 }
 
-// breakStreams ends every open stream with a connection reset.
-func (f *fakeSource) breakStreams() {
+// breakStreams ends every open stream with a connection reset, or with
+// the opaque error an HTTP/2 GOAWAY gives.
+func (f *fakeSource) breakStreams(goaway ...bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	err := fmt.Errorf("read: %w", syscall.ECONNRESET)
+	if len(goaway) > 0 {
+		err = errors.New("http2: server sent GOAWAY and closed the connection")
+	}
 	for s := range f.open {
-		s.pw.CloseWithError(fmt.Errorf("read: %w", syscall.ECONNRESET))
+		s.pw.CloseWithError(err)
 		delete(f.open, s)
 	}
 }

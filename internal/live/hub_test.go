@@ -155,7 +155,7 @@ func TestReconnectDeliversEveryLineOnce(t *testing.T) {
 	f.add(base.Add(1200*time.Millisecond), "c")
 	waitFor(t, "reopened", func() bool { o, _, _ := f.counts(); return o == 2 })
 	waitFor(t, "7 lines read", func() bool { return len(v.ch) == 7 })
-	f.breakStreams()
+	f.breakStreams(true)
 	f.add(base.Add(1200*time.Millisecond), "c")
 	f.add(base.Add(2*time.Second), "d")
 	waitFor(t, "reopened again", func() bool { o, _, _ := f.counts(); return o == 3 })
@@ -263,6 +263,34 @@ func TestFinishedPodGoneIsTheEnd(t *testing.T) {
 	defer v.Close()
 	got, _, err := readAll(t, v)
 	if !errors.Is(err, io.EOF) || strings.Join(got, ",") != "only" {
+		t.Errorf("got %v %v", got, err)
+	}
+}
+
+// A restarted API server answers 403 until its authorizer synced: after a
+// broken stream such answers are retried, and no line is lost.
+func TestReconnectRetriesForbiddenWhileRecovering(t *testing.T) {
+	f := newFake()
+	f.set(true, false)
+	h := newTestHub(f, 64)
+	v := h.Subscribe(key, 0)
+	defer v.Close()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.add(base, "before")
+	waitFor(t, "first line", func() bool { return len(v.ch) == 1 })
+	f.mu.Lock()
+	f.openErr = errPermanent
+	f.mu.Unlock()
+	f.breakStreams()
+	f.add(base.Add(time.Second), "during")
+	time.Sleep(50 * time.Millisecond) // several refused reopens
+	f.mu.Lock()
+	f.openErr = nil
+	f.mu.Unlock()
+	waitFor(t, "reopened", func() bool { o, _, _ := f.counts(); return o == 2 })
+	f.set(true, true)
+	got, _, err := readAll(t, v)
+	if !errors.Is(err, io.EOF) || strings.Join(got, ",") != "before,during" {
 		t.Errorf("got %v %v", got, err)
 	}
 }

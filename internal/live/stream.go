@@ -138,6 +138,7 @@ func (s *stream) follow(ctx context.Context) error {
 		}
 	}
 	b = s.backoff()
+	recovering := false // a stream broke: the spoke may be restarting
 	for {
 		finished, err := s.readOnce(ctx, src, true)
 		if ctx.Err() != nil {
@@ -151,16 +152,21 @@ func (s *stream) follow(ctx context.Context) error {
 		if finished {
 			return s.drain(ctx, src)
 		}
-		if err != nil && !retry.IsTransient(err) {
+		// A kube-apiserver that just restarted answers 403 until its
+		// authorizer has synced: while recovering from a broken stream,
+		// every error is retried within the budget.
+		if err != nil && !transient(err) && !recovering {
 			return fmt.Errorf("follow log: %w", err)
 		}
+		recovering = recovering || err == nil || transient(err)
 		// A clean end while the container runs (an API server shutting
 		// down) is a reconnect like any transient error.
 		if s.progressed(&b) {
 			b = s.backoff()
+			recovering = err == nil || transient(err)
 		}
 		if err := b.wait(ctx, err, 0); err != nil {
-			return err
+			return fmt.Errorf("follow log: %w", err)
 		}
 	}
 }
@@ -171,7 +177,7 @@ func (s *stream) drain(ctx context.Context, src Source) error {
 	b := s.backoff()
 	for {
 		_, err := s.readOnce(ctx, src, false)
-		if err == nil || !retry.IsTransient(err) {
+		if err == nil || !transient(err) {
 			if errors.Is(err, ErrGone) {
 				return nil // deleted with its log: what was read is all there is
 			}
@@ -216,6 +222,11 @@ func (s *stream) readOnce(ctx context.Context, src Source, follow bool) (finishe
 			}
 			if finishedFlag || ctx.Err() != nil {
 				return finishedFlag, nil
+			}
+			if rerr != nil {
+				// An opened stream that breaks (reset, GOAWAY of an API
+				// server shutting down, cut line) is the transport's fault.
+				rerr = &errBroken{rerr}
 			}
 			return false, rerr
 		}
@@ -262,6 +273,17 @@ func (s *stream) accept(raw string) {
 	}
 	s.n++
 	s.publish(Line{N: s.n, TS: ts, Text: text})
+}
+
+// errBroken is a log stream that broke after it opened: always retried.
+type errBroken struct{ err error }
+
+func (e *errBroken) Error() string { return "log stream broke: " + e.err.Error() }
+func (e *errBroken) Unwrap() error { return e.err }
+
+func transient(err error) bool {
+	var broken *errBroken
+	return retry.IsTransient(err) || errors.As(err, &broken)
 }
 
 // backoff is a retry.Policy's schedule: capped exponential with full jitter,
