@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -323,4 +324,44 @@ func apiCallTB(t testing.TB, s *devstack.Stack, method, path string) (int, []byt
 		b.WriteString(sc.Text())
 	}
 	return resp.StatusCode, []byte(b.String())
+}
+
+// `crucible logs -f` prints each line while the pod still runs, in order,
+// and ends with the pod's end state.
+func TestLogsFollowCommand(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	p := workPodOn(t, s, "wharf")
+	waitRunning(t, s, p.ID)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- cli.Run(t.Context(), []string{"logs", "-f", "--server", s.Federation.ControllerInternalURL, p.ID}, out, errOut)
+	}()
+	for _, line := range []string{"follow: first", "follow: second"} {
+		if err := wharf.AppendPodLog(line); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return strings.HasSuffix(out.String(), line+"\n"), nil
+		})
+		if err != nil {
+			t.Fatalf("%q never printed: %q", line, out.String())
+		}
+		if st := getPod(t, s, p.ID).State; st != "running" {
+			t.Fatalf("pod %s before the line was printed", st)
+		}
+	}
+	cancelPod(t, s, p.ID)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "cancelled") || !strings.Contains(errOut.String(), p.ID+": cancelled") {
+			t.Errorf("logs -f ended with %v, stderr %q; want the cancelled state", err, errOut.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("logs -f did not end after the pod did")
+	}
+	if diff := strings.Join(servedLines(t, wharf), "\n") + "\n"; out.String() != diff {
+		t.Errorf("logs -f printed %q, want the whole log %q", out.String(), diff)
+	}
 }
