@@ -25,6 +25,7 @@ type sseView struct {
 	mu    sync.Mutex
 	ns    []int64
 	texts []string
+	ts    []time.Time // each line's timestamp, as the runtime wrote it
 	at    []time.Time // arrival of each line
 	end   *api.EndEvent
 	err   string // an error event, or the transport's error
@@ -79,7 +80,8 @@ func (v *sseView) view(ctx context.Context, s *devstack.Stack, id string) {
 			var l api.LineEvent
 			_ = json.Unmarshal([]byte(data), &l)
 			n, _ := strconv.ParseInt(eventID, 10, 64)
-			v.ns, v.texts, v.at = append(v.ns, n), append(v.texts, l.Text), append(v.at, time.Now())
+			ts, _ := time.Parse(time.RFC3339Nano, l.TS)
+			v.ns, v.texts, v.at, v.ts = append(v.ns, n), append(v.texts, l.Text), append(v.at, time.Now()), append(v.ts, ts)
 		case "end":
 			var e api.EndEvent
 			_ = json.Unmarshal([]byte(data), &e)
