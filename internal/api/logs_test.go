@@ -41,7 +41,10 @@ func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	s.Live = live.NewHub(func(live.Key) live.Source { return src }, live.Options{Poll: 10 * time.Millisecond})
 	mux := http.NewServeMux()
 	s.Routes(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	// As the controller's listener: a stream outlives ReadTimeout.
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return s, srv
 }
@@ -138,7 +141,7 @@ func TestLogsLivePod(t *testing.T) {
 	}})
 	addRow(t, s, "turn-live", store.StateRunning, 0, "")
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second) // past the server's ReadTimeout
 		addLater := func(p *store.WorkPod) error {
 			now := time.Now().UTC()
 			p.State, p.ExitCode, p.FinishedAt = store.StateSucceeded, new(int32), &now

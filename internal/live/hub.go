@@ -126,6 +126,7 @@ type Viewer struct {
 	// are read before ch. It shares the stream's immutable history.
 	backlog []Line
 	ch      chan Line
+	after   int64 // lines up to this number were delivered before (Last-Event-ID)
 	err     error // set before ch is closed: nil means the pod ended
 	once    sync.Once
 }
@@ -134,6 +135,15 @@ type Viewer struct {
 // finished (its whole log delivered), ErrSlowViewer, or the upstream's
 // error; ctx ending returns ctx.Err().
 func (v *Viewer) Next(ctx context.Context) (Line, error) {
+	for {
+		l, err := v.next(ctx)
+		if err != nil || l.N > v.after {
+			return l, err
+		}
+	}
+}
+
+func (v *Viewer) next(ctx context.Context) (Line, error) {
 	if len(v.backlog) > 0 {
 		l := v.backlog[0]
 		v.backlog = v.backlog[1:]
@@ -164,6 +174,15 @@ func (v *Viewer) Close() {
 // TryNext returns the next line if one is ready, without waiting: a writer
 // drains what is ready, then flushes once, then waits with Next.
 func (v *Viewer) TryNext() (Line, bool, error) {
+	for {
+		l, ok, err := v.tryNext()
+		if !ok || l.N > v.after {
+			return l, ok, err
+		}
+	}
+}
+
+func (v *Viewer) tryNext() (Line, bool, error) {
 	if len(v.backlog) > 0 {
 		l := v.backlog[0]
 		v.backlog = v.backlog[1:]

@@ -294,3 +294,21 @@ func TestReconnectRetriesForbiddenWhileRecovering(t *testing.T) {
 		t.Errorf("got %v %v", got, err)
 	}
 }
+
+// A viewer resuming (Last-Event-ID) on a stream that starts afresh gets
+// only the lines after its id, however they arrive.
+func TestResumeOnNewStreamSkipsDeliveredLines(t *testing.T) {
+	f := newFake()
+	f.set(true, false)
+	base := time.Now()
+	f.add(base, "1", "2", "3")
+	h := newTestHub(f, 16)
+	v := h.Subscribe(key, 2)
+	defer v.Close()
+	f.add(base.Add(time.Second), "4")
+	f.set(true, true)
+	got, ns, err := readAll(t, v)
+	if !errors.Is(err, io.EOF) || strings.Join(got, ",") != "3,4" || ns[0] != 3 {
+		t.Errorf("got %v numbered %v, %v; want 3,4 from line 3", got, ns, err)
+	}
+}

@@ -44,7 +44,7 @@ func (s *stream) add(after int64) *Viewer {
 	if s.ended {
 		return nil
 	}
-	v := &Viewer{s: s, ch: make(chan Line, s.hub.opts.Buffer)}
+	v := &Viewer{s: s, ch: make(chan Line, s.hub.opts.Buffer), after: after}
 	for i, l := range s.history {
 		if l.N > after {
 			v.backlog = s.history[i:len(s.history):len(s.history)]
