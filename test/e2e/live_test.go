@@ -334,12 +334,12 @@ func TestLogsFollowCommand(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
 	p := workPodOn(t, s, "wharf")
-	waitRunning(t, s, p.ID)
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
-	go func() {
+	go func() { // most likely while the pod is still pending: the stream waits
 		done <- cli.Run(t.Context(), []string{"logs", "-f", "--server", s.Federation.ControllerInternalURL, p.ID}, out, errOut)
 	}()
+	waitRunning(t, s, p.ID)
 	for _, line := range []string{"follow: first", "follow: second"} {
 		if err := wharf.AppendPodLog(line); err != nil {
 			t.Fatal(err)
