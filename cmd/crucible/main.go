@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,8 +17,17 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crucible:", err)
-		os.Exit(1)
+	if err == nil {
+		return
 	}
+	code := 1
+	var ee *cli.ExitError
+	if errors.As(err, &ee) {
+		code = ee.Code
+	}
+	// Interrupted (exit 130, Ctrl-C) needs no message.
+	if !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "crucible:", err)
+	}
+	os.Exit(code)
 }

@@ -15,11 +15,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -45,6 +47,9 @@ type Server struct {
 	// PageSize is GET /api/pods's page without ?limit (and at most
 	// fleet.MaxAPIPageSize with it).
 	PageSize int
+	// Live shares pods' live log streams; nil: made on first use (logs.go).
+	Live     *live.Hub
+	liveOnce sync.Once
 }
 
 // Routes registers the API on mux.
@@ -53,6 +58,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods", s.handle(s.list))
 	mux.Handle("GET /api/pods/{pod}", s.handle(s.get))
 	mux.Handle("POST /api/pods/{pod}/cancel", s.handle(s.cancel))
+	mux.Handle("GET /api/pods/{pod}/logs", s.handle(s.logs))
 	mux.Handle("GET /api/pods/{pod}/artifacts", s.handle(s.listArtifacts))
 	mux.Handle("GET /api/pods/{pod}/artifacts/{kind}", s.handle(s.getArtifact))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))

@@ -116,7 +116,7 @@ func newSubmitCmd() *cobra.Command {
 		server, cluster, image, kind string
 		env                          []string
 		files                        map[string]string
-		wait                         bool
+		wait, follow                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit --image IMAGE [--cluster C] -- COMMAND [ARGS...]",
@@ -124,7 +124,8 @@ func newSubmitCmd() *cobra.Command {
 		Long: `submit asks the controller to run a work pod on a spoke cluster (the profile's
 default unless --cluster). It prints the work pod's id, which is also the pod's
 name on the spoke. With --wait it waits until the pod finished and exits non-zero
-unless it succeeded.`,
+unless it succeeded; --follow also prints its log live meanwhile (as logs -f;
+Ctrl-C stops following, exit 130, and leaves the pod running).`,
 		Example: `  crucible submit --image busybox -- sh -c 'echo hello'
   crucible submit --cluster dock --image busybox --env MODE=fast --file input.txt=./input.txt -- ./run.sh`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -155,6 +156,13 @@ unless it succeeded.`,
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), wp.ID)
+			if follow {
+				end, err := followLog(cmd.Context(), c, wp.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				return endError(wp.ID, end, cmd.ErrOrStderr())
+			}
 			if !wait {
 				return nil
 			}
@@ -168,6 +176,7 @@ unless it succeeded.`,
 	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable)")
 	cmd.Flags().StringToStringVar(&files, "file", nil, "KEY=PATH: put the file's content into the pod at /etc/crucible/files/KEY (repeatable)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the work pod finished; exit non-zero unless it succeeded")
+	cmd.Flags().BoolVar(&follow, "follow", false, "print the pod's log live until it finished (implies --wait)")
 	_ = cmd.MarkFlagRequired("image")
 	return cmd
 }
@@ -297,15 +306,33 @@ func printPods(w io.Writer, format string, v any) error {
 
 func newLogsCmd() *cobra.Command {
 	var server string
+	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs POD",
-		Short: "Print a finished work pod's log (the stored log artifact)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "logs POD [-f]",
+		Short: "Print a work pod's log: the stored log, or with -f live as it is written",
+		Long: `logs prints a finished work pod's collected log. With -f it follows the log
+live (Server-Sent Events from the controller, reconnecting without repeating a
+line), waiting for a pending pod to start; a finished pod's stored log is
+printed the same way. The end state goes to standard error, and the exit code
+is non-zero unless the pod succeeded. Ctrl-C stops following (exit 130) and
+leaves the pod running.`,
+		Example: `  crucible logs turn-abc123
+  crucible logs -f turn-abc123`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0])+"/artifacts/log", nil, cmd.OutOrStdout())
+			c := newAPIClient(server)
+			if !follow {
+				return c.do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0])+"/artifacts/log", nil, cmd.OutOrStdout())
+			}
+			end, err := followLog(cmd.Context(), c, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return endError(args[0], end, cmd.ErrOrStderr())
 		},
 	}
 	addServerFlag(cmd, &server)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log live until the pod ends")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -206,4 +207,24 @@ func explain(cluster string, err error) error {
 		return fmt.Errorf("spoke %s denied it (check the RBAC of `crucible render spoke`): %w", cluster, err)
 	}
 	return fmt.Errorf("spoke %s: %w", cluster, err)
+}
+
+// FollowLogs opens the work container's log with a timestamp on every line,
+// from since (zero: the start; the API server rounds it down to the second),
+// following new lines while follow — for the live view, which reconnects
+// itself after transient errors and so is not retried here.
+func (d *Dispatcher) FollowLogs(ctx context.Context, cluster, namespace, name string, since time.Time, follow bool) (io.ReadCloser, error) {
+	c, err := d.client(cluster)
+	if err != nil {
+		return nil, err
+	}
+	opts := &corev1.PodLogOptions{Container: render.ContainerName, Follow: follow, Timestamps: true}
+	if !since.IsZero() {
+		opts.SinceTime = &metav1.Time{Time: since}
+	}
+	rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, opts).Stream(ctx)
+	if err != nil {
+		return nil, explain(cluster, err)
+	}
+	return rc, nil
 }

@@ -244,6 +244,11 @@ type Pods struct {
 	// ImagePullPolicy is "", Always, IfNotPresent or Never; "" leaves it to
 	// the spoke's API server.
 	ImagePullPolicy string `toml:"image_pull_policy"`
+	// PushImage is crucible's own image. When set, every work pod gets an
+	// init container from it that copies the crucible binary into the pod,
+	// so `crucible push` works in any image (as Tekton and Argo inject
+	// their entrypoints). Empty: off.
+	PushImage string `toml:"push_image"`
 }
 
 // ClusterEntry is one spoke.

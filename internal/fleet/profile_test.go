@@ -498,6 +498,11 @@ func TestParseProblems(t *testing.T) {
 			edit: func(m map[string]any) { table(m, "pods")["image_pull_policy"] = "always" },
 			want: []string{`pods.image_pull_policy "always": must be Always, IfNotPresent or Never`},
 		},
+		{
+			name: "push_image with whitespace",
+			edit: func(m map[string]any) { table(m, "pods")["push_image"] = "ghcr.io/x/crucible:1 --privileged" },
+			want: []string{`pods.push_image "ghcr.io/x/crucible:1 --privileged": must be an image reference, without whitespace or control characters`},
+		},
 		// clusters
 		{
 			name: "no clusters",

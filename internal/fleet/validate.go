@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -212,6 +213,9 @@ func (p *Pods) validate(ps *problems) {
 	case "", "Always", "IfNotPresent", "Never":
 	default:
 		ps.invalid("pods.image_pull_policy", p.ImagePullPolicy, "must be Always, IfNotPresent or Never")
+	}
+	if strings.ContainsFunc(p.PushImage, func(r rune) bool { return r <= ' ' || r == 0x7f || r == utf8.RuneError }) {
+		ps.invalid("pods.push_image", p.PushImage, "must be an image reference, without whitespace or control characters")
 	}
 }
 

@@ -165,6 +165,9 @@ func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, w WorkPod) (Ob
 			Volumes: volumes,
 		},
 	}
+	if pods.PushImage != "" {
+		addPushBinary(&objs.Pod.Spec, pods.PushImage, corev1.PullPolicy(pods.ImagePullPolicy))
+	}
 	return objs, nil
 }
 

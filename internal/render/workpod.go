@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -169,4 +170,39 @@ func appendInvalid(errs field.ErrorList, p *field.Path, value string, msgs []str
 		return errs
 	}
 	return append(errs, field.Invalid(p, value, strings.Join(msgs, "; ")))
+}
+
+// The push binary: with [pods] push_image set, an init container copies the
+// crucible binary from crucible's image into an emptyDir that the work
+// container sees at BinDir, so `crucible push` works in any image.
+const (
+	// EnvBinDir names the directory holding the copied crucible binary.
+	EnvBinDir = "CRUCIBLE_BIN_DIR"
+	BinDir    = "/var/run/crucible/bin"
+	// PushInitContainerName is the init container that copies the binary.
+	PushInitContainerName = "crucible-bin"
+	volumeBin             = "crucible-bin"
+	// binPath is the work container's PATH: a pod spec cannot extend the
+	// image's own PATH, so the conventional one follows BinDir.
+	binPath = BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// addPushBinary adds the init container, its volume, and BinDir on the work
+// container's PATH unless the submitter set PATH (then $CRUCIBLE_BIN_DIR
+// says where crucible is).
+func addPushBinary(spec *corev1.PodSpec, image string, pull corev1.PullPolicy) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: volumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{
+		Name:            PushInitContainerName,
+		Image:           image,
+		Command:         []string{"crucible", "copy-self", BinDir},
+		VolumeMounts:    []corev1.VolumeMount{{Name: volumeBin, MountPath: BinDir}},
+		ImagePullPolicy: pull,
+	})
+	work := &spec.Containers[0]
+	work.VolumeMounts = append(work.VolumeMounts, corev1.VolumeMount{Name: volumeBin, MountPath: BinDir, ReadOnly: true})
+	work.Env = append(work.Env, corev1.EnvVar{Name: EnvBinDir, Value: BinDir})
+	if !slices.ContainsFunc(work.Env, func(e corev1.EnvVar) bool { return e.Name == "PATH" }) {
+		work.Env = append(work.Env, corev1.EnvVar{Name: "PATH", Value: binPath})
+	}
 }

@@ -1,0 +1,368 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"crucible.dev/crucible/internal/live"
+	"crucible.dev/crucible/internal/reconcile"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Live-view timing.
+const (
+	// keepAlive is how often an idle stream sends a comment, so proxies and
+	// clients see a live connection.
+	keepAlive = 15 * time.Second
+	// settle bounds waiting, after a pod's log ended, for its row to say
+	// how it ended (the informer records it), and for a finished pod's log
+	// to be collected before it is replayed.
+	settle = 30 * time.Second
+)
+
+// LineEvent is the data of an SSE `line` event. TS is empty when a finished
+// pod's stored log is replayed (it is stored without timestamps).
+type LineEvent struct {
+	TS   string `json:"ts,omitempty"`
+	Text string `json:"text"`
+}
+
+// EndEvent is the data of the SSE `end` event: how the work pod ended.
+type EndEvent struct {
+	State    store.State `json:"state"`
+	ExitCode *int32      `json:"exit_code,omitempty"`
+	Reason   string      `json:"reason,omitempty"`
+}
+
+// ErrorEvent is the data of an SSE `error` event, the stream's last.
+type ErrorEvent struct {
+	Error string `json:"error"`
+}
+
+// logs serves GET /api/pods/{pod}/logs (R-C8). With Accept: text/event-stream
+// it streams the log as Server-Sent Events: `line` events (id = the line's
+// number in the log, from 1, the same live and replayed, so Last-Event-ID
+// resumes after that line), then one `end` event, or an `error` event when
+// the stream cannot go on (a viewer too slow for its buffer is dropped this
+// way and may reconnect with Last-Event-ID). A pending pod's stream waits
+// for it to start; a finished pod's replays its stored log.
+//
+// Without text/event-stream a finished pod's stored log is returned as
+// text/plain (the same bytes as artifacts/log); a live pod's log is only a
+// stream, so that is 406.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.row(r)
+	if err != nil {
+		return err
+	}
+	if !acceptsEventStream(r.Header.Values("Accept")) {
+		return s.plainLog(w, r, p)
+	}
+	after, err := lastEventID(r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		return err
+	}
+	// Headers first: from here on, failures are events.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream lasts as long as the pod
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	sse := &sseWriter{w: w, rc: rc}
+	sse.comment("crucible live log of " + p.ID)
+	if p.State.Terminal() {
+		return s.replay(r.Context(), sse, p, after)
+	}
+	return s.stream(r.Context(), sse, p, after)
+}
+
+// stream relays the live stream until the pod ends, the stream fails or the
+// client leaves.
+func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64) error {
+	v := s.liveHub().Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
+	defer v.Close()
+	for {
+		l, ok, err := v.TryNext()
+		if ok {
+			sse.line(l)
+			continue
+		}
+		if err == nil {
+			if sse.flush() != nil {
+				return nil // the client left
+			}
+			wctx, cancel := context.WithTimeout(ctx, keepAlive)
+			l, err = v.Next(wctx)
+			cancel()
+			switch {
+			case err == nil:
+				sse.line(l)
+				continue
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, context.DeadlineExceeded):
+				sse.comment("keep-alive")
+				continue
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			s.end(ctx, sse, p.ID)
+		case errors.Is(err, live.ErrSlowViewer):
+			sse.event("error", "", ErrorEvent{Error: err.Error()})
+		default:
+			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
+			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + err.Error()})
+		}
+		_ = sse.flush()
+		return nil
+	}
+}
+
+// replay streams a finished pod's stored log, then its end.
+func (s *Server) replay(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64) error {
+	p = s.settled(ctx, p, func(p store.WorkPod) bool {
+		return p.LogCollected || p.State == store.StateCancelled || p.State == store.StateLost
+	})
+	if p.LogCollected {
+		f, err := s.openLog(ctx, p.ID)
+		if err != nil {
+			s.Log.Error("stored log unreadable", "pod", p.ID, "error", err)
+			sse.event("error", "", ErrorEvent{Error: "the stored log is unreadable"})
+			_ = sse.flush()
+			return nil
+		}
+		defer f.Close()
+		err = live.ReadLines(f, func(l live.Line) error {
+			if l.N > after {
+				sse.line(l)
+			}
+			return sse.err
+		})
+		if err != nil {
+			return nil // the client left
+		}
+	}
+	s.end(ctx, sse, p.ID)
+	_ = sse.flush()
+	return nil
+}
+
+// end sends the end event once the row says how the pod ended.
+func (s *Server) end(ctx context.Context, sse *sseWriter, id string) {
+	p, err := s.Store.GetWorkPod(ctx, id)
+	if err != nil {
+		sse.event("error", "", ErrorEvent{Error: "the log ended; the work pod's state is unreadable"})
+		return
+	}
+	p = s.settled(ctx, p, func(p store.WorkPod) bool { return p.State.Terminal() })
+	sse.event("end", "", EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
+}
+
+// settled polls the row until done(row) or settle passed, and returns it.
+func (s *Server) settled(ctx context.Context, p store.WorkPod, done func(store.WorkPod) bool) store.WorkPod {
+	deadline := time.Now().Add(settle)
+	for !done(p) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return p
+		case <-time.After(250 * time.Millisecond):
+		}
+		if q, err := s.Store.GetWorkPod(ctx, p.ID); err == nil {
+			p = q
+		}
+	}
+	return p
+}
+
+// plainLog answers a request that does not take a stream.
+func (s *Server) plainLog(w http.ResponseWriter, r *http.Request, p store.WorkPod) error {
+	if p.State.Live() {
+		return &Error{Code: http.StatusNotAcceptable, Msg: fmt.Sprintf("work pod %s is %s: its log is a stream, ask with Accept: text/event-stream (crucible logs -f)", p.ID, p.State)}
+	}
+	if !p.LogCollected {
+		return notFound(fmt.Sprintf("collected log of %s (%s)", p.ID, p.State))
+	}
+	f, err := s.openLog(r.Context(), p.ID)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Error{Code: http.StatusInternalServerError, Msg: "log recorded but its file is missing", Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f)
+	return nil
+}
+
+// acceptsEventStream reports whether an Accept header names
+// text/event-stream (with a non-zero q).
+func acceptsEventStream(accept []string) bool {
+	for _, a := range accept {
+		for _, part := range strings.Split(a, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil || mt != "text/event-stream" {
+				continue
+			}
+			if q, err := strconv.ParseFloat(params["q"], 64); params["q"] != "" && (err != nil || q <= 0) {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// lastEventID parses Last-Event-ID: a line number, or empty for the start.
+func lastEventID(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || len(v) > 19 || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, &Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID %.40q: must be a line number", v)}
+	}
+	return n, nil
+}
+
+// liveHub returns the shared live hub, made on first use over the
+// dispatcher's federated clients.
+func (s *Server) liveHub() *live.Hub {
+	s.liveOnce.Do(func() {
+		if s.Live == nil {
+			s.Live = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} },
+				live.Options{Retry: s.Dispatcher.Retry, Log: s.Log.With("component", "live")})
+		}
+	})
+	return s.Live
+}
+
+// podSource reads a work pod's log and status from its spoke.
+type podSource struct {
+	s   *Server
+	key live.Key
+}
+
+var _ live.Source = (*podSource)(nil)
+
+func (ps *podSource) Open(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {
+	rc, err := ps.s.Dispatcher.FollowLogs(ctx, ps.key.Cluster, ps.key.Namespace, ps.key.Pod, since, follow)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %w", live.ErrGone, err)
+	}
+	return rc, err
+}
+
+// Status reads the pod on its spoke. A pod not found is not started while
+// its row is live (not yet created), and finished otherwise (deleted).
+func (ps *podSource) Status(ctx context.Context) (live.Status, error) {
+	c, ok := ps.s.Clients.Get(ps.key.Cluster)
+	if !ok {
+		return live.Status{}, fmt.Errorf("cluster %q: no such cluster", ps.key.Cluster)
+	}
+	pod, err := c.Kube.CoreV1().Pods(ps.key.Namespace).Get(ctx, ps.key.Pod, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		row, rerr := ps.s.Store.GetWorkPod(ctx, ps.key.Pod)
+		if rerr != nil {
+			return live.Status{}, rerr
+		}
+		return live.Status{Finished: !row.State.Live()}, nil
+	}
+	if err != nil {
+		return live.Status{}, err
+	}
+	return containerStatus(pod), nil
+}
+
+func containerStatus(pod *corev1.Pod) live.Status {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return live.Status{Started: true, Finished: true}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != render.ContainerName {
+			continue
+		}
+		switch {
+		case cs.State.Terminated != nil:
+			return live.Status{Started: true, Finished: true}
+		case cs.State.Running != nil:
+			return live.Status{Started: true}
+		}
+	}
+	return live.Status{}
+}
+
+// sseWriter writes events; the first write error sticks and ends the stream.
+type sseWriter struct {
+	w   io.Writer
+	rc  *http.ResponseController
+	err error
+}
+
+func (e *sseWriter) write(s string) {
+	if e.err == nil {
+		_, e.err = io.WriteString(e.w, s)
+	}
+}
+
+func (e *sseWriter) comment(text string) { e.write(": " + text + "\n\n") }
+
+func (e *sseWriter) event(name, id string, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		e.err = err
+		return
+	}
+	var sb strings.Builder
+	if id != "" {
+		sb.WriteString("id: " + id + "\n")
+	}
+	sb.WriteString("event: " + name + "\ndata: ")
+	sb.Write(b)
+	sb.WriteString("\n\n")
+	e.write(sb.String())
+}
+
+func (e *sseWriter) line(l live.Line) {
+	ev := LineEvent{Text: l.Text}
+	if !l.TS.IsZero() {
+		ev.TS = l.TS.UTC().Format(time.RFC3339Nano)
+	}
+	e.event("line", strconv.FormatInt(l.N, 10), ev)
+}
+
+func (e *sseWriter) flush() error {
+	if e.err == nil {
+		e.err = e.rc.Flush()
+	}
+	return e.err
+}
+
+// openLog opens the stored log of pod: the file the store's record names.
+func (s *Server) openLog(ctx context.Context, pod string) (*os.File, error) {
+	a, err := s.Store.GetArtifact(ctx, pod, reconcile.LogKind)
+	if err != nil {
+		return nil, err
+	}
+	return s.Artifacts.Open(pod, reconcile.LogKind, a.SHA256)
+}

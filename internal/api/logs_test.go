@@ -1,0 +1,206 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/live"
+	"crucible.dev/crucible/internal/store"
+)
+
+// fixedSource is a running pod whose log is lines, then it finishes.
+type fixedSource struct{ lines []string }
+
+func (f fixedSource) Status(context.Context) (live.Status, error) {
+	return live.Status{Started: true, Finished: true}, nil
+}
+
+func (f fixedSource) Open(_ context.Context, _ time.Time, _ bool) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader(strings.Join(f.lines, "\n") + "\n")), nil
+}
+
+func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
+	t.Helper()
+	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := &Server{Store: st, Artifacts: artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20}
+	s.Live = live.NewHub(func(live.Key) live.Source { return src }, live.Options{Poll: 10 * time.Millisecond})
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	// As the controller's listener: a stream outlives ReadTimeout.
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, log string) {
+	t.Helper()
+	row := store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateRunning}
+	if err := s.Store.CreateWorkPod(t.Context(), row); err != nil {
+		t.Fatal(err)
+	}
+	if log != "" {
+		if _, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := s.Store.UpdateWorkPod(t.Context(), id, func(p *store.WorkPod) error {
+		p.State = state
+		if state.Terminal() {
+			now := time.Now().UTC()
+			p.ExitCode, p.FinishedAt, p.LogCollected = &exit, &now, log != ""
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getLogs(t *testing.T, srv *httptest.Server, id string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/api/pods/"+id+"/logs", nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// events parses an SSE body into "event id data" strings.
+func events(body string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	var ev, id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev != "" {
+				out = append(out, strings.Join(strings.Fields(ev+" "+id), " ")+" "+data)
+			}
+			ev, id, data = "", "", ""
+		case strings.HasPrefix(line, "event: "):
+			ev = line[7:]
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case strings.HasPrefix(line, "data: "):
+			data = line[6:]
+		}
+	}
+	return out
+}
+
+var sse = map[string]string{"Accept": "text/event-stream"}
+
+func TestLogsReplayFinishedPod(t *testing.T) {
+	s, srv := newLogServer(t, fixedSource{})
+	addRow(t, s, "turn-done", store.StateFailed, 3, "one\ntwo\nthree\n")
+	resp, body := getLogs(t, srv, "turn-done", sse)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	want := []string{`line 1 {"text":"one"}`, `line 2 {"text":"two"}`, `line 3 {"text":"three"}`, `end {"state":"failed","exit_code":3}`}
+	if diff := cmp.Diff(want, events(body)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	_, body = getLogs(t, srv, "turn-done", map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "2"})
+	if diff := cmp.Diff(want[2:], events(body)); diff != "" {
+		t.Errorf("resumed after 2 (-want +got):\n%s", diff)
+	}
+	resp, body = getLogs(t, srv, "turn-done", nil)
+	if resp.StatusCode != 200 || body != "one\ntwo\nthree\n" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("plain: %d %q %s", resp.StatusCode, body, resp.Header.Get("Content-Type"))
+	}
+}
+
+func TestLogsLivePod(t *testing.T) {
+	s, srv := newLogServer(t, fixedSource{lines: []string{
+		"2026-11-30T04:00:00.1Z hello", "2026-11-30T04:00:00.1Z hello", `2026-11-30T04:00:01Z "quoted"`,
+	}})
+	addRow(t, s, "turn-live", store.StateRunning, 0, "")
+	go func() {
+		time.Sleep(time.Second) // past the server's ReadTimeout
+		addLater := func(p *store.WorkPod) error {
+			now := time.Now().UTC()
+			p.State, p.ExitCode, p.FinishedAt = store.StateSucceeded, new(int32), &now
+			return nil
+		}
+		_, _ = s.Store.UpdateWorkPod(context.Background(), "turn-live", addLater)
+	}()
+	resp, body := getLogs(t, srv, "turn-live", sse)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	want := []string{
+		`line 1 {"ts":"2026-11-30T04:00:00.1Z","text":"hello"}`,
+		`line 2 {"ts":"2026-11-30T04:00:00.1Z","text":"hello"}`,
+		`line 3 {"ts":"2026-11-30T04:00:01Z","text":"\"quoted\""}`,
+		`end {"state":"succeeded","exit_code":0}`,
+	}
+	if diff := cmp.Diff(want, events(body)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestLogsRefuses(t *testing.T) {
+	s, srv := newLogServer(t, fixedSource{})
+	addRow(t, s, "turn-run", store.StateRunning, 0, "")
+	addRow(t, s, "turn-lost", store.StateLost, 0, "")
+	cases := []struct {
+		name, pod string
+		hdr       map[string]string
+		want      int
+	}{
+		{"unknown pod", "turn-nope", sse, 404},
+		{"running pod as text", "turn-run", nil, 406},
+		{"running pod, Accept json", "turn-run", map[string]string{"Accept": "application/json"}, 406},
+		{"event-stream with q=0", "turn-run", map[string]string{"Accept": "text/event-stream;q=0"}, 406},
+		{"finished pod without a log, as text", "turn-lost", nil, 404},
+		{"Last-Event-ID not a number", "turn-run", map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "abc"}, 400},
+		{"Last-Event-ID negative", "turn-run", map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "-1"}, 400},
+		{"Last-Event-ID oversized", "turn-run", map[string]string{"Accept": "text/event-stream", "Last-Event-ID": strings.Repeat("9", 400)}, 400},
+		{"Last-Event-ID with a newline", "turn-run", map[string]string{"Accept": "text/event-stream", "Last-Event-ID": "1 2"}, 400},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := getLogs(t, srv, tc.pod, tc.hdr)
+			if resp.StatusCode != tc.want {
+				t.Errorf("%d %s, want %d", resp.StatusCode, body, tc.want)
+			}
+		})
+	}
+}
+
+func TestAcceptsEventStream(t *testing.T) {
+	cases := map[string]bool{
+		"text/event-stream": true, "text/html, text/event-stream;q=0.5": true, "TEXT/EVENT-STREAM": true,
+		"": false, "*/*": false, "text/event-stream;q=0": false, "text/event-stream;q=x": false, ";;;": false,
+	}
+	for in, want := range cases {
+		if got := acceptsEventStream([]string{in}); got != want {
+			t.Errorf("%q: %v, want %v", in, got, want)
+		}
+	}
+}

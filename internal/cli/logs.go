@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"crucible.dev/crucible/internal/api"
+)
+
+// ExitInterrupted is the exit code after Ctrl-C (128 + SIGINT), as shells do.
+const ExitInterrupted = 130
+
+// followBudget bounds reconnecting to the controller without receiving
+// anything; a line or a successful connect starts it again.
+const followBudget = 2 * time.Minute
+
+// maxEventBytes bounds one SSE field line (the controller caps log lines at
+// 64 KiB; JSON escaping can grow them).
+const maxEventBytes = 1 << 20
+
+// errStreamCut is a stream that ended without its end event.
+var errStreamCut = errors.New("log stream ended early")
+
+// followLog prints a work pod's log from GET /api/pods/{id}/logs as SSE,
+// line by line as it comes, reconnecting with Last-Event-ID when the
+// connection breaks, and returns how the pod ended. Ctrl-C (ctx cancelled)
+// is an ExitError with ExitInterrupted.
+func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Writer) (api.EndEvent, error) {
+	stream := &http.Client{Transport: c.http.Transport} // no overall timeout: the pod sets the length
+	var last string
+	backoff := 500 * time.Millisecond
+	deadline := time.Now().Add(followBudget)
+	for {
+		end, progressed, err := followOnce(ctx, stream, c.server, id, &last, out)
+		if err == nil {
+			return end, nil
+		}
+		if ctx.Err() != nil {
+			return api.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
+		}
+		var permanent *permanentError
+		if errors.As(err, &permanent) {
+			return api.EndEvent{}, permanent.err
+		}
+		if progressed {
+			backoff, deadline = 500*time.Millisecond, time.Now().Add(followBudget)
+		}
+		if time.Now().After(deadline) {
+			return api.EndEvent{}, fmt.Errorf("following %s: %w", id, err)
+		}
+		fmt.Fprintf(progress, "%s: %v; reconnecting\n", id, err)
+		select {
+		case <-ctx.Done():
+			return api.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// permanentError is an answer that another try would not change.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+
+// followOnce reads one connection's events; progressed reports whether it
+// delivered a line (so the retry budget starts again).
+func followOnce(ctx context.Context, client *http.Client, server, id string, last *string, out io.Writer) (api.EndEvent, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/pods/"+url.PathEscape(id)+"/logs", nil)
+	if err != nil {
+		return api.EndEvent{}, false, &permanentError{err}
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if *last != "" {
+		req.Header.Set("Last-Event-ID", *last)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return api.EndEvent{}, false, fmt.Errorf("controller API at %s: %w", server, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		err := fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+			return api.EndEvent{}, false, err
+		}
+		return api.EndEvent{}, false, &permanentError{err}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
+	var event, data, eventID string
+	got := false // a line arrived: the retry budget starts again
+	for sc.Scan() {
+		line := sc.Text()
+		if line != "" {
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				event = value
+			case "data":
+				data = value
+			case "id":
+				eventID = value
+			}
+			continue
+		}
+		switch event {
+		case "line":
+			var l api.LineEvent
+			if err := json.Unmarshal([]byte(data), &l); err != nil {
+				return api.EndEvent{}, true, &permanentError{fmt.Errorf("malformed line event: %w", err)}
+			}
+			if _, err := fmt.Fprintln(out, l.Text); err != nil {
+				return api.EndEvent{}, true, &permanentError{err}
+			}
+			*last, got = eventID, true
+		case "end":
+			var end api.EndEvent
+			if err := json.Unmarshal([]byte(data), &end); err != nil {
+				return api.EndEvent{}, true, &permanentError{fmt.Errorf("malformed end event: %w", err)}
+			}
+			return end, true, nil
+		case "error":
+			var e api.ErrorEvent
+			_ = json.Unmarshal([]byte(data), &e)
+			// Too slow, or the upstream failed: both may pass; resume.
+			return api.EndEvent{}, got, fmt.Errorf("controller: %s", e.Error)
+		}
+		event, data, eventID = "", "", ""
+	}
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return api.EndEvent{}, got, &permanentError{fmt.Errorf("an event over %d bytes: %w", maxEventBytes, err)}
+	} else if err != nil {
+		return api.EndEvent{}, got, fmt.Errorf("%w: %w", errStreamCut, err)
+	}
+	return api.EndEvent{}, got, errStreamCut
+}
+
+// endError reports a work pod that did not succeed as an error; progress
+// gets its end state either way.
+func endError(id string, end api.EndEvent, progress io.Writer) error {
+	state := string(end.State)
+	if end.ExitCode != nil {
+		state += fmt.Sprintf(" (exit code %d)", *end.ExitCode)
+	}
+	if end.Reason != "" {
+		state += ": " + end.Reason
+	}
+	fmt.Fprintf(progress, "%s: %s\n", id, state)
+	if end.State == "succeeded" {
+		return nil
+	}
+	return fmt.Errorf("work pod %s %s", id, state)
+}

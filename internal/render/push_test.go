@@ -1,0 +1,84 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestTurnWithPushImage(t *testing.T) {
+	pods := samplePods()
+	pods.PushImage = "ghcr.io/crucible-dev/crucible:1.0"
+	got, err := Turn(wharf(), pods, "crucible", sampleWorkPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := got.Pod.Spec
+	wantInit := []corev1.Container{{
+		Name:            "crucible-bin",
+		Image:           "ghcr.io/crucible-dev/crucible:1.0",
+		Command:         []string{"crucible", "copy-self", "/var/run/crucible/bin"},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "crucible-bin", MountPath: "/var/run/crucible/bin"}},
+		ImagePullPolicy: corev1.PullIfNotPresent,
+	}}
+	if diff := cmp.Diff(wantInit, spec.InitContainers); diff != "" {
+		t.Errorf("init containers (-want +got):\n%s", diff)
+	}
+	last := spec.Volumes[len(spec.Volumes)-1]
+	if diff := cmp.Diff(corev1.Volume{Name: "crucible-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, last); diff != "" {
+		t.Errorf("volume (-want +got):\n%s", diff)
+	}
+	work := spec.Containers[0]
+	if diff := cmp.Diff(corev1.VolumeMount{Name: "crucible-bin", MountPath: "/var/run/crucible/bin", ReadOnly: true}, work.VolumeMounts[len(work.VolumeMounts)-1]); diff != "" {
+		t.Errorf("work container mount (-want +got):\n%s", diff)
+	}
+	wantEnv := []corev1.EnvVar{
+		{Name: "CRUCIBLE_BIN_DIR", Value: "/var/run/crucible/bin"},
+		{Name: "PATH", Value: "/var/run/crucible/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	}
+	if diff := cmp.Diff(wantEnv, work.Env[len(work.Env)-2:]); diff != "" {
+		t.Errorf("env tail (-want +got):\n%s", diff)
+	}
+}
+
+// A submitted PATH is the submitter's: it is kept, and CRUCIBLE_BIN_DIR
+// still says where crucible is.
+func TestTurnWithPushImageKeepsSubmittedPath(t *testing.T) {
+	pods := samplePods()
+	pods.PushImage = "crucible:dev"
+	w := sampleWorkPod()
+	w.Env = []EnvVar{{Name: "PATH", Value: "/opt/bin"}}
+	got, err := Turn(wharf(), pods, "crucible", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	binDir := ""
+	for _, e := range got.Pod.Spec.Containers[0].Env {
+		switch e.Name {
+		case "PATH":
+			paths = append(paths, e.Value)
+		case EnvBinDir:
+			binDir = e.Value
+		}
+	}
+	if diff := cmp.Diff([]string{"/opt/bin"}, paths); diff != "" || binDir != BinDir {
+		t.Errorf("PATH values (-want +got):\n%s CRUCIBLE_BIN_DIR %q", diff, binDir)
+	}
+}
+
+func TestTurnWithoutPushImageHasNoInitContainer(t *testing.T) {
+	got, err := Turn(wharf(), samplePods(), "crucible", sampleWorkPod())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got.Pod.Spec.InitContainers); n != 0 {
+		t.Errorf("%d init containers with push_image unset", n)
+	}
+	for _, e := range got.Pod.Spec.Containers[0].Env {
+		if e.Name == "PATH" || e.Name == EnvBinDir {
+			t.Errorf("env %s set with push_image unset", e.Name)
+		}
+	}
+}
