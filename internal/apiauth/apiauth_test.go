@@ -320,30 +320,6 @@ func TestSubjectAccess(t *testing.T) {
 	}
 }
 
-func TestCacheBounded(t *testing.T) {
-	c := newTTLCache[int](3)
-	now := time.Unix(0, 0)
-	for i, k := range []string{"a", "b", "c"} {
-		c.put(k, i, now.Add(time.Minute))
-	}
-	c.get("a", now) // a is now the most recently used
-	c.put("d", 3, now.Add(time.Minute))
-	if c.len() != 3 {
-		t.Fatalf("len = %d, want 3", c.len())
-	}
-	if _, ok := c.get("b", now); ok {
-		t.Error("b (least recently used) survived eviction")
-	}
-	for _, k := range []string{"a", "c", "d"} {
-		if _, ok := c.get(k, now); !ok {
-			t.Errorf("%s evicted", k)
-		}
-	}
-	if _, ok := c.get("a", now.Add(time.Minute)); ok {
-		t.Error("a returned at its expiry")
-	}
-}
-
 func TestAnonymous(t *testing.T) {
 	id, err := Anonymous{}.Authenticate(bearerRequest("Bearer whatever"))
 	if err != nil || id.User != AnonymousUser {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 
+	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -58,7 +59,7 @@ type Bearer struct {
 	reviewer    TokenReviewer
 	acceptTTL   time.Duration
 	negativeTTL time.Duration
-	cache       *ttlCache[tokenAnswer]
+	cache       *lru.Cache[tokenAnswer]
 	flight      singleflight.Group
 	now         func() time.Time
 }
@@ -71,7 +72,7 @@ type tokenAnswer struct {
 // NewBearer returns a bearer-token authenticator remembering at most size
 // answers, accepts for acceptTTL and rejections for negativeTTL.
 func NewBearer(r TokenReviewer, acceptTTL, negativeTTL time.Duration, size int) *Bearer {
-	return &Bearer{reviewer: r, acceptTTL: acceptTTL, negativeTTL: negativeTTL, cache: newTTLCache[tokenAnswer](size), now: time.Now}
+	return &Bearer{reviewer: r, acceptTTL: acceptTTL, negativeTTL: negativeTTL, cache: lru.New[tokenAnswer](size), now: time.Now}
 }
 
 var _ Authenticator = (*Bearer)(nil)
@@ -84,7 +85,7 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 	}
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
-	if a, ok := b.cache.get(key, b.now()); ok {
+	if a, ok := b.cache.Get(key, b.now()); ok {
 		metrics.APIAuthCacheHits.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
 		return a.result()
 	}
@@ -101,7 +102,7 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 			a.id = Identity{User: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Extra: extra(st.User.Extra)}
 			ttl = b.acceptTTL
 		}
-		b.cache.put(key, a, b.now().Add(ttl))
+		b.cache.Put(key, a, b.now().Add(ttl))
 		return a, nil
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	authorizationv1 "k8s.io/api/authorization/v1"
 
+	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -29,7 +30,7 @@ type SubjectAccess struct {
 	namespace string
 	allowTTL  time.Duration
 	denyTTL   time.Duration
-	cache     *ttlCache[accessAnswer]
+	cache     *lru.Cache[accessAnswer]
 	flight    singleflight.Group
 	now       func() time.Time
 }
@@ -44,7 +45,7 @@ var _ Authorizer = (*SubjectAccess)(nil)
 // NewSubjectAccess returns an authorizer remembering at most size answers.
 func NewSubjectAccess(r AccessReviewer, namespace string, allowTTL, denyTTL time.Duration, size int) *SubjectAccess {
 	return &SubjectAccess{reviewer: r, namespace: namespace, allowTTL: allowTTL, denyTTL: denyTTL,
-		cache: newTTLCache[accessAnswer](size), now: time.Now}
+		cache: lru.New[accessAnswer](size), now: time.Now}
 }
 
 // Spec is the review SubjectAccess sends for id and a.
@@ -75,7 +76,7 @@ func (s *SubjectAccess) Authorize(ctx context.Context, id Identity, a Attributes
 	}
 	sum := sha256.Sum256(raw)
 	key := hex.EncodeToString(sum[:])
-	ans, ok := s.cache.get(key, s.now())
+	ans, ok := s.cache.Get(key, s.now())
 	if ok {
 		metrics.APIAuthCacheHits.WithLabelValues(reviewAccess, outcome(ans.allowed)).Inc()
 	} else {
@@ -97,7 +98,7 @@ func (s *SubjectAccess) Authorize(ctx context.Context, id Identity, a Attributes
 			if ans.allowed {
 				ttl = s.allowTTL
 			}
-			s.cache.put(key, ans, s.now().Add(ttl))
+			s.cache.Put(key, ans, s.now().Add(ttl))
 			return ans, nil
 		})
 		if err != nil {

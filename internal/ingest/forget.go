@@ -10,28 +10,13 @@ import (
 // the pod's log is stored; from then on the row refuses uploads anyway, and
 // a token accepted before must not outlive that in the cache.
 func (h *Handler) Forget(podID string) {
-	n := h.accept.deleteFunc(func(key string) bool {
+	n := h.accept.DeleteFunc(func(key string) bool {
 		parts := strings.Split(key, "\x00") // acceptKey: hash, pod, cluster
 		return len(parts) == 3 && parts[1] == podID
 	})
 	if n > 0 {
 		h.log.Debug("cached accepts of a closed work pod dropped", "pod", podID, "entries", n)
 	}
-}
-
-// deleteFunc removes every entry whose key matches and returns how many.
-func (c *lru[V]) deleteFunc(match func(key string) bool) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for key, el := range c.items {
-		if match(key) {
-			c.order.Remove(el)
-			delete(c.items, key)
-			n++
-		}
-	}
-	return n
 }
 
 // podSlots counts each pod's uploads being staged, to bound them.

@@ -35,6 +35,7 @@ import (
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
+	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -222,10 +223,10 @@ type Handler struct {
 	clusters map[string]*cluster
 	order    []*cluster // as configured: the pre-check's candidates
 
-	accept      *lru[acceptEntry]
-	negative    *lru[struct{}]
-	limiters    *lru[limiter] // per source
-	podLimiters *lru[limiter] // per authenticated pod
+	accept      *lru.Cache[acceptEntry]
+	negative    *lru.Cache[struct{}]
+	limiters    *lru.Cache[limiter] // per source
+	podLimiters *lru.Cache[limiter] // per authenticated pod
 	flights     flights
 	locks       keyedMutex
 	staging     podSlots
@@ -250,10 +251,10 @@ func New(opts Options) (*Handler, error) {
 		opts:          opts,
 		log:           opts.Logger,
 		clusters:      make(map[string]*cluster, len(opts.Clusters)),
-		accept:        newLRU[acceptEntry](opts.CacheSize),
-		negative:      newLRU[struct{}](opts.CacheSize),
-		limiters:      newLRU[limiter](opts.CacheSize),
-		podLimiters:   newLRU[limiter](opts.CacheSize),
+		accept:        lru.New[acceptEntry](opts.CacheSize),
+		negative:      lru.New[struct{}](opts.CacheSize),
+		limiters:      lru.New[limiter](opts.CacheSize),
+		podLimiters:   lru.New[limiter](opts.CacheSize),
 		reviewTimeout: opts.reviewTimeout,
 	}
 	for _, c := range opts.Clusters {

@@ -77,7 +77,7 @@ func forbidKey(hash, cluster string, row store.WorkPod) string {
 // identical reviews in flight. exp is the token's expiry.
 func (h *Handler) authenticate(ctx context.Context, c *cluster, row store.WorkPod, token, hash string, exp time.Time) (verdict, error) {
 	now := h.opts.Now()
-	if e, ok := h.accept.get(acceptKey(hash, row.ID, c.Name), now); ok && e.podUID == row.PodUID {
+	if e, ok := h.accept.Get(acceptKey(hash, row.ID, c.Name), now); ok && e.podUID == row.PodUID {
 		metrics.IngestCacheHits.WithLabelValues("accept").Inc()
 		return accepted, nil
 	}
@@ -101,10 +101,10 @@ func (h *Handler) authenticate(ctx context.Context, c *cluster, row store.WorkPo
 }
 
 func (h *Handler) negativeGet(hash, cluster string, row store.WorkPod, now time.Time) (verdict, bool) {
-	if _, ok := h.negative.get(unauthKey(hash, cluster), now); ok {
+	if _, ok := h.negative.Get(unauthKey(hash, cluster), now); ok {
 		return unauthorized, true
 	}
-	if _, ok := h.negative.get(forbidKey(hash, cluster, row), now); ok {
+	if _, ok := h.negative.Get(forbidKey(hash, cluster, row), now); ok {
 		return forbidden, true
 	}
 	return 0, false
@@ -120,11 +120,11 @@ func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.
 		if exp.Before(until) {
 			until = exp
 		}
-		h.accept.put(acceptKey(hash, row.ID, c.Name), acceptEntry{podUID: row.PodUID}, until)
+		h.accept.Put(acceptKey(hash, row.ID, c.Name), acceptEntry{podUID: row.PodUID}, until)
 	case unauthorized:
-		h.negative.put(unauthKey(hash, c.Name), struct{}{}, now.Add(h.opts.NegativeTTL))
+		h.negative.Put(unauthKey(hash, c.Name), struct{}{}, now.Add(h.opts.NegativeTTL))
 	case forbidden:
-		h.negative.put(forbidKey(hash, c.Name, row), struct{}{}, now.Add(h.opts.NegativeTTL))
+		h.negative.Put(forbidKey(hash, c.Name, row), struct{}{}, now.Add(h.opts.NegativeTTL))
 	}
 	return v
 }

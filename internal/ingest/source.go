@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"crucible.dev/crucible/internal/lru"
 )
 
 // ipv6SourceBits is the prefix IPv6 clients are limited by: one site or
@@ -113,8 +115,8 @@ func (h *Handler) allowPod(pod string) (ok bool, retryAfter string) {
 
 // take takes a token from the bucket under key in limiters, made with
 // perSecond and burst when there is none.
-func take(limiters *lru[limiter], key string, now time.Time, perSecond float64, burst int) (*rate.Reservation, bool, string) {
-	lim := limiters.getOrAdd(key, now, func() (limiter, time.Time) {
+func take(limiters *lru.Cache[limiter], key string, now time.Time, perSecond float64, burst int) (*rate.Reservation, bool, string) {
+	lim := limiters.GetOrAdd(key, now, func() (limiter, time.Time) {
 		return rate.NewLimiter(rate.Limit(perSecond), burst), time.Time{}
 	})
 	res := lim.ReserveN(now, 1)
