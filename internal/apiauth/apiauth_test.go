@@ -14,25 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	testingclock "k8s.io/utils/clock/testing"
 )
-
-// fakeClock is a settable time source.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // fakeTokens answers TokenReviews from a map; err makes it unreachable.
 type fakeTokens struct {
@@ -101,7 +84,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestBearerCaches(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
 	rev := &fakeTokens{users: map[string]authenticationv1.UserInfo{
 		"good": {Username: "alice", UID: "u1", Groups: []string{"dev"}, Extra: map[string]authenticationv1.ExtraValue{"k": {"v"}}},
 	}}
@@ -117,27 +100,27 @@ func TestBearerCaches(t *testing.T) {
 		t.Fatalf("forged: %v, want ErrUnauthenticated", err)
 	}
 	// Both answers are cached: no new reviews.
-	clock.Add(4 * time.Second)
+	clock.Step(4 * time.Second)
 	_, _ = b.Authenticate(bearerRequest("Bearer good"))
 	_, _ = b.Authenticate(bearerRequest("Bearer forged"))
 	if rev.calls != 2 {
 		t.Fatalf("reviews after cached repeats = %d, want 2", rev.calls)
 	}
 	// The rejection expires at 5s, the accept at 10s.
-	clock.Add(2 * time.Second)
+	clock.Step(2 * time.Second)
 	_, _ = b.Authenticate(bearerRequest("Bearer good"))
 	_, _ = b.Authenticate(bearerRequest("Bearer forged"))
 	if rev.calls != 3 {
 		t.Fatalf("reviews after the negative TTL = %d, want 3", rev.calls)
 	}
-	clock.Add(5 * time.Second)
+	clock.Step(5 * time.Second)
 	_, _ = b.Authenticate(bearerRequest("Bearer good"))
 	if rev.calls != 4 {
 		t.Fatalf("reviews after the accept TTL = %d, want 4", rev.calls)
 	}
 	// A hub outage is 503-shaped and never cached, not even as a "no".
 	rev.err = errors.New("connection refused")
-	clock.Add(11 * time.Second)
+	clock.Step(11 * time.Second)
 	for range 2 {
 		if _, err := b.Authenticate(bearerRequest("Bearer good")); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnauthenticated) {
 			t.Fatalf("hub down: %v, want only ErrUnavailable", err)
@@ -247,7 +230,7 @@ func (f *fakeAccess) ReviewAccess(_ context.Context, spec authorizationv1.Subjec
 }
 
 func TestSubjectAccess(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1000, 0))
 	rev := &fakeAccess{allow: func(s authorizationv1.SubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
 		return authorizationv1.SubjectAccessReviewStatus{Allowed: s.User == "alice" && s.ResourceAttributes.Verb == VerbGet}
 	}}
@@ -273,7 +256,7 @@ func TestSubjectAccess(t *testing.T) {
 	}
 	// Cached apart: the denial for 5s, the allow for 10s; the same identity
 	// with groups in another order is the same key.
-	clock.Add(4 * time.Second)
+	clock.Step(4 * time.Second)
 	reordered := alice
 	reordered.Groups = []string{"a", "b"}
 	_ = a.Authorize(t.Context(), reordered, get)
@@ -281,7 +264,7 @@ func TestSubjectAccess(t *testing.T) {
 	if len(rev.specs) != 2 {
 		t.Fatalf("reviews = %d, want 2 (both cached)", len(rev.specs))
 	}
-	clock.Add(2 * time.Second)
+	clock.Step(2 * time.Second)
 	_ = a.Authorize(t.Context(), alice, get)
 	_ = a.Authorize(t.Context(), alice, create)
 	if len(rev.specs) != 3 {
@@ -294,7 +277,7 @@ func TestSubjectAccess(t *testing.T) {
 	}
 	// The hub down: unavailable, never a cached no.
 	rev.err = errors.New("dial tcp: connection refused")
-	clock.Add(time.Minute)
+	clock.Step(time.Minute)
 	for range 2 {
 		if err := a.Authorize(t.Context(), alice, get); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrForbidden) {
 			t.Fatalf("hub down: %v", err)

@@ -47,7 +47,7 @@ func TestOneClusterDownIs503ForItsTokens(t *testing.T) {
 
 	// The cluster recovers: its pod's token is accepted, forged ones are 401.
 	e.spokes[1].jwksFail.Store(false)
-	e.clock.Advance(DefaultJWKSMinRefresh)
+	e.clock.Step(DefaultJWKSMinRefresh)
 	if w := e.post("wp-b", "result", tokB, []byte("b")); w.Code != http.StatusCreated {
 		t.Errorf("after recovery: status %d, want 201", w.Code)
 	}
@@ -104,7 +104,7 @@ func TestReviewStatusErrorIsUnavailable(t *testing.T) {
 		t.Errorf("after the spoke recovers: status %d, want 201", w.Code)
 	}
 	// authenticated:false without an error stays a cached no.
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	no := e.token("wp-1", "uid-1")
 	e.spoke.setMode(no, modeReject)
 	for range 2 {

@@ -22,6 +22,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	authnv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
@@ -240,24 +241,6 @@ func (a *audList) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*[]string)(a))
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is a drop-box wired to fake spokes (one unless asked), a real SQLite
 // store and an artifacts dir.
 type env struct {
@@ -267,7 +250,7 @@ type env struct {
 	h      *Handler
 	store  store.Store
 	dir    artifact.Dir
-	clock  *fakeClock
+	clock  *testingclock.FakeClock
 	logs   *syncBuffer
 }
 
@@ -309,7 +292,7 @@ func newEnvClusters(t testing.TB, n int, modify ...func(*Options)) *env {
 	tmp := t.TempDir()
 	e := &env{
 		t: t, dir: artifact.Dir{Root: filepath.Join(tmp, "artifacts")},
-		clock: &fakeClock{now: time.Now().UTC().Truncate(time.Second)}, logs: &syncBuffer{},
+		clock: testingclock.NewFakeClock(time.Now().UTC().Truncate(time.Second)), logs: &syncBuffer{},
 	}
 	var clusters []Cluster
 	for i := range n {

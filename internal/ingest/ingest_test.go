@@ -200,7 +200,7 @@ func TestKeysUnavailable(t *testing.T) {
 	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("within the refresh interval: status %d, want 503", w.Code)
 	}
-	e.clock.Advance(DefaultJWKSMinRefresh)
+	e.clock.Step(DefaultJWKSMinRefresh)
 	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusCreated {
 		t.Errorf("after the refresh interval: status %d, want 201", w.Code)
 	}
@@ -208,7 +208,7 @@ func TestKeysUnavailable(t *testing.T) {
 	// a known kid is decided with them, one of an unknown kid (it may be a
 	// rotated key the failing fetch would have brought) cannot be.
 	e.spoke.jwksFail.Store(true)
-	e.clock.Advance(DefaultJWKSMinRefresh)
+	e.clock.Step(DefaultJWKSMinRefresh)
 	forged := sign(t, otherKey, testKID, podClaims(e.clock.Now(), "wp-1", "uid-1"))
 	if w := e.post("wp-1", "result", forged, []byte("data")); w.Code != http.StatusUnauthorized {
 		t.Errorf("forged token of a known kid with failing JWKS: status %d, want 401", w.Code)
@@ -265,7 +265,7 @@ func TestRejectedTokenFlood(t *testing.T) {
 		if got := e.spoke.reviews.Load(); got != int64(round) {
 			t.Errorf("after round %d: %d TokenReviews, want %d (one per NegativeTTL)", round, got, round)
 		}
-		e.clock.Advance(DefaultNegativeTTL)
+		e.clock.Step(DefaultNegativeTTL)
 	}
 }
 
@@ -351,7 +351,7 @@ func TestRateLimit(t *testing.T) {
 			t.Errorf("Retry-After = %q, want 2", w.Header().Get("Retry-After"))
 		}
 	}
-	e.clock.Advance(2 * time.Second)
+	e.clock.Step(2 * time.Second)
 	if w := e.post("wp-1", "result", "", nil); w.Code != 401 {
 		t.Errorf("after refill: status %d, want 401", w.Code)
 	}

@@ -131,7 +131,7 @@ func TestPerPodLimit(t *testing.T) {
 	if w := e.post("wp-2", "result", tok2, []byte("x")); w.Code != http.StatusCreated {
 		t.Errorf("wp-2 while wp-1 is limited: status %d, want 201", w.Code)
 	}
-	e.clock.Advance(2 * time.Second)
+	e.clock.Step(2 * time.Second)
 	if w := e.post("wp-1", "result", tok1, []byte("x")); w.Code != http.StatusOK {
 		t.Errorf("wp-1 after refill: status %d, want 200", w.Code)
 	}

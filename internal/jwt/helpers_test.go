@@ -14,6 +14,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"crucible.dev/crucible/internal/jwt/jwttest"
 )
@@ -87,34 +88,16 @@ func (s *jwksServer) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	return keys, nil
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fixture is a KeySet over a jwksServer with a fake clock.
 type fixture struct {
 	srv   *jwksServer
-	clock *fakeClock
+	clock *testingclock.FakeClock
 	ks    *KeySet
 }
 
 func newFixture(t testing.TB, grace time.Duration, keys ...jose.JSONWebKey) *fixture {
 	t.Helper()
-	f := &fixture{srv: newJWKSServer(t, keys...), clock: &fakeClock{now: time.Unix(1_800_000_000, 0)}}
+	f := &fixture{srv: newJWKSServer(t, keys...), clock: testingclock.NewFakeClock(time.Unix(1_800_000_000, 0))}
 	f.ks = NewKeySet(KeySetOptions{Fetch: f.srv.fetch, MinRefresh: 10 * time.Second, UnknownKidGrace: grace, Now: f.clock.Now})
 	return f
 }

@@ -118,18 +118,18 @@ func TestUnknownKidRateLimit(t *testing.T) {
 	if got := f.srv.fetches.Load(); got != 1 {
 		t.Errorf("fetches after a flood within MinRefresh = %d, want 1", got)
 	}
-	f.clock.Advance(9 * time.Second)
+	f.clock.Step(9 * time.Second)
 	flood()
 	if got := f.srv.fetches.Load(); got != 1 {
 		t.Errorf("fetches 9s later = %d, want 1", got)
 	}
-	f.clock.Advance(time.Second)
+	f.clock.Step(time.Second)
 	flood()
 	if got := f.srv.fetches.Load(); got != 2 {
 		t.Errorf("fetches after MinRefresh = %d, want 2", got)
 	}
 	// A known kid never fetches.
-	f.clock.Advance(time.Minute)
+	f.clock.Step(time.Minute)
 	if _, err := f.ks.Verify(t.Context(), token(t, 0, "k1")); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestLastGoodKeysKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.srv.set(func(s *jwksServer) { s.fail = true })
-	f.clock.Advance(time.Minute)
+	f.clock.Step(time.Minute)
 	// The refresh for k2 fails: no definitive answer for k2, before and
 	// after the rate limit refuses another fetch ...
 	for i := range 2 {
@@ -187,7 +187,7 @@ func TestUnavailableVersusUnknown(t *testing.T) {
 	if _, err := f.ks.Verify(t.Context(), token(t, 0, "k1")); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("JWKS back but within MinRefresh: %v, want ErrUnavailable", err)
 	}
-	f.clock.Advance(10 * time.Second)
+	f.clock.Step(10 * time.Second)
 	if err := f.ks.Load(t.Context()); err != nil {
 		t.Errorf("Load: %v", err)
 	}
@@ -208,7 +208,7 @@ func TestUnknownKidGrace(t *testing.T) {
 	rotated := token(t, 1, "k2")
 	forged := token(t, 2, "k3")
 	for _, step := range []time.Duration{0, time.Minute, 59 * time.Second} {
-		f.clock.Advance(step)
+		f.clock.Step(step)
 		for _, tok := range []string{rotated, forged} {
 			if _, err := f.ks.Verify(t.Context(), tok); !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("%v into the grace: %v, want ErrUnavailable", step, err)
@@ -221,7 +221,7 @@ func TestUnknownKidGrace(t *testing.T) {
 	f.srv.set(func(s *jwksServer) {
 		s.published = append(s.published, jwttest.PublicJWK(rsaKey(1), "k2", jose.RS256))
 	})
-	f.clock.Advance(10 * time.Second) // past the grace of k3; k2 is fetched
+	f.clock.Step(10 * time.Second) // past the grace of k3; k2 is fetched
 	if _, err := f.ks.Verify(t.Context(), rotated); err != nil {
 		t.Errorf("rotated key after publication: %v", err)
 	}

@@ -80,7 +80,7 @@ func TestStaleThenUnavailableThenFresh(t *testing.T) {
 			fetchesBefore, responsesBefore := fetchCounts(d.name), responseCounts(d.name)
 			var good string
 			for _, step := range steps {
-				clock.Advance(step.advance)
+				clock.Step(step.advance)
 				hub.set(d.path, step.hub)
 
 				got := do(t, m, http.MethodGet, d.path)
@@ -165,7 +165,7 @@ func TestInvalidAnswersNeverReplaceGoodOnes(t *testing.T) {
 				t.Fatalf("cold cache, bad answer: got %d %q, want 503 %q", got.status, got.body, unavailable)
 			}
 
-			clock.Advance(retryBackoff)
+			clock.Step(retryBackoff)
 			hub.set(tt.path, up)
 			good := do(t, m, http.MethodGet, tt.path)
 			if good.status != 200 {
@@ -173,7 +173,7 @@ func TestInvalidAnswersNeverReplaceGoodOnes(t *testing.T) {
 			}
 
 			hub.set(tt.path, tt.bad)
-			clock.Advance(DefaultTTL)
+			clock.Step(DefaultTTL)
 			got := do(t, m, http.MethodGet, tt.path)
 			want := reply{status: 200, body: good.body}
 			if diff := cmp.Diff(want, reply{status: got.status, body: got.body}, cmp.AllowUnexported(reply{})); diff != "" {
@@ -242,7 +242,7 @@ func TestStatusAndCheck(t *testing.T) {
 	}
 
 	hub.set(discoveryPath, answer{status: http.StatusForbidden, body: "forbidden"})
-	clock.Advance(DefaultTTL)
+	clock.Step(DefaultTTL)
 	t1 := clock.Now()
 	want := view{
 		Discovery:    DocumentStatus{LastSuccess: t0, LastFailure: t1},
@@ -256,7 +256,7 @@ func TestStatusAndCheck(t *testing.T) {
 		t.Errorf("LastError = %v, want errInvalid with a statusError", err)
 	}
 
-	clock.Advance(time.Minute + time.Second)
+	clock.Step(time.Minute + time.Second)
 	err := m.Check(t.Context())
 	if !errors.Is(err, ErrUnavailable) || err.Error() != "discovery: no servable document" {
 		t.Errorf("Check past MaxStale = %v, want discovery: ErrUnavailable", err)
@@ -278,7 +278,7 @@ func TestDocumentAgeMetric(t *testing.T) {
 		t.Fatalf("age series before any fetch = %d, want 0", n)
 	}
 	do(t, m, http.MethodGet, discoveryPath)
-	clock.Advance(12 * time.Second)
+	clock.Step(12 * time.Second)
 	// Only discovery has been fetched, so it is the one series.
 	if got := testutil.ToFloat64(metrics.MirrorDocumentAge); got != 12 {
 		t.Errorf("crucible_mirror_document_age_seconds = %v, want 12", got)

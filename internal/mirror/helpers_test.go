@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/rest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"crucible.dev/crucible/internal/metrics"
 )
@@ -153,30 +154,12 @@ func (h *fakeHub) client(t *testing.T) *http.Client {
 	return c
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+func newFakeClock() *testingclock.FakeClock {
+	return testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // newTestMirror returns a mirror of hub on clock, with options edited by edit.
-func newTestMirror(t *testing.T, hub *fakeHub, clock *fakeClock, edit func(*Options)) *Mirror {
+func newTestMirror(t *testing.T, hub *fakeHub, clock *testingclock.FakeClock, edit func(*Options)) *Mirror {
 	t.Helper()
 	opts := Options{
 		Upstream:    hub.client(t),

@@ -50,7 +50,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 				{"past TTL+MaxStale, still redirecting: 503", time.Minute, redirect, 503, "no-store"},
 			}
 			for _, step := range steps {
-				clock.Advance(step.advance)
+				clock.Step(step.advance)
 				hub.set(jwksPath, step.hub)
 				got := do(t, m, http.MethodGet, jwksPath)
 				if diff := cmp.Diff([]any{step.wantStatus, step.wantCache}, []any{got.status, got.header.Get("Cache-Control")}); diff != "" {

@@ -20,6 +20,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	authv1 "k8s.io/api/authentication/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"crucible.dev/crucible/internal/jwt/jwttest"
 )
@@ -181,24 +182,6 @@ func graceYAML(grace string) string {
 	return "  unknownKeyIDGrace: " + grace + "\n"
 }
 
-// fakeClock drives the key-fetch rate limit.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // syncBuffer collects logs from concurrent handlers.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -220,7 +203,7 @@ func (b *syncBuffer) String() string {
 // fixture is a Server for one test issuer, with a fake clock and captured logs.
 type fixture struct {
 	iss   *testIssuer
-	clock *fakeClock
+	clock *testingclock.FakeClock
 	logs  *syncBuffer
 	srv   *Server
 	h     http.Handler
@@ -238,7 +221,7 @@ func newFixture(t testing.TB, p testProvider) *fixture {
 
 func newFixtureFor(t testing.TB, iss *testIssuer, cfg *Config) *fixture {
 	t.Helper()
-	f := &fixture{iss: iss, clock: &fakeClock{now: time.Now()}, logs: &syncBuffer{}}
+	f := &fixture{iss: iss, clock: testingclock.NewFakeClock(time.Now()), logs: &syncBuffer{}}
 	srv, err := NewServer(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(f.logs, nil)), now: f.clock.Now})
 	if err != nil {
 		t.Fatalf("new server: %v", err)

@@ -43,7 +43,7 @@ func TestKeyRotationWithoutRestart(t *testing.T) {
 	}
 
 	f.iss.set(func(ti *testIssuer) { ti.published["k2"] = testKeys()[2] })
-	f.clock.Advance(10 * time.Second)
+	f.clock.Step(10 * time.Second)
 	checkStatus(t, f.review(t, v1, rotated), authenticatedHub)
 	checkStatus(t, f.review(t, v1, hubToken(t, hubClaims())), authenticatedHub) // the old key still published
 	if got := f.iss.jwksFetches.Load(); got != 2 {
@@ -57,9 +57,9 @@ func TestUnknownKidGraceThenDefinitive(t *testing.T) {
 	f := newFixture(t, defaultProvider())
 	rogue := jwttest.Sign(t, testKeys()[1], jose.RS256, "rogue", hubClaims(), nil)
 	checkStatus(t, f.review(t, v1, rogue), withinGrace("rogue"))
-	f.clock.Advance(DefaultUnknownKeyIDGrace - time.Second)
+	f.clock.Step(DefaultUnknownKeyIDGrace - time.Second)
 	checkStatus(t, f.review(t, v1, rogue), withinGrace("rogue"))
-	f.clock.Advance(time.Second)
+	f.clock.Step(time.Second)
 	checkStatus(t, f.review(t, v1, rogue), rejectedStatus)
 }
 
@@ -99,7 +99,7 @@ func TestUnknownKidFloodFetchesOncePerInterval(t *testing.T) {
 	if got := f.iss.jwksFetches.Load(); got != 1 {
 		t.Errorf("JWKS fetched %d times after a flood within the interval, want 1 (the first use)", got)
 	}
-	f.clock.Advance(10 * time.Second)
+	f.clock.Step(10 * time.Second)
 	flood()
 	if got := f.iss.jwksFetches.Load(); got != 2 {
 		t.Errorf("JWKS fetched %d times after a flood in the next interval, want 2", got)
@@ -114,7 +114,7 @@ func TestKeysKeptWhenFetchFails(t *testing.T) {
 	checkStatus(t, f.review(t, v1, hubToken(t, hubClaims())), authenticatedHub)
 
 	f.iss.set(func(ti *testIssuer) { ti.jwksOff = true })
-	f.clock.Advance(10 * time.Second)
+	f.clock.Step(10 * time.Second)
 	unknown := jwttest.Sign(t, testKeys()[1], jose.RS256, "k9", hubClaims(), nil)
 
 	// The refresh for k9 fails: no definitive answer for k9 ...

@@ -66,7 +66,7 @@ func TestForgedTokenFloodLogsNoLinePerToken(t *testing.T) {
 		t.Errorf("%d Info lines for %d forged tokens:\n%s", len(lines), flood, strings.Join(lines, "\n"))
 	}
 
-	f.clock.Advance(refusalSummaryInterval)
+	f.clock.Step(refusalSummaryInterval)
 	f.review(t, v1, "one-more")
 	summaries = nil
 	for _, l := range infoLines(f.logs.String()) {

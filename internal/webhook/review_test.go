@@ -338,7 +338,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 
 	f.iss.set(func(ti *testIssuer) { ti.discoveryOff = false })
-	f.clock.Advance(11 * time.Second) // past jwksMinRefreshInterval
+	f.clock.Step(11 * time.Second) // past jwksMinRefreshInterval
 	code, got = getReadiness(t, f.h)
 	want := Readiness{Ready: true, Providers: []ProviderReadiness{{Name: "hub", Ready: true}}}
 	if diff := cmp.Diff(want, got); code != http.StatusOK || diff != "" {
