@@ -189,9 +189,9 @@ func (o *Options) validate() error {
 		if c.Client == nil || c.Client.Kube == nil || c.Client.HTTP == nil {
 			errs = append(errs, fmt.Errorf("%s.client: missing", at))
 		}
-		for field, v := range map[string]string{"namespace": c.Namespace, "serviceAccount": c.ServiceAccount, "audience": c.Audience} {
-			if v == "" {
-				errs = append(errs, fmt.Errorf("%s.%s: empty", at, field))
+		for _, f := range []struct{ name, v string }{{"namespace", c.Namespace}, {"serviceAccount", c.ServiceAccount}, {"audience", c.Audience}} {
+			if f.v == "" {
+				errs = append(errs, fmt.Errorf("%s.%s: empty", at, f.name))
 			}
 		}
 	}
@@ -201,17 +201,32 @@ func (o *Options) validate() error {
 	if o.Artifacts.Root == "" {
 		errs = append(errs, errors.New("artifacts: no root directory"))
 	}
-	for field, neg := range map[string]bool{
-		"maxBodyBytes": o.MaxBodyBytes < 0, "acceptTTL": o.AcceptTTL < 0, "negativeTTL": o.NegativeTTL < 0,
-		"cacheSize": o.CacheSize < 0, "ratePerSource": o.RatePerSource < 0, "rateBurst": o.RateBurst < 0,
-		"jwksMinRefresh": o.JWKSMinRefresh < 0, "ratePerPod": o.RatePerPod < 0, "rateBurstPerPod": o.RateBurstPerPod < 0,
-		"maxKindsPerPod": o.MaxKindsPerPod < 0, "maxBytesPerPod": o.MaxBytesPerPod < 0, "minFreeBytes": o.MinFreeBytes < 0,
-		"maxStagingPerPod": o.MaxStagingPerPod < 0, "minUploadRate": o.MinUploadRate < 0, "uploadRateWindow": o.UploadRateWindow < 0,
+	// A slice, not a map: the errors come out in the same order every run.
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"maxBodyBytes", o.MaxBodyBytes < 0},
+		{"acceptTTL", o.AcceptTTL < 0},
+		{"negativeTTL", o.NegativeTTL < 0},
+		{"cacheSize", o.CacheSize < 0},
+		{"ratePerSource", o.RatePerSource < 0},
+		{"rateBurst", o.RateBurst < 0},
+		{"jwksMinRefresh", o.JWKSMinRefresh < 0},
+		{"ratePerPod", o.RatePerPod < 0},
+		{"rateBurstPerPod", o.RateBurstPerPod < 0},
+		{"maxKindsPerPod", o.MaxKindsPerPod < 0},
+		{"maxBytesPerPod", o.MaxBytesPerPod < 0},
+		{"minFreeBytes", o.MinFreeBytes < 0},
+		{"maxStagingPerPod", o.MaxStagingPerPod < 0},
+		{"minUploadRate", o.MinUploadRate < 0},
+		{"uploadRateWindow", o.UploadRateWindow < 0},
 	} {
-		if neg {
-			errs = append(errs, fmt.Errorf("%s: negative", field))
+		if f.negative {
+			errs = append(errs, fmt.Errorf("%s: negative", f.name))
 		}
 	}
+
 	return errors.Join(errs...)
 }
 
