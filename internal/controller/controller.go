@@ -44,7 +44,7 @@ func hubRESTConfig(h fleet.Hub) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: no server configured and not in a cluster: %w", err)
 	}
-	return fleet.TokenFileConfig(in.Host, in.TLSClientConfig.CAFile, in.BearerTokenFile)
+	return fleet.TokenFileConfig(in.Host, in.CAFile, in.BearerTokenFile)
 }
 
 // Run serves until ctx ends.

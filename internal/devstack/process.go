@@ -75,7 +75,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 	var last error
 	for {
 		if p.exited() {
-			return fmt.Errorf("%s %w (%v) while starting; last lines of %s:\n%s", p.Name, ErrProcessExited, p.waitErr, p.LogFile, tail(p.LogFile, 20))
+			return fmt.Errorf("%s %w (%w) while starting; last lines of %s:\n%s", p.Name, ErrProcessExited, p.waitErr, p.LogFile, tail(p.LogFile, 20))
 		}
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		last = check(cctx)
@@ -85,7 +85,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s: %v; last lines of %s:\n%s", p.Name, timeout, last, p.LogFile, tail(p.LogFile, 20))
+			return fmt.Errorf("%s not ready after %s: %w; last lines of %s:\n%s", p.Name, timeout, last, p.LogFile, tail(p.LogFile, 20))
 		case <-p.done:
 		case <-tick.C:
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,7 +100,6 @@ func startRuntime(ctx context.Context, cfg RuntimeConfig, log func(string, ...an
 	rctx, cancel := context.WithCancel(context.Background())
 	var nodes []*nodeRuntime
 	var servers []*http.Server
-	var listeners []net.Listener
 	stop := func() {
 		cancel()
 		for _, s := range servers {
@@ -124,12 +122,11 @@ func startRuntime(ctx context.Context, cfg RuntimeConfig, log func(string, ...an
 			stop()
 			return nil, err
 		}
-		ln, err := n.listenAndServe(srv, sp.Port)
-		if err != nil {
+		if _, err := n.listenAndServe(srv, sp.Port); err != nil {
 			stop()
 			return nil, err
 		}
-		servers, listeners = append(servers, srv), append(listeners, ln)
+		servers = append(servers, srv)
 		if err := n.watch(ctx); err != nil {
 			stop()
 			return nil, err

@@ -95,7 +95,7 @@ func (s *Stack) chooseIsolation() error {
 		return fmt.Errorf("%w (not root; pods also run as your user, not nobody)", errNoMountNamespace)
 	}
 	if err := probeMountNamespace(); err != nil {
-		return fmt.Errorf("%w (this machine refused one: %v)", errNoMountNamespace, err)
+		return fmt.Errorf("%w (this machine refused one: %w)", errNoMountNamespace, err)
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func probeMountNamespace() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	spec, _ := json.Marshal(execSpec{Probe: dir})
 	specFile := filepath.Join(dir, "exec.json")
 	if err := os.WriteFile(specFile, spec, 0o600); err != nil {

@@ -81,7 +81,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, cluster string, w render.Work
 	if err := d.createOwned(ctx, c, pod, objs); err != nil {
 		metrics.Dispatches.WithLabelValues(cluster, "error").Inc()
 		if derr := d.Delete(context.WithoutCancel(ctx), cluster, ns, pod.Name, pod.UID); derr != nil {
-			return Result{}, fmt.Errorf("%w (and removing the pod again failed: %v; the sweep will)", err, derr)
+			return Result{}, fmt.Errorf("%w (and removing the pod again failed: %w; the sweep will)", err, derr)
 		}
 		return Result{}, err
 	}

@@ -65,7 +65,7 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	var errs []error
 	if o.Upstream == nil {
-		errs = append(errs, errors.New("Upstream: required"))
+		errs = append(errs, errors.New("Upstream: required")) //nolint:staticcheck // ST1005: the message starts with the field's name
 	}
 	if err := checkBaseURL(o.UpstreamURL, true); err != nil {
 		errs = append(errs, fmt.Errorf("UpstreamURL: %w", err))

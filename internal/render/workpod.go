@@ -43,10 +43,10 @@ const (
 	// ReservedEnvPrefix starts every variable crucible sets; users may not.
 	ReservedEnvPrefix = "CRUCIBLE_"
 
-	IngestTokenDir   = "/var/run/secrets/crucible/ingest"
-	IngestTokenPath  = IngestTokenDir + "/token"
+	IngestTokenDir   = "/var/run/secrets/crucible/ingest" //nolint:gosec // G101: a mount path, not a credential
+	IngestTokenPath  = IngestTokenDir + "/token"          //nolint:gosec // G101: a mount path, not a credential
 	FilesMountPath   = "/etc/crucible/files"
-	SecretsMountPath = "/etc/crucible/secrets"
+	SecretsMountPath = "/etc/crucible/secrets" //nolint:gosec // G101: a mount path, not a credential
 
 	// MaxFilesBytes and MaxSecretFilesBytes bound the keys plus values of
 	// Files and SecretFiles, under the API server's 1 MiB object limit with

@@ -167,9 +167,7 @@ func sqliteURI(dsn string) (base, query string, err error) {
 		return base, query, nil
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path = strings.TrimPrefix(dsn, "sqlite:")
-		if strings.HasPrefix(path, "//") { // sqlite:///abs/path, sqlite://rel/path
-			path = path[2:]
-		}
+		path = strings.TrimPrefix(path, "//") // sqlite:///abs/path, sqlite://rel/path
 	default:
 		path = dsn
 	}

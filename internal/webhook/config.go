@@ -146,12 +146,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	jsonData, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	var f fileConfig
 	strictErrs, err := kjson.UnmarshalStrict(jsonData, &f)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	cfg, errs := validateConfig(&f)
 	if len(strictErrs)+len(errs) > 0 {

@@ -43,7 +43,7 @@ func Main(m *testing.M, opts devstack.Options) int {
 		sharedStack.Stop()
 	}
 	if binDir != "" {
-		os.RemoveAll(binDir)
+		_ = os.RemoveAll(binDir)
 	}
 	return code
 }
@@ -118,7 +118,7 @@ func crucibleBinary() (string, error) {
 		binPath = filepath.Join(binDir, "crucible")
 		cmd := exec.Command("go", "build", "-o", binPath, "crucible.dev/crucible/cmd/crucible")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build crucible: %v\n%s", err, out)
+			binErr = fmt.Errorf("build crucible: %w\n%s", err, out)
 		}
 	})
 	return binPath, binErr

@@ -78,7 +78,7 @@ func credential() (*syscall.Credential, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("%w: running as root needs the postgres OS user: %v", ErrNoBinaries, err)
+		return nil, fmt.Errorf("%w: running as root needs the postgres OS user: %w", ErrNoBinaries, err)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
@@ -178,7 +178,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-s.done:
 			return fmt.Errorf("exited during startup: %s", s.cmd.ProcessState)
 		case <-ctx.Done():
-			return fmt.Errorf("not ready: %w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("not ready: %w (last: %w)", ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

@@ -173,7 +173,7 @@ func checkErr(t *testing.T, got, want error) {
 	switch {
 	case want == nil && got != nil:
 		t.Errorf("err = %v, want nil", got)
-	case want == errAny:
+	case errors.Is(want, errAny):
 		if got == nil {
 			t.Error("err = nil, want an error")
 		}
