@@ -89,13 +89,17 @@ type nodeRuntime struct {
 	ctx  context.Context
 	mu   sync.Mutex
 	pods map[types.UID]*podRun
-	wg   sync.WaitGroup
+	// logRequests counts the pods/log requests the API server made to this
+	// node, per namespace/name: one per pods/log request at the API server.
+	logRequests map[string]int
+	wg          sync.WaitGroup
 }
 
 // runtimeHandle stops a running runtime.
 type runtimeHandle struct {
 	cancel context.CancelFunc
 	stop   func()
+	nodes  []*nodeRuntime
 }
 
 // startRuntime starts a runtime for every spoke of cfg and returns once each
@@ -138,7 +142,7 @@ func startRuntime(ctx context.Context, cfg RuntimeConfig, log func(string, ...an
 			return nil, err
 		}
 	}
-	return &runtimeHandle{cancel: cancel, stop: stop}, nil
+	return &runtimeHandle{cancel: cancel, stop: stop, nodes: nodes}, nil
 }
 
 func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log func(string, ...any)) (*nodeRuntime, error) {

@@ -35,8 +35,8 @@ func BenchmarkFanout(b *testing.B) {
 	defer cancel()
 	g := newGate(b)
 	// The pod prints one line, then its lines once every viewer got that
-	// one, ten at a time, then idles until the benchmark ends.
-	script, _ := printLines("fanout line", 1, lines)
+	// one, ten every 10 ms, then idles until the benchmark ends.
+	script, _ := printLinesPausing("fanout line", 1, lines, "0.01")
 	id := benchPod(b, s, g, `echo "fanout ready"; `+awaitGate("go")+script+`touch "$G/printed"; sleep 3600`)
 	waitRunning(b, s, id)
 	rssBefore := rssMiB(b, s.Processes()["crucible-controller"])

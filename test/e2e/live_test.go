@@ -152,9 +152,16 @@ func logStreams(t testing.TB, spoke *devstack.Cluster) int {
 	return apiserverMetric(t, spoke, "apiserver_longrunning_requests", `resource="pods"`, `subresource="log"`)
 }
 
-func logRequests(t testing.TB, spoke *devstack.Cluster) int {
+// podLogRequests is the number of pods/log requests for one pod that the
+// spoke's API server made to its kubelet (the dev runtime) so far: other
+// tests' pods do not count.
+func podLogRequests(t testing.TB, s *devstack.Stack, spoke *devstack.Cluster, pod string) int {
 	t.Helper()
-	return apiserverMetric(t, spoke, "apiserver_request_total", `resource="pods"`, `subresource="log"`)
+	n, err := s.PodLogRequests(spoke, devstack.SpokeNamespace, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // checkViews checks every viewer got want, numbered 1..len(want), and the end.
@@ -229,13 +236,18 @@ func awaitGate(name string) string {
 	return `until [ -e "$G/` + name + `" ]; do sleep 0.05; done; `
 }
 
-// printLines is shell printing "prefix i" for i in from..to, a pause every
-// ten lines, and want is exactly what it prints.
+// printLines is shell printing "prefix i" for i in from..to, a 50 ms pause
+// every ten lines, and want is exactly what it prints.
 func printLines(prefix string, from, to int) (sh string, want []string) {
+	return printLinesPausing(prefix, from, to, "0.05")
+}
+
+// printLinesPausing is printLines pausing pause seconds every ten lines.
+func printLinesPausing(prefix string, from, to int, pause string) (sh string, want []string) {
 	for i := from; i <= to; i++ {
 		want = append(want, fmt.Sprintf("%s %d", prefix, i))
 	}
-	sh = fmt.Sprintf(`i=%d; while [ $i -le %d ]; do echo "%s $i"; [ $((i %% 10)) -eq 0 ] && sleep 0.05; i=$((i+1)); done; `, from, to, prefix)
+	sh = fmt.Sprintf(`i=%d; while [ $i -le %d ]; do echo "%s $i"; [ $((i %% 10)) -eq 0 ] && sleep %s; i=$((i+1)); done; `, from, to, prefix, pause)
 	return sh, want
 }
 
@@ -283,7 +295,6 @@ func TestLiveLog200ViewersOneUpstream(t *testing.T) {
 	want := append([]string{"live: before the viewers"}, more...)
 	p := gatedPod(t, s, "wharf", g, `echo "live: before the viewers"; `+awaitGate("go")+lines+`touch "$G/printed"; sleep 3600`)
 	waitRunning(t, s, p.ID)
-	before := logRequests(t, wharf)
 	views, wg := startViewers(t, t.Context(), s, p.ID, 200)
 	waitAll(t, "got the first line", time.Minute, views, func(v *sseView) bool { return v.lines() >= 1 })
 	g.open(t, "go")
@@ -292,11 +303,14 @@ func TestLiveLog200ViewersOneUpstream(t *testing.T) {
 	if n := logStreams(t, wharf); n != 1 {
 		t.Errorf("%d pods/log streams open at the spoke for 200 viewers, want 1", n)
 	}
+	if n := podLogRequests(t, s, wharf, p.ID); n != 1 {
+		t.Errorf("%d pods/log requests for the pod so far, want the one follow stream", n)
+	}
 	cancelPod(t, s, p.ID)
 	wg.Wait()
 	checkViews(t, views, want, "cancelled")
 	// The follow stream, plus one read of the finished log; no more.
-	if n := logRequests(t, wharf) - before; n > 2 {
+	if n := podLogRequests(t, s, wharf, p.ID); n > 2 {
 		t.Errorf("%d pods/log requests at the spoke for 200 viewers, want at most 2 (one follow, one final read)", n)
 	}
 }
