@@ -348,22 +348,27 @@ func newArtifactsCmd() *cobra.Command {
 			if len(args) == 2 {
 				return c.do(cmd.Context(), http.MethodGet, base+"/"+url.PathEscape(args[1]), nil, cmd.OutOrStdout())
 			}
-			var arts []struct {
-				Kind   string
-				Size   int64
-				SHA256 string
-			}
-			if err := c.do(cmd.Context(), http.MethodGet, base, nil, &arts); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KIND\tSIZE\tSHA256")
-			for _, a := range arts {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", a.Kind, a.Size, a.SHA256)
-			}
-			return tw.Flush()
+			return printArtifacts(cmd.Context(), c, args[0], cmd.OutOrStdout())
 		},
 	}
 	addServerFlag(cmd, &server)
 	return cmd
+}
+
+// printArtifacts lists a work pod's artifacts as a table.
+func printArtifacts(ctx context.Context, c *apiClient, id string, out io.Writer) error {
+	var arts []struct {
+		Kind   string
+		Size   int64
+		SHA256 string
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/pods/"+url.PathEscape(id)+"/artifacts", nil, &arts); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tSIZE\tSHA256")
+	for _, a := range arts {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", a.Kind, a.Size, a.SHA256)
+	}
+	return tw.Flush()
 }

@@ -3,13 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 )
 
@@ -131,7 +129,7 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
-	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, submit a sample turn and show its state and log")
+	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, run a sample turn: follow its log live, then show its state, collected log and artifacts")
 	cmd.Flags().BoolVar(&noMntNS, "no-pod-mount-namespace", false, "run pods without a private mount namespace even as root: volumes stay in each pod's directory and env values naming a mountPath point there")
 	cmd.Flags().BoolVar(&noFed, "no-federation", false, "run only the clusters: no crucible controller, no authn webhooks")
 	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller, webhooks and dev runtime (default: this one)")
@@ -195,27 +193,4 @@ func newDevRuntimeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory of the stack")
 	return cmd
-}
-
-// runSample shows the whole path once: a turn submitted through the API runs
-// on the first spoke and its log comes back as an artifact.
-func runSample(cmd *cobra.Command, stack *devstack.Stack) error {
-	out := cmd.OutOrStdout()
-	c := newAPIClient(stack.Federation.ControllerInternalURL)
-	var wp api.WorkPod
-	req := api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c",
-		`echo "hello from a crucible sample turn: pod $HOSTNAME"; sleep 1; echo "the hub collected this log through the federated client"`}}
-	if err := c.do(cmd.Context(), http.MethodPost, "/api/pods", req, &wp); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\nsample turn %s submitted to %s\n", wp.ID, wp.Cluster)
-	if err := waitFinished(cmd.Context(), c, wp.ID, out); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "log of %s:\n", wp.ID)
-	if err := c.do(cmd.Context(), http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil, out); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\nAPI: %s (try: crucible pods list --server %s)\n", stack.Federation.ControllerInternalURL, stack.Federation.ControllerInternalURL)
-	return nil
 }

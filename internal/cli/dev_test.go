@@ -3,11 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,8 +30,8 @@ func TestMain(m *testing.M) {
 	os.Exit(devstacktest.Main(m, devstack.Options{}))
 }
 
-// dev up --detach leaves a stack that kubectl can use; dev down stops every
-// process of it.
+// dev up --detach --sample runs the sample turn (below) and leaves a stack
+// that kubectl can use; dev down stops every process of it.
 func TestDevUpDetachedThenDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs real API servers; run without -short")
@@ -40,9 +42,10 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "stack")
 	var out, errOut bytes.Buffer
-	if err := Run(t.Context(), []string{"dev", "up", "--detach", "--dir", dir, "--crucible-binary", devstacktest.CrucibleBinary(t)}, &out, &errOut); err != nil {
+	if err := Run(t.Context(), []string{"dev", "up", "--detach", "--sample", "--dir", dir, "--crucible-binary", devstacktest.CrucibleBinary(t)}, &out, &errOut); err != nil {
 		t.Fatalf("dev up: %v\n%s", err, errOut.String())
 	}
+	checkSample(t, out.String())
 	pids := recordedPIDs(t, dir)
 	t.Cleanup(func() { // stop the stack even if an assertion below fails
 		_, _ = devstack.StopDir(dir, nil)
@@ -88,6 +91,56 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 				t.Errorf("%s (pid %d) still running after dev down", name, pid)
 			}
 		}
+	}
+}
+
+// sampleOut is what dev up --sample prints about its turn: the live log,
+// the end state, the collected log and the artifact list.
+var sampleOut = regexp.MustCompile(`(?s)\nsample turn (turn-[a-z0-9]+) submitted to wharf; its log, live:\n(.*?)\n\n` +
+	`(turn-[a-z0-9]+): succeeded \(exit code 0\)\n\ncollected log of (turn-[a-z0-9]+):\n(.*?)\nartifacts of (turn-[a-z0-9]+):\n` +
+	`KIND +SIZE +SHA256\n(.*?)\nAPI: `)
+
+// checkSample checks the sample turn's report: it printed its lines over a
+// few seconds, pushed its result with its own token from inside the pod,
+// and succeeded; the live log is exactly the collected one; the artifacts
+// are the log and the result with the sha256 push printed.
+func checkSample(t *testing.T, out string) {
+	t.Helper()
+	m := sampleOut.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("dev up --sample printed %q: no sample report", out)
+	}
+	id, live, collected, table := m[1], m[2]+"\n", m[5], m[7]
+	if m[3] != id || m[4] != id || m[6] != id {
+		t.Errorf("sample report names pods %q, want only %s", []string{m[1], m[3], m[4], m[6]}, id)
+	}
+	if live != collected {
+		t.Errorf("live log %q differs from the collected log %q", live, collected)
+	}
+	result := fmt.Sprintf(`{"pod": "%s", "steps": 5}`+"\n", id)
+	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(result)))
+	want := fmt.Sprintf("sample: a crucible turn running as pod %s\n", id)
+	for i := 1; i <= 5; i++ {
+		want += fmt.Sprintf("sample: step %d of 5\n", i)
+	}
+	want += fmt.Sprintf("stored %s/result: %d bytes sha256:%s\nsample: done\n", id, len(result), sum)
+	if live != want {
+		t.Errorf("sample log %q, want %q", live, want)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n") {
+		f := strings.Fields(line)
+		rows[f[0]] = f[1:]
+	}
+	if r := rows["result"]; len(r) != 2 || r[0] != strconv.Itoa(len(result)) || r[1] != sum {
+		t.Errorf("artifact result: %v, want size %d sha256 %s (table %q)", r, len(result), sum, table)
+	}
+	logSum := fmt.Sprintf("%x", sha256.Sum256([]byte(want)))
+	if r := rows["log"]; len(r) != 2 || r[0] != strconv.Itoa(len(want)) || r[1] != logSum {
+		t.Errorf("artifact log: %v, want size %d sha256 %s (table %q)", r, len(want), logSum, table)
+	}
+	if len(rows) != 2 {
+		t.Errorf("artifacts %q, want only log and result", table)
 	}
 }
 

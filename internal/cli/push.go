@@ -81,7 +81,8 @@ Exit codes:
   1  refused: 409 a different artifact of this kind is already stored,
      401/403 the token was refused, 413 too large, 400/404 bad request,
      or the drop-box reported another sha256 than the one sent
-  2  usage: bad arguments, unreadable file or token file
+  2  usage: bad arguments, unreadable file or token file, or the
+     drop-box's certificate is not trusted (--ca-file, SSL_CERT_FILE)
   3  the drop-box stayed unavailable until --timeout`,
 		Example: `  crucible push result out.json
   ./report | crucible push report -`,

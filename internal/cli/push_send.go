@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,16 @@ func pushWithRetry(ctx context.Context, client *http.Client, target, tokenFile s
 	}
 }
 
+// untrusted reports whether err is the drop-box's certificate failing
+// verification, which no retry changes.
+func untrusted(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid)
+}
+
 // pushOnce makes one try: the token read afresh, the file opened afresh.
 func pushOnce(ctx context.Context, client *http.Client, target, tokenFile string, body pushBody) (int, error) {
 	raw, err := os.ReadFile(tokenFile)
@@ -79,6 +91,10 @@ func pushOnce(ctx context.Context, client *http.Client, target, tokenFile string
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, &errRetry{err: err} // the loop reports the timeout
+		}
+		if untrusted(err) {
+			// Another try meets the same certificate: fail now, saying why.
+			return 0, exit(ExitUsage, fmt.Errorf("the drop-box's certificate is not trusted (give its CA with --ca-file or SSL_CERT_FILE): %w", err))
 		}
 		return 0, &errRetry{err: fmt.Errorf("drop-box unreachable: %w", err)}
 	}

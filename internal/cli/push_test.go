@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -212,6 +213,29 @@ func TestPushRetriesConnectionErrors(t *testing.T) {
 	}
 	if n := len(e.box.all()); n != 2 {
 		t.Errorf("%d tries, want 2", n)
+	}
+}
+
+// A drop-box whose certificate push does not trust: no retrying until
+// --timeout, exit 2 at once saying how to trust it; with --ca-file it works.
+func TestPushUntrustedCertificateFailsAtOnce(t *testing.T) {
+	e := newPushEnv(t, stored(http.StatusCreated))
+	e.srv.Close()
+	e.srv = httptest.NewTLSServer(e.box)
+	t.Cleanup(e.srv.Close)
+	_, err := e.run(t, "result", e.file)
+	if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "certificate is not trusted") {
+		t.Fatalf("untrusted drop-box: exit %d %v, want %d saying the certificate is not trusted", exitCode(err), err, ExitUsage)
+	}
+	if n := len(e.box.all()); n != 0 {
+		t.Errorf("%d requests reached the drop-box through an untrusted connection", n)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.run(t, "--ca-file", ca, "result", e.file); err != nil || !strings.HasPrefix(out, "stored turn-1/result: ") {
+		t.Errorf("with --ca-file: %q %v, want stored", out, err)
 	}
 }
 

@@ -67,6 +67,12 @@ func (r *nodeRuntime) serveContainerLogs(w http.ResponseWriter, req *http.Reques
 		return
 	}
 	ns, name, container := req.PathValue("namespace"), req.PathValue("pod"), req.PathValue("container")
+	r.mu.Lock()
+	if r.logRequests == nil {
+		r.logRequests = map[string]int{}
+	}
+	r.logRequests[ns+"/"+name]++
+	r.mu.Unlock()
 	p := r.lookup(ns, name)
 	if p == nil {
 		http.Error(w, fmt.Sprintf("pod %s/%s is not running on node %s", ns, name, r.node), http.StatusNotFound)

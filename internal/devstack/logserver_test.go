@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,5 +62,11 @@ func TestContainerLogsEdge(t *testing.T) {
 				t.Errorf("%s: %d %q, want %d containing %q", tt.path, rec.Code, rec.Body.String(), tt.code, tt.body)
 			}
 		})
+	}
+	// Authenticated, well-formed requests count per pod (what
+	// Stack.PodLogRequests reports); refused ones never do.
+	want := map[string]int{"ns/running": 2, "ns/nope": 1, "other/running": 1, "ns/waiting": 1, "ns/../../etc": 1}
+	if diff := cmp.Diff(want, r.logRequests); diff != "" {
+		t.Errorf("log requests per pod (-want +got):\n%s", diff)
 	}
 }

@@ -188,6 +188,9 @@ func (r *nodeRuntime) containerEnv(ctx context.Context, pod *corev1.Pod, c corev
 		path = r.cfg.CrucibleDir + ":" + path
 	}
 	env := []string{"PATH=" + path, "HOSTNAME=" + pod.Name, "HOME=" + home}
+	if r.caBundle != "" {
+		env = append(env, "SSL_CERT_FILE="+r.caBundle)
+	}
 	if len(c.EnvFrom) > 0 {
 		return nil, &podFailure{Reason: "DevRuntimeUnsupported", Message: "the dev runtime does not support envFrom"}
 	}

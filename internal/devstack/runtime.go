@@ -80,18 +80,25 @@ type nodeRuntime struct {
 	// podBase holds the pods' volumes and working directories. It is outside
 	// the stack directory, whose parents the pods' user may not traverse.
 	podBase string
-	log     func(string, ...any)
+	// caBundle is the file SSL_CERT_FILE names in every pod: see
+	// writeCABundle.
+	caBundle string
+	log      func(string, ...any)
 
 	ctx  context.Context
 	mu   sync.Mutex
 	pods map[types.UID]*podRun
-	wg   sync.WaitGroup
+	// logRequests counts the pods/log requests the API server made to this
+	// node, per namespace/name: one per pods/log request at the API server.
+	logRequests map[string]int
+	wg          sync.WaitGroup
 }
 
 // runtimeHandle stops a running runtime.
 type runtimeHandle struct {
 	cancel context.CancelFunc
 	stop   func()
+	nodes  []*nodeRuntime
 }
 
 // startRuntime starts a runtime for every spoke of cfg and returns once each
@@ -132,7 +139,7 @@ func startRuntime(ctx context.Context, cfg RuntimeConfig, log func(string, ...an
 			return nil, err
 		}
 	}
-	return &runtimeHandle{cancel: cancel, stop: stop}, nil
+	return &runtimeHandle{cancel: cancel, stop: stop, nodes: nodes}, nil
 }
 
 func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log func(string, ...any)) (*nodeRuntime, error) {
@@ -157,10 +164,52 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 	if err := os.Chmod(base, 0o711); err != nil {
 		return nil, err
 	}
+	bundle, err := writeCABundle(base, cfg.CAFile)
+	if err != nil {
+		_ = os.RemoveAll(base)
+		return nil, err
+	}
 	return &nodeRuntime{
 		cfg: cfg, spoke: sp.Name, node: sp.Node, client: client, logDir: logDir, podBase: base,
-		log: log, ctx: ctx, pods: map[types.UID]*podRun{},
+		caBundle: bundle, log: log, ctx: ctx, pods: map[types.UID]*podRun{},
 	}, nil
+}
+
+// systemRoots are where Go (and OpenSSL) look for the system's CA bundle on
+// Linux; the first that exists is used.
+var systemRoots = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/pki/tls/cacert.pem",
+	"/etc/ssl/cert.pem",
+}
+
+// writeCABundle writes the system's roots plus the stack's CA into dir,
+// readable by the pods' user, and returns its path. The drop-box's
+// certificate is signed by the stack's CA; a pod trusts it through
+// SSL_CERT_FILE (honoured by Go, OpenSSL and curl), as a real node trusts
+// the cluster's CA, so `crucible push` in a dev pod needs no --ca-file.
+func writeCABundle(dir, caFile string) (string, error) {
+	if caFile == "" {
+		return "", nil
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return "", fmt.Errorf("read the stack's CA: %w", err)
+	}
+	var bundle []byte
+	for _, f := range systemRoots {
+		if roots, err := os.ReadFile(f); err == nil {
+			bundle = append(roots, '\n')
+			break
+		}
+	}
+	path := filepath.Join(dir, "ca-bundle.crt")
+	if err := os.WriteFile(path, append(bundle, ca...), 0o644); err != nil {
+		return "", fmt.Errorf("write the pods' CA bundle: %w", err)
+	}
+	return path, nil
 }
 
 // watch follows the node's pods with an informer and waits for its first

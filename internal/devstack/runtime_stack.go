@@ -125,3 +125,25 @@ func probeMountNamespace() error {
 	}
 	return nil
 }
+
+// errRuntimeDetached: the runtime runs in another process.
+var errRuntimeDetached = errors.New("the dev runtime runs detached, in another process")
+
+// PodLogRequests is how many pods/log requests for pod namespace/name the
+// spoke's API server made to the dev runtime (the kubelet) so far: one per
+// pods/log request at the API server, counted per pod, so that a test can
+// count one pod's log streams while other pods' logs are read. Attached
+// stacks only.
+func (s *Stack) PodLogRequests(spoke *Cluster, namespace, name string) (int, error) {
+	if s.runtime == nil {
+		return 0, errRuntimeDetached
+	}
+	for _, n := range s.runtime.nodes {
+		if n.spoke == spoke.Name {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return n.logRequests[namespace+"/"+name], nil
+		}
+	}
+	return 0, fmt.Errorf("no spoke %s in the dev runtime", spoke.Name)
+}

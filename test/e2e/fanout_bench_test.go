@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -34,7 +33,11 @@ func BenchmarkFanout(b *testing.B) {
 	wharf := s.Spoke("wharf")
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
-	id := benchPod(b, s)
+	g := newGate(b)
+	// The pod prints one line, then its lines once every viewer got that
+	// one, ten every 10 ms, then idles until the benchmark ends.
+	script, _ := printLinesPausing("fanout line", 1, lines, "0.01")
+	id := benchPod(b, s, g, `echo "fanout ready"; `+awaitGate("go")+script+`touch "$G/printed"; sleep 3600`)
 	waitRunning(b, s, id)
 	rssBefore := rssMiB(b, s.Processes()["crucible-controller"])
 
@@ -43,37 +46,31 @@ func BenchmarkFanout(b *testing.B) {
 	directDone := make(chan struct{})
 	go func() { defer close(directDone); direct.follow(ctx, wharf, id) }()
 	views, wg := startViewers(b, ctx, s, id, viewers)
-	time.Sleep(2 * time.Second) // let every viewer connect before the lines; not a measurement
+	// Every viewer is connected once it got the first line; not a
+	// measurement.
+	waitAll(b, "got the first line", 2*time.Minute, views, func(v *sseView) bool { return v.lines() >= 1 || v.done() })
 
 	start := time.Now()
-	for i := 0; i < lines; i += 10 {
-		batch := make([]string, 10)
-		for j := range batch {
-			batch[j] = fmt.Sprintf("fanout line %d", i+j)
-		}
-		if err := wharf.AppendPodLog(batch...); err != nil {
-			b.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	g.open(b, "go")
+	g.waitFor(b, "printed", time.Minute)
 	upstreams := logStreams(b, wharf) - 1 // minus the baseline's own stream
-	waitAll(b, "got every line", 5*time.Minute, views, func(v *sseView) bool { return v.lines() >= lines || v.done() })
+	waitAll(b, "got every line", 5*time.Minute, views, func(v *sseView) bool { return v.lines() >= lines+1 || v.done() })
 	rss := rssMiB(b, s.Processes()["crucible-controller"])
 	var lat []time.Duration
 	last := start
 	delivered := 0
 	for _, v := range views {
 		v.mu.Lock()
-		for i := range v.at {
+		for i := 1; i < len(v.at); i++ { // not the first, sent before the start
 			if !v.ts[i].IsZero() {
 				lat = append(lat, v.at[i].Sub(v.ts[i]))
 			}
 			last = later(last, v.at[i])
 		}
-		delivered += len(v.at)
+		delivered += max(len(v.at)-1, 0)
 		v.mu.Unlock()
 	}
-	for direct.count.Load() < lines && time.Since(start) < time.Minute {
+	for direct.count.Load() < lines+1 && time.Since(start) < time.Minute {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
@@ -107,11 +104,15 @@ func p99(d []time.Duration) time.Duration {
 	return d[min(len(d)-1, len(d)*99/100)]
 }
 
-// benchPod submits a long-running turn and returns its id.
-func benchPod(b *testing.B, s *devstack.Stack) string {
+// benchPod submits a turn running script with the gate as $G and returns
+// its id.
+func benchPod(b *testing.B, s *devstack.Stack, g gate, script string) string {
 	b.Helper()
-	data, _ := json.Marshal(api.SubmitRequest{Image: "x", Annotations: quick("1h")})
-	resp, err := http.Post(s.Federation.ControllerInternalURL+"/api/pods", "application/json", bytes.NewReader(data))
+	data, _ := json.Marshal(api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", script}, Env: []render.EnvVar{g.env()}})
+	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "e2e")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -156,5 +157,8 @@ func (d *directView) follow(ctx context.Context, spoke *devstack.Cluster, pod st
 func (d *directView) latencies() ([]time.Duration, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.lat, d.last
+	if len(d.lat) == 0 {
+		return nil, d.last
+	}
+	return d.lat[1:], d.last // not the first line, printed before the start
 }

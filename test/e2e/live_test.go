@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/render"
 )
 
 // sseView is what one SSE viewer of a pod's log received.
@@ -148,9 +152,16 @@ func logStreams(t testing.TB, spoke *devstack.Cluster) int {
 	return apiserverMetric(t, spoke, "apiserver_longrunning_requests", `resource="pods"`, `subresource="log"`)
 }
 
-func logRequests(t testing.TB, spoke *devstack.Cluster) int {
+// podLogRequests is the number of pods/log requests for one pod that the
+// spoke's API server made to its kubelet (the dev runtime) so far: other
+// tests' pods do not count.
+func podLogRequests(t testing.TB, s *devstack.Stack, spoke *devstack.Cluster, pod string) int {
 	t.Helper()
-	return apiserverMetric(t, spoke, "apiserver_request_total", `resource="pods"`, `subresource="log"`)
+	n, err := s.PodLogRequests(spoke, devstack.SpokeNamespace, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // checkViews checks every viewer got want, numbered 1..len(want), and the end.
@@ -178,92 +189,167 @@ func checkViews(t *testing.T, views []*sseView, want []string, state string) {
 
 func head(s []string) []string { return s[:min(len(s), 5)] }
 
-func servedLines(t *testing.T, spoke *devstack.Cluster) []string {
+// gate is a directory the test and its pods share (pods run as nobody):
+// the test creates a file in it to let a pod go on, so that what the pod
+// prints happens at a point the test chose, with no timing involved.
+type gate string
+
+func newGate(t testing.TB) gate {
 	t.Helper()
-	return strings.Split(strings.TrimSuffix(servedLog(t, spoke), "\n"), "\n")
+	dir, err := os.MkdirTemp("", "crucible-gate-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return gate(dir)
 }
 
-func appendLines(t testing.TB, spoke *devstack.Cluster, prefix string, n int) {
+// env is the pod variable that names the gate: G.
+func (g gate) env() render.EnvVar { return render.EnvVar{Name: "G", Value: string(g)} }
+
+// open lets pods waiting for name go on.
+func (g gate) open(t testing.TB, name string) {
 	t.Helper()
-	for i := range n {
-		if err := spoke.AppendPodLog(fmt.Sprintf("%s %d", prefix, i)); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(string(g), name), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// waitFor waits until a pod created name in the gate (what a pod does once
+// it printed something the test must know about).
+func (g gate) waitFor(t testing.TB, name string, within time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join(string(g), name))
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the pod never signalled %s", name)
+	}
+}
+
+// awaitGate is shell that waits until the gate file $G/name exists.
+func awaitGate(name string) string {
+	return `until [ -e "$G/` + name + `" ]; do sleep 0.05; done; `
+}
+
+// printLines is shell printing "prefix i" for i in from..to, a 50 ms pause
+// every ten lines, and want is exactly what it prints.
+func printLines(prefix string, from, to int) (sh string, want []string) {
+	return printLinesPausing(prefix, from, to, "0.05")
+}
+
+// printLinesPausing is printLines pausing pause seconds every ten lines.
+func printLinesPausing(prefix string, from, to int, pause string) (sh string, want []string) {
+	for i := from; i <= to; i++ {
+		want = append(want, fmt.Sprintf("%s %d", prefix, i))
+	}
+	sh = fmt.Sprintf(`i=%d; while [ $i -le %d ]; do echo "%s $i"; [ $((i %% 10)) -eq 0 ] && sleep %s; i=$((i+1)); done; `, from, to, prefix, pause)
+	return sh, want
+}
+
+// gatedPod submits a turn on cluster that runs script (with $G the gate) and
+// is cancelled when the test ends.
+func gatedPod(t *testing.T, s *devstack.Stack, cluster string, g gate, script string) api.WorkPod {
+	t.Helper()
+	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "busybox", Command: []string{"sh", "-c", script}, Env: []render.EnvVar{g.env()}})
+	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
+	return wp
 }
 
 func cancelPod(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods/"+id+"/cancel", nil)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "e2e")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("cancel %s: %s", id, resp.Status)
+	}
+}
+
+// cancelPodQuietly is cleanup: the pod may have finished already.
+func cancelPodQuietly(s *devstack.Stack, id string) {
+	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods/"+id+"/cancel", nil)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "e2e")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
 }
 
 // 200 viewers of one running pod share one upstream log stream at the spoke;
-// each gets every line, in order, and the end.
+// each gets every line the pod printed, in order, and the end.
 func TestLiveLog200ViewersOneUpstream(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	p := workPodOn(t, s, "wharf")
+	g := newGate(t)
+	lines, more := printLines("live: line", 1, 30)
+	want := append([]string{"live: before the viewers"}, more...)
+	p := gatedPod(t, s, "wharf", g, `echo "live: before the viewers"; `+awaitGate("go")+lines+`touch "$G/printed"; sleep 3600`)
 	waitRunning(t, s, p.ID)
-	if err := wharf.AppendPodLog("live: before the viewers"); err != nil {
-		t.Fatal(err)
-	}
-	before := logRequests(t, wharf)
 	views, wg := startViewers(t, t.Context(), s, p.ID, 200)
-	appendLines(t, wharf, "live: line", 30)
-	want := servedLines(t, wharf)
-	waitAll(t, "got the lines", time.Minute, views, func(v *sseView) bool { return v.lines() == len(want) })
+	waitAll(t, "got the first line", time.Minute, views, func(v *sseView) bool { return v.lines() >= 1 })
+	g.open(t, "go")
+	g.waitFor(t, "printed", time.Minute)
+	waitAll(t, "got the lines", time.Minute, views, func(v *sseView) bool { return v.lines() >= len(want) || v.done() })
 	if n := logStreams(t, wharf); n != 1 {
 		t.Errorf("%d pods/log streams open at the spoke for 200 viewers, want 1", n)
+	}
+	if n := podLogRequests(t, s, wharf, p.ID); n != 1 {
+		t.Errorf("%d pods/log requests for the pod so far, want the one follow stream", n)
 	}
 	cancelPod(t, s, p.ID)
 	wg.Wait()
 	checkViews(t, views, want, "cancelled")
 	// The follow stream, plus one read of the finished log; no more.
-	if n := logRequests(t, wharf) - before; n > 2 {
+	if n := podLogRequests(t, s, wharf, p.ID); n > 2 {
 		t.Errorf("%d pods/log requests at the spoke for 200 viewers, want at most 2 (one follow, one final read)", n)
 	}
 }
 
-// The spoke's API server restarts while 50 viewers follow a pod: each still
-// gets every line exactly once.
+// The spoke's API server restarts while 50 viewers follow a pod that prints
+// before, during and after the outage: each still gets every line exactly
+// once, in order, and the pod's end.
 func TestLiveLogSurvivesSpokeRestart(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	p := workPodOn(t, s, "wharf")
+	g := newGate(t)
+	before, want := printLines("restart: before", 1, 10)
+	during, w2 := printLines("restart: during", 1, 10)
+	after, w3 := printLines("restart: after", 1, 10)
+	want = slices.Concat(want, w2, w3)
+	p := gatedPod(t, s, "wharf", g, before+awaitGate("down")+during+`touch "$G/printed-during"; `+awaitGate("up")+after)
 	waitRunning(t, s, p.ID)
 	views, wg := startViewers(t, t.Context(), s, p.ID, 50)
-	appendLines(t, wharf, "restart: before", 10)
-	first := len(servedLines(t, wharf))
-	waitAll(t, "got the first lines", time.Minute, views, func(v *sseView) bool { return v.lines() == first })
+	waitAll(t, "got the first lines", time.Minute, views, func(v *sseView) bool { return v.lines() >= 10 || v.done() })
 	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}
-	appendLines(t, wharf, "restart: during", 10)
+	g.open(t, "down")
+	g.waitFor(t, "printed-during", time.Minute) // printed while the API server was down
 	if err := s.StartAPIServer(t.Context(), wharf); err != nil {
 		t.Fatal(err)
 	}
-	appendLines(t, wharf, "restart: after", 10)
-	want := servedLines(t, wharf)
-	waitAll(t, "got every line", 2*time.Minute, views, func(v *sseView) bool { return v.lines() >= len(want) || v.done() })
-	cancelPod(t, s, p.ID)
+	g.open(t, "up")
+	waitAll(t, "ended", 3*time.Minute, views, func(v *sseView) bool { return v.done() })
 	wg.Wait()
-	checkViews(t, views, want, "cancelled")
+	checkViews(t, views, want, "succeeded")
 }
 
-// A finished pod's stream replays its stored log and ends with its state;
-// Last-Event-ID resumes after that line.
+// A finished pod's stream replays its stored log, exactly the lines it
+// printed, and ends with its state; Last-Event-ID resumes after that line.
 func TestLiveLogReplaysFinishedPod(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wharf := s.Spoke("wharf")
-	if err := wharf.AppendPodLog("replay: one", "replay: two"); err != nil {
-		t.Fatal(err)
-	}
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Annotations: quick("1s")})
+	want := []string{"replay: one", "replay: two"}
+	wp := submit(t, s, api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", `echo "replay: one"; echo "replay: two"`}})
 	waitState(t, s, wp.ID, "succeeded", time.Minute)
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return getPod(t, s, wp.ID).LogCollected, nil
@@ -271,8 +357,9 @@ func TestLiveLogReplaysFinishedPod(t *testing.T) {
 	if err != nil {
 		t.Fatal("log never collected")
 	}
-	_, stored := apiCall(t, s, http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil)
-	want := strings.Split(strings.TrimSuffix(string(stored), "\n"), "\n")
+	if _, stored := apiCall(t, s, http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil); string(stored) != strings.Join(want, "\n")+"\n" {
+		t.Fatalf("stored log %q, want %q", stored, want)
+	}
 	views, wg := startViewers(t, t.Context(), s, wp.ID, 3)
 	wg.Wait()
 	checkViews(t, views, want, "succeeded")
@@ -329,21 +416,18 @@ func apiCallTB(t testing.TB, s *devstack.Stack, method, path string) (int, []byt
 }
 
 // `crucible logs -f` prints each line while the pod still runs, in order,
-// and ends with the pod's end state.
+// and ends with the pod's end state. The pod prints its second line only
+// once the test saw the first, and ends only once it saw the second.
 func TestLogsFollowCommand(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wharf := s.Spoke("wharf")
-	p := workPodOn(t, s, "wharf")
+	g := newGate(t)
+	p := gatedPod(t, s, "wharf", g, `echo "follow: first"; `+awaitGate("1")+`echo "follow: second"; `+awaitGate("2")+`exit 4`)
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
 	go func() { // most likely while the pod is still pending: the stream waits
 		done <- cli.Run(t.Context(), []string{"logs", "-f", "--server", s.Federation.ControllerInternalURL, p.ID}, out, errOut)
 	}()
-	waitRunning(t, s, p.ID)
-	for _, line := range []string{"follow: first", "follow: second"} {
-		if err := wharf.AppendPodLog(line); err != nil {
-			t.Fatal(err)
-		}
+	for i, line := range []string{"follow: first", "follow: second"} {
 		err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			return strings.HasSuffix(out.String(), line+"\n"), nil
 		})
@@ -351,19 +435,22 @@ func TestLogsFollowCommand(t *testing.T) {
 			t.Fatalf("%q never printed: %q", line, out.String())
 		}
 		if st := getPod(t, s, p.ID).State; st != "running" {
-			t.Fatalf("pod %s before the line was printed", st)
+			t.Fatalf("pod %s when %q was printed, want running", st, line)
 		}
+		g.open(t, strconv.Itoa(i+1))
 	}
-	cancelPod(t, s, p.ID)
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "cancelled") || !strings.Contains(errOut.String(), p.ID+": cancelled") {
-			t.Errorf("logs -f ended with %v, stderr %q; want the cancelled state", err, errOut.String())
+		if err == nil || !strings.Contains(errOut.String(), p.ID+": failed (exit code 4)") {
+			t.Errorf("logs -f ended with %v, stderr %q; want the failed state", err, errOut.String())
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("logs -f did not end after the pod did")
 	}
-	if diff := strings.Join(servedLines(t, wharf), "\n") + "\n"; out.String() != diff {
-		t.Errorf("logs -f printed %q, want the whole log %q", out.String(), diff)
+	if want := "follow: first\nfollow: second\n"; out.String() != want {
+		t.Errorf("logs -f printed %q, want exactly %q", out.String(), want)
+	}
+	if wp := getPod(t, s, p.ID); wp.ExitCode == nil || *wp.ExitCode != 4 {
+		t.Errorf("pod %+v, want exit code 4", wp)
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +18,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -38,88 +40,77 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// push runs `crucible push` in-process as a pod would, with the pod's
-// token in a file.
-func push(t *testing.T, s *devstack.Stack, pod, tokenFile, kind, file string, stderr *syncBuffer) (string, error) {
+// podLogOnDisk is what the dev runtime wrote to a pod's CRI log so far: the
+// test reads it while the spoke's API server (and so pods/log) is down.
+func podLogOnDisk(t *testing.T, s *devstack.Stack, spoke, pod string) string {
 	t.Helper()
-	var out bytes.Buffer
-	err := cli.Run(t.Context(), []string{"push", "--url", s.Federation.ControllerExternalURL, "--pod", pod,
-		"--token-file", tokenFile, "--ca-file", s.CAFile, "--timeout", "2m", kind, file}, &out, stderr)
-	return out.String(), err
+	files, _ := filepath.Glob(filepath.Join(s.Dir, "pods", spoke, devstack.SpokeNamespace+"_"+pod+"_*", "*.log"))
+	if len(files) != 1 {
+		return ""
+	}
+	data, _ := os.ReadFile(files[0])
+	return string(data)
 }
 
-// A pod's own bound token is all `crucible push` needs: 201, the artifact
-// readable with the sha256 push printed; again 200; with the spoke's API
-// down, push waits and succeeds once it is back.
-func TestPushWithThePodsOwnToken(t *testing.T) {
+// storedLine is what `crucible push` prints on stdout.
+var storedLine = regexp.MustCompile(`(?m)^(stored|already stored) (\S+)/(\S+): (\d+) bytes sha256:([0-9a-f]{64})$`)
+
+// A pod runs `crucible push result out.json` with nothing but its own
+// projected token, while the spoke's API server is down (so the drop-box
+// cannot review the token): push waits and succeeds once the API server is
+// back; the artifact is readable with the sha256 push printed; the same
+// command again answers 200 (already stored).
+func TestPushFromThePodWithItsOwnToken(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	p := workPodOn(t, s, "wharf")
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)), 0o600); err != nil {
+	g := newGate(t)
+	body := `{"answer": 42}` + "\n"
+	p := gatedPod(t, s, "wharf", g, `set -e; printf '{"answer": 42}\n' > out.json; `+awaitGate("down")+
+		`crucible push result out.json; crucible push result out.json`)
+	waitRunning(t, s, p.ID)
+	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}
-	result := filepath.Join(dir, "out.json")
-	body := []byte(`{"answer": 42}` + "\n")
-	if err := os.WriteFile(result, body, 0o600); err != nil {
-		t.Fatal(err)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = s.StartAPIServer(context.Background(), wharf)
+		}
+	})
+	g.open(t, "down")
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(podLogOnDisk(t, s, "wharf", p.ID), "503 Service Unavailable"), nil
+	})
+	restarted = true
+	if startErr := s.StartAPIServer(t.Context(), wharf); startErr != nil {
+		t.Fatal(startErr)
 	}
-	sum := fmt.Sprintf("%x", sha256.Sum256(body))
-
-	out, err := push(t, s, p.ID, tokenFile, "result", result, &syncBuffer{})
 	if err != nil {
-		t.Fatalf("push: %v", err)
+		t.Fatalf("push in the pod never reported a 503 while the spoke was down; its log: %q", podLogOnDisk(t, s, "wharf", p.ID))
 	}
-	if want := fmt.Sprintf("stored %s/result: %d bytes sha256:%s\n", p.ID, len(body), sum); out != want {
-		t.Errorf("push printed %q, want %q", out, want)
+	done := waitState(t, s, p.ID, "succeeded", 3*time.Minute)
+	if !done.LogCollected {
+		t.Fatalf("pod %+v: log not collected", done)
+	}
+	_, log := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/log", nil)
+	got := storedLine.FindAllStringSubmatch(string(log), -1)
+	if len(got) != 2 || got[0][1] != "stored" || got[1][1] != "already stored" {
+		t.Fatalf("pod log %q: want one stored and then one already stored line", log)
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(body)))
+	for _, m := range got {
+		if m[2] != p.ID || m[3] != "result" || m[4] != strconv.Itoa(len(body)) || m[5] != sum {
+			t.Errorf("push printed %q, want %s/result: %d bytes sha256:%s", m[0], p.ID, len(body), sum)
+		}
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.Federation.ControllerInternalURL+"/api/pods/"+p.ID+"/artifacts/result", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	stored, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("X-Crucible-SHA256") != sum {
-		t.Errorf("artifact: %d sha256 %q, want 200 %s", resp.StatusCode, resp.Header.Get("X-Crucible-SHA256"), sum)
-	}
-	out, err = push(t, s, p.ID, tokenFile, "result", result, &syncBuffer{})
-	if err != nil || !strings.HasPrefix(out, "already stored ") {
-		t.Errorf("same push again: %q %v, want already stored (200)", out, err)
-	}
-
-	// A fresh token (the kubelet rotated it), so that the drop-box's
-	// accept cache cannot answer without the spoke.
-	if err := os.WriteFile(tokenFile, []byte(ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.StopAPIServer(wharf); err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		_, err := push(t, s, p.ID, tokenFile, "late", result, stderr)
-		done <- err
-	}()
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return strings.Contains(stderr.String(), "503"), nil
-	})
-	if startErr := s.StartAPIServer(t.Context(), wharf); startErr != nil {
-		t.Fatal(startErr)
-	}
-	if err != nil {
-		t.Fatalf("push never reported a 503 while the spoke was down: %q", stderr.String())
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("push after the spoke came back: %v (%s)", err, stderr.String())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("push never finished")
-	}
-	if code, _ := apiCall(t, s, http.MethodGet, "/api/pods/"+p.ID+"/artifacts/late", nil); code != 200 {
-		t.Errorf("artifact late: %d, want 200", code)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Crucible-SHA256") != got[0][5] || string(stored) != body {
+		t.Errorf("artifact: %d sha256 %q %q, want 200 %s %q", resp.StatusCode, resp.Header.Get("X-Crucible-SHA256"), stored, got[0][5], body)
 	}
 }

@@ -115,6 +115,11 @@ func crucibleBinary() (string, error) {
 		if binErr != nil {
 			return
 		}
+		// The dev runtime puts this directory on every pod's PATH, and pods
+		// run as nobody: it must be traversable.
+		if binErr = os.Chmod(binDir, 0o755); binErr != nil {
+			return
+		}
 		binPath = filepath.Join(binDir, "crucible")
 		cmd := exec.Command("go", "build", "-o", binPath, "crucible.dev/crucible/cmd/crucible")
 		if out, err := cmd.CombinedOutput(); err != nil {
