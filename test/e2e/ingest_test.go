@@ -53,12 +53,7 @@ func upload(t *testing.T, s *devstack.Stack, client *http.Client, pod, kind, aut
 func workPodOn(t *testing.T, s *devstack.Stack, cluster string) api.WorkPod {
 	t.Helper()
 	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1h")})
-	t.Cleanup(func() {
-		req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods/"+wp.ID+"/cancel", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	})
+	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	return wp
 }
 
