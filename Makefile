@@ -6,7 +6,10 @@ LDFLAGS   := -X crucible.dev/crucible/internal/cli.Version=$(VERSION)
 # go test's per-package timeout; the whole suite needs far less (see README).
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all tools build test unit bench fuzz dev vet clean
+# golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
+LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
+
+.PHONY: all tools build test unit lint bench fuzz dev vet clean
 
 all: build
 
@@ -20,8 +23,16 @@ build:
 
 ## test: every test, unit and end-to-end on real API servers (builds the tools first if missing)
 test: tools
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
+	$(LINT) run ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## lint: go vet and golangci-lint (.golangci.yml); go.mod must be tidy
+lint: tools
+	$(GO) mod tidy -diff
+	$(GO) vet ./...
+	$(LINT) run ./...
 
 ## unit: the tests that need no tool binaries
 unit:

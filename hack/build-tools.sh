@@ -12,6 +12,7 @@ out="${CRUCIBLE_TOOLS_DIR:-$root/bin}"
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+GOLANGCI_VERSION=v2.15.0
 
 stamp() {
   local v=$1 minor
@@ -45,3 +46,4 @@ build kube "$k8s/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler "$(stamp $
 build kube "$k8s/kubectl" k8s.io/kubernetes/cmd/kubectl "$(stamp $K8S_VERSION)"
 build etcd "$out/etcd-$ETCD_VERSION/etcd" . "-s -w"
 build kwok "$out/kwok-$KWOK_VERSION/kwok" sigs.k8s.io/kwok/cmd/kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+build golangci "$out/golangci-lint-$GOLANGCI_VERSION/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-s -w"
