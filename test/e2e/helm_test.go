@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
@@ -369,5 +370,30 @@ func ensureNamespace(t *testing.T, c *devstack.Cluster, name string) {
 		t.Cleanup(func() { // t.Context() is done by now
 			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
+	}
+}
+
+// api.auth renders the profile's [api] table (R-C12) with the internal
+// Service's names allowed as Host; left empty, no [api] table at all.
+func TestHelmHubAPIAuth(t *testing.T) {
+	_, objs := helmTemplate(t, "crucible-hub", "hub-ns")
+	if profile := configMapData(t, objs, "crucible-profile", "crucible.toml"); strings.Contains(profile, "[api]") {
+		t.Errorf("default profile has [api]:\n%s", profile)
+	}
+	_, objs = helmTemplate(t, "crucible-hub", "hub-ns", "--set", "api.auth=proxy", "--set", "api.proxyCIDRs={10.1.0.0/16}",
+		"--set", "api.allowedHosts={crucible.example.com}")
+	var profile struct {
+		API map[string]any `toml:"api"`
+	}
+	if _, err := toml.Decode(configMapData(t, objs, "crucible-profile", "crucible.toml"), &profile); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"auth": "proxy", "namespace": "hub-ns", "proxy_cidrs": []any{"10.1.0.0/16"},
+		"allowed_hosts": []any{"localhost", "127.0.0.1", "::1", "crucible-internal", "crucible-internal.hub-ns",
+			"crucible-internal.hub-ns.svc", "crucible.example.com"},
+	}
+	if diff := cmp.Diff(want, profile.API); diff != "" {
+		t.Errorf("[api] (-want +got):\n%s", diff)
 	}
 }
