@@ -96,13 +96,8 @@ func TestMakeImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds crucible and the image (minutes); run without -short")
 	}
-	out := t.TempDir()
 	platform := "linux/" + runtime.GOARCH
-	cmd := exec.CommandContext(t.Context(), "make", "-C", "..", "image", "IMAGE_PLATFORMS="+platform, "IMAGE_DIR="+out,
-		"VERSION="+testVersion, "IMAGE_SOURCE="+testSource, "IMAGE_REVISION="+testRevision, "SOURCE_DATE_EPOCH=1700000000")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make image: %v\n%s", err, b)
-	}
+	out := makeImage(t, platform)
 	l := layout{t: t, dir: filepath.Join(out, "oci")}
 
 	var top manifest
@@ -171,6 +166,24 @@ func TestMakeImage(t *testing.T) {
 	}
 	runStaticBinary(t, bin.data)
 	checkArchive(t, out)
+
+	// The same sources and SOURCE_DATE_EPOCH give the same image, byte for byte.
+	again, err := os.ReadFile(filepath.Join(makeImage(t, platform), "oci", "index.json"))
+	if err != nil || !bytes.Equal(again, data) {
+		t.Errorf("a second build differs:\n%s\n%s (%v)", data, again, err)
+	}
+}
+
+// makeImage runs make image for platform into a new directory.
+func makeImage(t *testing.T, platform string) string {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "make", "-C", "..", "image", "IMAGE_PLATFORMS="+platform, "IMAGE_DIR="+out,
+		"VERSION="+testVersion, "IMAGE_SOURCE="+testSource, "IMAGE_REVISION="+testRevision, "SOURCE_DATE_EPOCH=1700000000")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make image: %v\n%s", err, b)
+	}
+	return out
 }
 
 type file struct {
