@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the tool binaries the dev stack and the tests run (kube-apiserver,
-# kube-scheduler, kube-controller-manager, kubectl, etcd, kwok) from the Go
+# kube-scheduler, kube-controller-manager, kubectl, etcd, kwok, helm) from the Go
 # modules under hack/tools, into a cache directory keyed by version. A binary
 # that already exists is never rebuilt: the first build takes ~10 minutes on two
 # cores, later ones take none.
@@ -13,6 +13,7 @@ K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 GOLANGCI_VERSION=v2.15.0
+HELM_VERSION=v3.22.0
 
 stamp() {
   local v=$1 minor
@@ -47,3 +48,4 @@ build kube "$k8s/kubectl" k8s.io/kubernetes/cmd/kubectl "$(stamp $K8S_VERSION)"
 build etcd "$out/etcd-$ETCD_VERSION/etcd" . "-s -w"
 build kwok "$out/kwok-$KWOK_VERSION/kwok" sigs.k8s.io/kwok/cmd/kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 build golangci "$out/golangci-lint-$GOLANGCI_VERSION/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-s -w"
+build helm "$out/helm-$HELM_VERSION/helm" helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
 )
@@ -37,7 +38,7 @@ func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s := &Server{Store: st, Artifacts: artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20}
+	s := &Server{Store: st, Artifacts: artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
 	s.Live = live.NewHub(func(live.Key) live.Source { return src }, live.Options{Poll: 10 * time.Millisecond})
 	mux := http.NewServeMux()
 	s.Routes(mux)
@@ -56,7 +57,12 @@ func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, l
 		t.Fatal(err)
 	}
 	if log != "" {
-		if _, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20); err != nil {
+		w, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := store.Artifact{PodID: id, Kind: "log", Size: w.Size, SHA256: w.SHA256, Source: store.SourceController}
+		if _, err := s.Store.PutArtifact(t.Context(), a, store.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,399 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/render"
+)
+
+// chartCase is a chart with one set of values, as the acceptance names them:
+// defaults, and the two-spoke shape (the hub's two-spokes values, the spoke
+// chart for the second of those spokes).
+type chartCase struct{ name, chart, values string }
+
+var chartCases = []chartCase{
+	{"hub defaults", "crucible-hub", ""},
+	{"hub two spokes", "crucible-hub", "ci/two-spokes-values.yaml"},
+	{"spoke defaults", "crucible-spoke", ""},
+	{"spoke dock", "crucible-spoke", "ci/dock-values.yaml"},
+}
+
+func (c chartCase) args() []string {
+	if c.values == "" {
+		return nil
+	}
+	return []string{"-f", filepath.Join(chartDir(c.chart), c.values)}
+}
+
+// helm lint (strict) passes and helm template renders objects that all
+// carry apiVersion, kind and name.
+func TestHelmLintAndTemplate(t *testing.T) {
+	for _, c := range chartCases {
+		t.Run(c.name, func(t *testing.T) {
+			if out, err := helm(t, append([]string{"lint", "--strict", chartDir(c.chart)}, c.args()...)...); err != nil {
+				t.Fatalf("helm lint: %v\n%s", err, out)
+			}
+			_, objs := helmTemplate(t, c.chart, "crucible", c.args()...)
+			if len(objs) < 8 {
+				t.Fatalf("rendered %d objects", len(objs))
+			}
+			for _, o := range objs {
+				if o.GetAPIVersion() == "" || o.GetKind() == "" || o.GetName() == "" {
+					t.Errorf("object without apiVersion, kind or name: %v", o.Object)
+				}
+			}
+		})
+	}
+}
+
+// The schema and the templates refuse values that would deploy something
+// broken, each with a message naming the value.
+func TestHelmRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		chart string
+		args  []string
+		want  string
+	}{
+		{"crucible-hub", []string{"--set", "replicsa=2"}, "additional properties 'replicsa' not allowed"},
+		{"crucible-hub", []string{"--set", "replicas=2"}, "/store/postgres/enabled"},
+		{"crucible-hub", []string{"--set", "externalURL=http://hub.example.com"}, "/externalURL"},
+		{"crucible-hub", []string{"--set", "spokeTokenExpirationSeconds=60"}, "/spokeTokenExpirationSeconds"},
+		{"crucible-hub", []string{"--set", "defaultCluster=nope"}, `defaultCluster "nope" is not one of spokes`},
+		{"crucible-hub", []string{"--set", "spokes[0].name=Wharf_1,spokes[0].server=https://x,spokes[0].caBundle=,spokes[0].loopNamespace=loops,spokes[0].turnServiceAccount=t,spokes[0].ingestAudience=a"}, "/spokes/0/name"},
+		{"crucible-spoke", []string{"--set", "hub.usernamePrefix=system:"}, "/hub/usernamePrefix"},
+		{"crucible-spoke", []string{"--set", "hub.discoveryURL=http://mirror/.well-known/openid-configuration"}, "/hub/discoveryURL"},
+		{"crucible-spoke", []string{"--set", "apiserverKubeconfig.server=http://10.0.0.1:9443"}, "/apiserverKubeconfig/server"},
+		{"crucible-spoke", []string{"--set", "hub.subject=alice"}, "/hub/subject"},
+	} {
+		_, err := helm(t, append([]string{"template", "crucible", chartDir(tc.chart)}, tc.args...)...)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %v: %v", tc.chart, tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %v: error %v, want one containing %q", tc.chart, tc.args, err, tc.want)
+		}
+	}
+}
+
+// The spoke chart's RBAC is `crucible render spoke`'s, object for object,
+// and its webhook config and kube-apiserver kubeconfig are those of render
+// spoke --authn webhook and webhook-kubeconfig.
+func TestHelmSpokeChartMatchesRender(t *testing.T) {
+	for _, tc := range []struct {
+		values                string
+		spoke, ns, webhookURL string
+	}{
+		{"", "wharf", "loops", "https://crucible-authn-webhook.crucible.svc:9443/authenticate"},
+		{"ci/dock-values.yaml", "dock", "gpu-loops", "https://10.96.0.20:9443/authenticate"},
+	} {
+		t.Run(tc.spoke, func(t *testing.T) {
+			args := chartCase{chart: "crucible-spoke", values: tc.values}.args()
+			_, objs := helmTemplate(t, "crucible-spoke", "crucible", args...)
+			want := renderedObjects(t, render.SpokeRBAC(fleet.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}, controllerUser)...)
+			var got []*unstructured.Unstructured
+			for _, o := range objs {
+				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") {
+					got = append(got, o)
+				}
+			}
+			sortObjects(want)
+			sortObjects(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("chart RBAC vs render spoke (-render +chart):\n%s", diff)
+			}
+
+			trust := render.HubTrust{
+				Issuer: devstack.Issuer, DiscoveryURL: "https://crucible-ext.hub.example.com/.well-known/openid-configuration",
+				Audience: tc.spoke, AllowedSubjects: []string{devstack.HubSubject}, UsernamePrefix: "hub:",
+			}
+			wantCfg, err := render.WebhookConfig(trust)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantMap, gotMap map[string]any
+			mustYAML(t, wantCfg, &wantMap)
+			mustYAML(t, []byte(configMapData(t, objs, "crucible-authn-webhook", "webhook.yaml")), &gotMap)
+			if gotMap["jwksMinRefreshInterval"] != "10s" {
+				t.Errorf("jwksMinRefreshInterval = %v", gotMap["jwksMinRefreshInterval"])
+			}
+			delete(gotMap, "jwksMinRefreshInterval")
+			if diff := cmp.Diff(wantMap, gotMap, dropEmptyMaps); diff != "" {
+				t.Errorf("webhook config vs render spoke --authn webhook (-render +chart):\n%s", diff)
+			}
+
+			wantKC, err := render.WebhookKubeconfig(render.WebhookClient{URL: tc.webhookURL, CAFile: "/etc/crucible/webhook-ca.crt",
+				ClientCertFile: "/etc/crucible/webhook-client.crt", ClientKeyFile: "/etc/crucible/webhook-client.key"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantConfig, err := clientcmd.Load(wantKC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotConfig, err := clientcmd.Load([]byte(configMapData(t, objs, "crucible-apiserver-webhook-kubeconfig", "webhook.kubeconfig")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantConfig, gotConfig, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("apiserver kubeconfig vs render spoke --authn webhook-kubeconfig (-render +chart):\n%s", diff)
+			}
+		})
+	}
+}
+
+// renderedObjects decodes render's YAML as helm's output is decoded.
+func renderedObjects(t *testing.T, objs ...runtime.Object) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := render.YAML(objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeObjects(t, string(out))
+}
+
+// sortObjects orders objects by kind, namespace and name: helm orders them
+// by kind for installation, render in its own apply order.
+func sortObjects(objs []*unstructured.Unstructured) {
+	key := func(o *unstructured.Unstructured) string {
+		return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+	}
+	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(key(a), key(b)) })
+}
+
+// dropEmptyMaps ignores members whose value is an empty object: render
+// prints Go zero structs ("groups: {}"), which mean the same as none.
+var dropEmptyMaps = cmpopts.IgnoreMapEntries(func(_ string, v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
+})
+
+func mustYAML(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+}
+
+// The hub chart's profile passes the controller's strict profile loader, and
+// every cluster's token_file and ca_file are what the Deployment mounts: a
+// projected service-account token with the spoke's audience and lifetime,
+// and the spoke's CA bundle.
+func TestHelmHubChartProfile(t *testing.T) {
+	override := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(override, []byte(`spokes:
+- {name: wharf, server: "https://10.0.0.1:6443", caBundle: "", loopNamespace: loops, turnServiceAccount: turn,
+   ingestAudience: ingest, audience: wharf.example.com, tokenExpirationSeconds: 900, qps: 5, burst: 10}
+profileExtra: |
+  [reconcile]
+  sweep_interval = "30s"
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		spokes   map[string][2]any // name -> audience, expirationSeconds
+		postgres bool
+	}{
+		{"defaults", nil, map[string][2]any{"wharf": {"wharf", int64(3600)}}, false},
+		{"two spokes", chartCase{chart: "crucible-hub", values: "ci/two-spokes-values.yaml"}.args(),
+			map[string][2]any{"wharf": {"wharf", int64(3600)}, "dock": {"dock", int64(7200)}}, true},
+		{"audience override", []string{"-f", override}, map[string][2]any{"wharf": {"wharf.example.com", int64(900)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, objs := helmTemplate(t, "crucible-hub", "crucible", tc.args...)
+			p, err := fleet.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
+			if err != nil {
+				t.Fatalf("the controller refuses the chart's profile: %v", err)
+			}
+			if tc.name == "audience override" && p.Reconcile.SweepInterval.Duration != 30*time.Second {
+				t.Errorf("profileExtra's sweep_interval not applied: %v", p.Reconcile.SweepInterval)
+			}
+			if got := strings.HasPrefix(p.Controller.Store, "postgres://"); got != tc.postgres {
+				t.Errorf("store %q, want postgres %v", p.Controller.Store, tc.postgres)
+			}
+			var pod corev1.PodTemplateSpec
+			tmpl, _, _ := unstructured.NestedMap(find(t, objs, "Deployment", "crucible-controller").Object, "spec", "template")
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pod); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Clusters) != len(tc.spokes) {
+				t.Fatalf("profile has %d clusters, want %d", len(p.Clusters), len(tc.spokes))
+			}
+			casData, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", "crucible-spoke-cas").Object, "data")
+			for _, c := range p.Clusters {
+				want, ok := tc.spokes[c.Name]
+				if !ok {
+					t.Fatalf("unexpected cluster %s", c.Name)
+				}
+				vol := mountedVolume(t, pod, filepath.Dir(c.TokenFile))
+				if vol.Projected == nil || len(vol.Projected.Sources) != 1 || vol.Projected.Sources[0].ServiceAccountToken == nil {
+					t.Fatalf("%s: token_file %s is not a projected token: %+v", c.Name, c.TokenFile, vol)
+				}
+				sat := vol.Projected.Sources[0].ServiceAccountToken
+				got := [2]any{sat.Audience, *sat.ExpirationSeconds}
+				if got != want || sat.Path != filepath.Base(c.TokenFile) {
+					t.Errorf("%s: token %v at %s, want %v at %s", c.Name, got, sat.Path, want, filepath.Base(c.TokenFile))
+				}
+				caVol := mountedVolume(t, pod, "/etc/crucible/spokes")
+				item := corev1.KeyToPath{Key: c.Name + ".crt", Path: c.Name + "/ca.crt"}
+				if caVol.ConfigMap == nil || !slices.Contains(caVol.ConfigMap.Items, item) || c.CAFile != "/etc/crucible/spokes/"+item.Path {
+					t.Errorf("%s: ca_file %s not mounted from crucible-spoke-cas", c.Name, c.CAFile)
+				}
+				if _, ok := casData[item.Key]; !ok {
+					t.Errorf("%s: crucible-spoke-cas has no %s", c.Name, item.Key)
+				}
+			}
+			args := pod.Spec.Containers[0].Args
+			if got := slices.Contains(args, "--leader-elect"); got != tc.postgres {
+				t.Errorf("args %v: --leader-elect %v, want %v", args, got, tc.postgres)
+			}
+			if tc.postgres != (len(pod.Spec.Containers[0].EnvFrom) == 1) {
+				t.Errorf("envFrom %v with postgres %v", pod.Spec.Containers[0].EnvFrom, tc.postgres)
+			}
+			if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 {
+				t.Errorf("pod security context %+v", sc)
+			}
+		})
+	}
+}
+
+// mountedVolume is the controller container's volume mounted at path.
+func mountedVolume(t *testing.T, pod corev1.PodTemplateSpec, path string) corev1.Volume {
+	t.Helper()
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.MountPath != path {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == m.Name {
+				return v
+			}
+		}
+	}
+	t.Fatalf("nothing mounted at %s", path)
+	return corev1.Volume{}
+}
+
+// The hub chart's Ingress routes exactly the mirror's two documents and the
+// drop-box's prefix, all to the external Service.
+func TestHelmHubIngressExposesOnlyTheExternalRoute(t *testing.T) {
+	_, objs := helmTemplate(t, "crucible-hub", "crucible")
+	paths, _, _ := unstructured.NestedSlice(find(t, objs, "Ingress", "crucible-external").Object, "spec", "rules")
+	var got []string
+	for _, rule := range paths {
+		ps, _, _ := unstructured.NestedSlice(rule.(map[string]any), "http", "paths")
+		for _, p := range ps {
+			p := p.(map[string]any)
+			svc, _, _ := unstructured.NestedString(p, "backend", "service", "name")
+			got = append(got, p["pathType"].(string)+" "+p["path"].(string)+" -> "+svc)
+		}
+	}
+	want := []string{
+		"Exact /.well-known/openid-configuration -> crucible-external",
+		"Exact /openid/v1/jwks -> crucible-external",
+		"Prefix /api/pods/ -> crucible-external",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ingress paths (-want +got):\n%s", diff)
+	}
+}
+
+// kubectl apply --dry-run=server accepts every object of both charts, with
+// defaults and with the two-spoke values, on the dev stack's real hub and
+// spoke API servers.
+func TestHelmChartsDryRunServer(t *testing.T) {
+	s := devstacktest.Shared(t)
+	targets := map[string]*devstack.Cluster{
+		"hub defaults": s.Hub, "hub two spokes": s.Hub,
+		"spoke defaults": s.Spoke("wharf"), "spoke dock": s.Spoke("dock"),
+	}
+	for _, c := range chartCases {
+		t.Run(c.name, func(t *testing.T) {
+			cluster := targets[c.name]
+			ns := devstack.HubNamespace // exists on the hub
+			if cluster != s.Hub {
+				ns = "crucible-authn"
+			}
+			stream, objs := helmTemplate(t, c.chart, ns, c.args()...)
+			ensureNamespace(t, cluster, ns)
+			for _, o := range objs {
+				if o.GetNamespace() != "" {
+					ensureNamespace(t, cluster, o.GetNamespace())
+				}
+			}
+			file := filepath.Join(t.TempDir(), "objects.yaml")
+			if err := os.WriteFile(file, []byte(stream), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := kubectl(t, cluster.KubeconfigFile, "apply", "--dry-run=server", "-f", file)
+			if err != nil {
+				t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
+			}
+			if n := strings.Count(out, "(server dry run)"); n != len(objs) {
+				t.Errorf("%d of %d objects accepted:\n%s", n, len(objs), out)
+			}
+		})
+	}
+}
+
+// ensureNamespace creates namespace on c unless it exists, and deletes it
+// when the test ends if it created it.
+func ensureNamespace(t *testing.T, c *devstack.Cluster, name string) {
+	t.Helper()
+	_, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+	case err != nil:
+		t.Fatal(err)
+	default:
+		t.Cleanup(func() { // t.Context() is done by now
+			_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+}
+
+// api.auth renders the profile's [api] table (R-C12) with the internal
+// Service's names allowed as Host; left empty, no [api] table at all.
+func TestHelmHubAPIAuth(t *testing.T) {
+	_, objs := helmTemplate(t, "crucible-hub", "hub-ns")
+	if profile := configMapData(t, objs, "crucible-profile", "crucible.toml"); strings.Contains(profile, "[api]") {
+		t.Errorf("default profile has [api]:\n%s", profile)
+	}
+	_, objs = helmTemplate(t, "crucible-hub", "hub-ns", "--set", "api.auth=proxy", "--set", "api.proxyCIDRs={10.1.0.0/16}",
+		"--set", "api.allowedHosts={crucible.example.com}")
+	var profile struct {
+		API map[string]any `toml:"api"`
+	}
+	if _, err := toml.Decode(configMapData(t, objs, "crucible-profile", "crucible.toml"), &profile); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"auth": "proxy", "namespace": "hub-ns", "proxy_cidrs": []any{"10.1.0.0/16"},
+		"allowed_hosts": []any{"localhost", "127.0.0.1", "::1", "crucible-internal", "crucible-internal.hub-ns",
+			"crucible-internal.hub-ns.svc", "crucible.example.com"},
+	}
+	if diff := cmp.Diff(want, profile.API); diff != "" {
+		t.Errorf("[api] (-want +got):\n%s", diff)
+	}
+}
