@@ -56,7 +56,7 @@ func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, l
 		t.Fatal(err)
 	}
 	if log != "" {
-		if _, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20); err != nil {
+		if _, err := s.Artifacts.(artifact.Dir).Write(t.Context(), id, "log", strings.NewReader(log), 1<<20); err != nil {
 			t.Fatal(err)
 		}
 	}

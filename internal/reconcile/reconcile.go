@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
@@ -38,7 +37,7 @@ type Reconciler struct {
 	Store      store.Store
 	Dispatcher *dispatch.Dispatcher
 	Clients    *fleet.Clients
-	Artifacts  artifact.Dir
+	Artifacts  LogBlobs
 	Uploads    Uploads // told when a pod's log is collected (default: nobody)
 	Instance   string
 	Retry      retry.Policy
