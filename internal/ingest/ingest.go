@@ -54,8 +54,8 @@ type Cluster struct {
 
 // Options configures a Handler. Zero values take the defaults noted.
 type Options struct {
-	Clusters  []Cluster
-	Store     store.Store
+	Clusters []Cluster
+	Store    store.Store
 	// Artifacts is where the bytes go: an artifact.Dir with SQLite, the
 	// database (pgblob) with PostgreSQL, so every replica serves them.
 	Artifacts Blobs
