@@ -109,3 +109,18 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 	s.opts.Progress("crucible controller replica %s ready: internal %s, external %s", name, r.InternalURL, r.ExternalURL)
 	return r, nil
 }
+
+// WaitExit waits until the stack's process called name has exited on its
+// own and returns its exit code and the path of its log.
+func (s *Stack) WaitExit(ctx context.Context, name string) (code int, logFile string, err error) {
+	p := s.proc(name)
+	if p == nil {
+		return 0, "", fmt.Errorf("no process %s", name)
+	}
+	select {
+	case <-ctx.Done():
+		return 0, p.LogFile, fmt.Errorf("wait for %s to exit: %w", name, ctx.Err())
+	case <-p.done:
+	}
+	return p.cmd.ProcessState.ExitCode(), p.LogFile, nil
+}

@@ -20,6 +20,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/cli"
@@ -224,6 +225,41 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 		if got := perRow[id]; len(got) != 1 || got[0] != uids[i] {
 			t.Errorf("work pod %s has pods %v on the spoke, want exactly [%s]", id, got, uids[i])
 		}
+	}
+
+	t.Run("a leader that loses its lease stops and exits non-zero", func(t *testing.T) {
+		stealLease(t, s)
+		ctx, cancel := context.WithTimeout(t.Context(), haLease+haTakeover)
+		defer cancel()
+		code, logFile, err := s.WaitExit(ctx, follower.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, _ := os.ReadFile(logFile)
+		if code == 0 || !strings.Contains(string(logs), "leader lease lost") {
+			t.Errorf("%s after its lease was taken: exit code %d, log says lease lost: %v", follower.name, code, strings.Contains(string(logs), "leader lease lost"))
+		}
+	})
+}
+
+// stealLease makes another holder take the stack's leader Lease, as a
+// replica would after this one failed to renew in time.
+func stealLease(t *testing.T, s *devstack.Stack) {
+	t.Helper()
+	leases := s.Hub.Client.CoordinationV1().Leases(devstack.HubNamespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(t.Context(), devstack.Instance+"-leader", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		thief, hour := "thief", int32(3600)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &thief, &hour, &now, &now
+		_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("steal the lease: %v", err)
 	}
 }
 
