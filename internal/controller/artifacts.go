@@ -57,10 +57,8 @@ func openArtifacts(ctx context.Context, c fleet.Controller, log *slog.Logger) (a
 		}
 		return b, func() { _ = b.Close() }, nil
 	}
-	path := strings.TrimPrefix(c.Store, "sqlite:")
-	if strings.HasPrefix(path, "//") { // sqlite:///abs/path, as the store reads it
-		path = path[2:]
-	}
+	// sqlite:PATH, or sqlite:///abs/path as the store reads it.
+	path := strings.TrimPrefix(strings.TrimPrefix(c.Store, "sqlite:"), "//")
 	unlock, err := lockSQLite(path)
 	if err != nil {
 		return nil, nil, err
