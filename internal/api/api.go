@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
@@ -31,7 +30,7 @@ type Server struct {
 	Store      store.Store
 	Dispatcher *dispatch.Dispatcher
 	Clients    *fleet.Clients
-	Artifacts  artifact.Dir
+	Artifacts  ArtifactReader
 	Uploads    Uploads // told when a pod is cancelled (default: nobody)
 	Log        *slog.Logger
 	// MaxRequestBytes bounds request bodies (413 beyond).

@@ -1,11 +1,12 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
-	"os"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,13 @@ import (
 )
 
 func podUID(p store.WorkPod) types.UID { return types.UID(p.PodUID) }
+
+// ArtifactReader opens recorded artifact bytes by their content address:
+// artifact.Dir with SQLite, pgblob.Blobs with PostgreSQL (whichever replica
+// stored them). Missing content wraps fs.ErrNotExist.
+type ArtifactReader interface {
+	Open(ctx context.Context, podID, kind, digest string) (io.ReadCloser, error)
+}
 
 func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.row(r)
@@ -53,8 +61,8 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	// The file the record's digest names: content-addressed, so these are
 	// the recorded bytes even while another writer of the kind loses its
 	// claim beside it.
-	f, err := s.Artifacts.Open(p.ID, kind, a.SHA256)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := s.Artifacts.Open(r.Context(), p.ID, kind, a.SHA256)
+	if errors.Is(err, fs.ErrNotExist) {
 		return &Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
 	}
 	if err != nil {

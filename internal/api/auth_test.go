@@ -297,7 +297,7 @@ func TestGetShowsSubmitterAndLogsChanges(t *testing.T) {
 func TestArtifactDownloadHeaders(t *testing.T) {
 	f := newFixture(t)
 	f.row(t, "p-wharf", "wharf")
-	written, err := f.srv.Artifacts.Write("p-wharf", "report", strings.NewReader("<script>alert(1)</script>"), 1<<20)
+	written, err := f.srv.Artifacts.(artifact.Dir).Write(t.Context(), "p-wharf", "report", strings.NewReader("<script>alert(1)</script>"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -201,7 +201,7 @@ func (s *Server) plainLog(w http.ResponseWriter, r *http.Request, p store.WorkPo
 		return notFound(fmt.Sprintf("collected log of %s (%s)", p.ID, p.State))
 	}
 	f, err := s.openLog(r.Context(), p.ID)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return &Error{Code: http.StatusInternalServerError, Msg: "log recorded but its file is missing", Err: err}
 	}
 	if err != nil {
@@ -359,10 +359,10 @@ func (e *sseWriter) flush() error {
 }
 
 // openLog opens the stored log of pod: the file the store's record names.
-func (s *Server) openLog(ctx context.Context, pod string) (*os.File, error) {
+func (s *Server) openLog(ctx context.Context, pod string) (io.ReadCloser, error) {
 	a, err := s.Store.GetArtifact(ctx, pod, reconcile.LogKind)
 	if err != nil {
 		return nil, err
 	}
-	return s.Artifacts.Open(pod, reconcile.LogKind, a.SHA256)
+	return s.Artifacts.Open(ctx, pod, reconcile.LogKind, a.SHA256)
 }

@@ -57,7 +57,7 @@ func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, l
 		t.Fatal(err)
 	}
 	if log != "" {
-		w, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20)
+		w, err := s.Artifacts.(artifact.Dir).Write(t.Context(), id, "log", strings.NewReader(log), 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

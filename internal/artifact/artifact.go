@@ -18,9 +18,16 @@
 //
 // Files written before content addressing (<root>/<pod>/<kind>) are still
 // served by Open for their records.
+//
+// Dir is where artifact bytes live with the SQLite store, on one machine.
+// With PostgreSQL they live in the database (package pgblob), so that every
+// replica reads them; both have the same methods, and the users (the
+// drop-box, the API, log collection) each name the few they need in an
+// interface of their own. Staged and Written are the vocabulary both share.
 package artifact
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -53,8 +60,8 @@ type Written struct {
 // ValidName reports whether s may name a pod or an artifact kind.
 func ValidName(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
-// validDigest reports whether s is a lowercase hex sha256.
-func validDigest(s string) bool {
+// ValidDigest reports whether s is a lowercase hex sha256.
+func ValidDigest(s string) bool {
 	if len(s) != sha256.Size*2 {
 		return false
 	}
@@ -80,29 +87,41 @@ func (d Dir) path(podID, kind, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !validDigest(digest) {
+	if !ValidDigest(digest) {
 		return "", fmt.Errorf("%w: digest %q", ErrInvalidName, digest)
 	}
 	return filepath.Join(dir, kind+"."+digest), nil
 }
 
 // Write stages r (at most limit bytes) and commits it under its digest.
-func (d Dir) Write(podID, kind string, r io.Reader, limit int64) (Written, error) {
-	s, err := d.Stage(podID, kind, r, limit)
+func (d Dir) Write(ctx context.Context, podID, kind string, r io.Reader, limit int64) (Written, error) {
+	s, err := d.Stage(ctx, podID, kind, r, limit)
 	if err != nil {
 		return Written{}, err
 	}
-	if err := s.Commit(); err != nil {
+	if err := s.Commit(ctx); err != nil {
 		return Written{}, err
 	}
 	return s.Written(), nil
 }
 
-// Staged is content written and synced to a temp file next to its
-// artifact, not yet visible under its content address. Exactly one of
+// Staged is content written and synced where its blob store keeps it,
+// hashed, but not yet visible under its content address. Exactly one of
 // Commit or Discard must follow; Discard after Commit is a no-op, so
-// `defer s.Discard()` is always safe.
-type Staged struct {
+// `defer s.Discard()` is always safe. Committing content whose address
+// exists already leaves the one copy: an address only ever holds one
+// content.
+type Staged interface {
+	Written() Written
+	Commit(ctx context.Context) error
+	Discard()
+}
+
+// ErrDone is Commit after Commit or Discard.
+var ErrDone = errors.New("staged artifact already committed or discarded")
+
+// fileStaged is a Dir's Staged: a temp file next to its artifact.
+type fileStaged struct {
 	d        Dir
 	tmp, dir string
 	podID    string
@@ -114,7 +133,7 @@ type Staged struct {
 // Stage writes r (at most limit bytes) to a temp file in the pod's
 // directory, syncs it and hashes it. More than limit bytes is ErrTooLarge;
 // on any error nothing is left behind.
-func (d Dir) Stage(podID, kind string, r io.Reader, limit int64) (*Staged, error) {
+func (d Dir) Stage(_ context.Context, podID, kind string, r io.Reader, limit int64) (Staged, error) {
 	dir, err := d.podDir(podID, kind)
 	if err != nil {
 		return nil, err
@@ -148,20 +167,20 @@ func (d Dir) Stage(podID, kind string, r io.Reader, limit int64) (*Staged, error
 		return nil, fmt.Errorf("close temp artifact: %w", err)
 	}
 	ok = true
-	return &Staged{d: d, tmp: tmp.Name(), dir: dir, podID: podID, kind: kind,
+	return &fileStaged{d: d, tmp: tmp.Name(), dir: dir, podID: podID, kind: kind,
 		written: Written{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}}, nil
 }
 
 // Written describes the staged content.
-func (s *Staged) Written() Written { return s.written }
+func (s *fileStaged) Written() Written { return s.written }
 
 // Commit renames the staged file to its content address and syncs the
 // directory so the rename is durable. If the address exists already it
 // holds the same bytes, and the rename leaves it so. After a failed rename
 // the temp file is removed.
-func (s *Staged) Commit() error {
+func (s *fileStaged) Commit(context.Context) error {
 	if s.done {
-		return errors.New("staged artifact already committed or discarded")
+		return ErrDone
 	}
 	s.done = true
 	dst, err := s.d.path(s.podID, s.kind, s.written.SHA256)
@@ -179,7 +198,7 @@ func (s *Staged) Commit() error {
 
 // Discard removes the staged file. It does nothing after Commit or an
 // earlier Discard.
-func (s *Staged) Discard() {
+func (s *fileStaged) Discard() {
 	if s.done {
 		return
 	}
@@ -190,7 +209,7 @@ func (s *Staged) Discard() {
 // Remove deletes the committed file of (podID, kind, digest). Callers use
 // it only for content the store did not record (a lost claim); a missing
 // file is not an error.
-func (d Dir) Remove(podID, kind, digest string) error {
+func (d Dir) Remove(_ context.Context, podID, kind, digest string) error {
 	p, err := d.path(podID, kind, digest)
 	if err != nil {
 		return err
@@ -204,8 +223,9 @@ func (d Dir) Remove(podID, kind, digest string) error {
 
 // Open opens the content the store recorded for (podID, kind) with digest.
 // When that file does not exist it falls back to the pre-content-address
-// file <root>/<pod>/<kind> of records written before.
-func (d Dir) Open(podID, kind, digest string) (*os.File, error) {
+// file <root>/<pod>/<kind> of records written before. Missing content is
+// an error that wraps fs.ErrNotExist.
+func (d Dir) Open(_ context.Context, podID, kind, digest string) (io.ReadCloser, error) {
 	p, err := d.path(podID, kind, digest)
 	if err != nil {
 		return nil, err
@@ -219,7 +239,10 @@ func (d Dir) Open(podID, kind, digest string) (*os.File, error) {
 			legacy.Close()
 		}
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // syncDir makes a rename or remove in dir durable (best effort: some

@@ -40,7 +40,7 @@ func names(t *testing.T, dir string) []string {
 
 func read(t *testing.T, d Dir, pod, kind, sum string) string {
 	t.Helper()
-	f, err := d.Open(pod, kind, sum)
+	f, err := d.Open(t.Context(), pod, kind, sum)
 	if err != nil {
 		t.Fatalf("open %s/%s@%s: %v", pod, kind, sum, err)
 	}
@@ -55,7 +55,7 @@ func read(t *testing.T, d Dir, pod, kind, sum string) string {
 func TestWriteIsAtomicAndHashed(t *testing.T) {
 	d := Dir{Root: t.TempDir()}
 	content := "line one\nline two\n"
-	w, err := d.Write("wp-1", "log", strings.NewReader(content), 1<<20)
+	w, err := d.Write(t.Context(), "wp-1", "log", strings.NewReader(content), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestDifferentContentNeverOverwrites(t *testing.T) {
 	errs := make(chan error, writers)
 	for i := range writers {
 		wg.Go(func() {
-			if _, err := d.Write("wp-1", "result", strings.NewReader(fmt.Sprintf("content %d", i)), 100); err != nil {
+			if _, err := d.Write(t.Context(), "wp-1", "result", strings.NewReader(fmt.Sprintf("content %d", i)), 100); err != nil {
 				errs <- err
 			}
 		})
@@ -99,7 +99,7 @@ func TestDifferentContentNeverOverwrites(t *testing.T) {
 		t.Errorf("%d files, want %d (no temp files, one per content)", n, writers)
 	}
 	// The same content again lands on the same name with the same bytes.
-	if _, err := d.Write("wp-1", "result", strings.NewReader("content 3"), 100); err != nil {
+	if _, err := d.Write(t.Context(), "wp-1", "result", strings.NewReader("content 3"), 100); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(t, d, "wp-1", "result", digest("content 3")); got != "content 3" {
@@ -109,11 +109,11 @@ func TestDifferentContentNeverOverwrites(t *testing.T) {
 
 func TestTooLargeWritesNothing(t *testing.T) {
 	d := Dir{Root: t.TempDir()}
-	w, err := d.Write("wp-1", "log", strings.NewReader("old"), 10)
+	w, err := d.Write(t.Context(), "wp-1", "log", strings.NewReader("old"), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.Write("wp-1", "log", strings.NewReader(strings.Repeat("x", 11)), 10)
+	_, err = d.Write(t.Context(), "wp-1", "log", strings.NewReader(strings.Repeat("x", 11)), 10)
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
@@ -130,14 +130,14 @@ func TestStageCommitDiscard(t *testing.T) {
 	entries := func() []string { return names(t, filepath.Join(d.Root, "wp-1")) }
 	sum := digest("abc")
 
-	s, err := d.Stage("wp-1", "result", strings.NewReader("abc"), 10)
+	s, err := d.Stage(t.Context(), "wp-1", "result", strings.NewReader("abc"), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := s.Written(), (Written{Size: 3, SHA256: sum}); got != want {
 		t.Errorf("Written() = %+v, want %+v", got, want)
 	}
-	if _, err := d.Open("wp-1", "result", sum); !errors.Is(err, os.ErrNotExist) {
+	if _, err := d.Open(t.Context(), "wp-1", "result", sum); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("staged content visible before Commit: err = %v", err)
 	}
 	if got := entries(); len(got) != 1 || !isTemp(got[0]) {
@@ -148,15 +148,15 @@ func TestStageCommitDiscard(t *testing.T) {
 		t.Errorf("after Discard the dir holds %v, want nothing", got)
 	}
 
-	s, err = d.Stage("wp-1", "result", strings.NewReader("abc"), 10)
+	s, err = d.Stage(t.Context(), "wp-1", "result", strings.NewReader("abc"), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(); err != nil {
+	if err := s.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	s.Discard() // no-op after Commit
-	if err := s.Commit(); err == nil {
+	if err := s.Commit(t.Context()); err == nil {
 		t.Error("second Commit succeeded")
 	}
 	if diff := cmp.Diff([]string{"result." + sum}, entries()); diff != "" {
@@ -165,7 +165,7 @@ func TestStageCommitDiscard(t *testing.T) {
 	if got := read(t, d, "wp-1", "result", sum); got != "abc" {
 		t.Errorf("committed content = %q", got)
 	}
-	if _, err := d.Stage("wp-1", "other", strings.NewReader("12345678901"), 10); !errors.Is(err, ErrTooLarge) {
+	if _, err := d.Stage(t.Context(), "wp-1", "other", strings.NewReader("12345678901"), 10); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("oversized Stage: err = %v, want ErrTooLarge", err)
 	}
 	if got := entries(); len(got) != 1 {
@@ -175,12 +175,12 @@ func TestStageCommitDiscard(t *testing.T) {
 
 func TestRemove(t *testing.T) {
 	d := Dir{Root: t.TempDir()}
-	keep, _ := d.Write("wp-1", "result", strings.NewReader("keep"), 10)
-	lose, _ := d.Write("wp-1", "result", strings.NewReader("lose"), 10)
-	if err := d.Remove("wp-1", "result", lose.SHA256); err != nil {
+	keep, _ := d.Write(t.Context(), "wp-1", "result", strings.NewReader("keep"), 10)
+	lose, _ := d.Write(t.Context(), "wp-1", "result", strings.NewReader("lose"), 10)
+	if err := d.Remove(t.Context(), "wp-1", "result", lose.SHA256); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Remove("wp-1", "result", lose.SHA256); err != nil {
+	if err := d.Remove(t.Context(), "wp-1", "result", lose.SHA256); err != nil {
 		t.Errorf("removing a missing file: %v", err)
 	}
 	if diff := cmp.Diff([]string{"result." + keep.SHA256}, names(t, filepath.Join(d.Root, "wp-1"))); diff != "" {
@@ -200,11 +200,11 @@ func TestOpenLegacyFile(t *testing.T) {
 	if got := read(t, d, "wp-1", "log", digest("legacy")); got != "legacy" {
 		t.Errorf("legacy read %q", got)
 	}
-	if _, err := d.Open("wp-1", "other", digest("x")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := d.Open(t.Context(), "wp-1", "other", digest("x")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("open of nothing: err = %v, want ErrNotExist", err)
 	}
 	// A content-addressed file wins over the legacy one.
-	w, _ := d.Write("wp-1", "log", strings.NewReader("new"), 10)
+	w, _ := d.Write(t.Context(), "wp-1", "log", strings.NewReader("new"), 10)
 	if got := read(t, d, "wp-1", "log", w.SHA256); got != "new" {
 		t.Errorf("read %q, want the content-addressed file", got)
 	}
@@ -215,7 +215,7 @@ func TestCleanTemp(t *testing.T) {
 	if n, err := d.CleanTemp(); n != 0 || err != nil {
 		t.Errorf("missing root: %d, %v; want 0, nil", n, err)
 	}
-	w, _ := d.Write("wp-1", "result", strings.NewReader("kept"), 10)
+	w, _ := d.Write(t.Context(), "wp-1", "result", strings.NewReader("kept"), 10)
 	for _, p := range []string{"wp-1/.result.tmp-123", "wp-1/.log.tmp-9", "wp-2/.x.tmp-1"} {
 		if err := os.MkdirAll(filepath.Join(d.Root, filepath.Dir(p)), 0o750); err != nil {
 			t.Fatal(err)
@@ -266,18 +266,18 @@ func TestFreeBytes(t *testing.T) {
 func TestHostileNames(t *testing.T) {
 	d := Dir{Root: t.TempDir()}
 	for _, name := range []string{"", "..", "../x", "a/b", "A", "x\x00", "log\n", strings.Repeat("a", 64), "-a", "a."} {
-		if _, err := d.Write(name, "log", strings.NewReader("x"), 10); !errors.Is(err, ErrInvalidName) {
+		if _, err := d.Write(t.Context(), name, "log", strings.NewReader("x"), 10); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("pod %q: err = %v, want ErrInvalidName", name, err)
 		}
-		if _, err := d.Write("wp-1", name, strings.NewReader("x"), 10); !errors.Is(err, ErrInvalidName) {
+		if _, err := d.Write(t.Context(), "wp-1", name, strings.NewReader("x"), 10); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("kind %q: err = %v, want ErrInvalidName", name, err)
 		}
 	}
 	for _, sum := range []string{"", "..", "../../etc/passwd", strings.ToUpper(digest("x")), digest("x")[:63], digest("x") + "0", "/" + digest("x")[1:]} {
-		if _, err := d.Open("wp-1", "log", sum); !errors.Is(err, ErrInvalidName) {
+		if _, err := d.Open(t.Context(), "wp-1", "log", sum); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("open digest %q: err = %v, want ErrInvalidName", sum, err)
 		}
-		if err := d.Remove("wp-1", "log", sum); !errors.Is(err, ErrInvalidName) {
+		if err := d.Remove(t.Context(), "wp-1", "log", sum); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("remove digest %q: err = %v, want ErrInvalidName", sum, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,10 @@ import (
 )
 
 func newControllerCmd() *cobra.Command {
-	var config string
+	var (
+		config      string
+		leaderElect bool
+	)
 	cmd := &cobra.Command{
 		Use:   "controller --config crucible.toml",
 		Short: "Run the hub controller: dispatch, watch and collect work pods on the spokes",
@@ -27,7 +31,14 @@ Two listeners:
             else is 404
 
 A spoke's crucible authn-webhook uses external_url + /.well-known/openid-configuration
-as its discoveryURL, because the hub's issuer is not publicly discoverable.`,
+as its discoveryURL, because the hub's issuer is not publicly discoverable.
+
+Several replicas (HA) share one PostgreSQL store with --leader-elect (or
+[controller] leader_elect): every replica serves the API, the drop-box, the mirror
+and live logs, and keeps artifacts in PostgreSQL; the replica holding the hub Lease
+[leader_election] runs await, log collection, startup reconcile and the sweep. A
+leader that loses its lease stops those loops and exits non-zero, to restart as a
+follower. SQLite serves one replica only.`,
 		Example: `  crucible controller --config /etc/crucible/crucible.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,10 +46,17 @@ as its discoveryURL, because the hub's issuer is not publicly discoverable.`,
 			if err != nil {
 				return err
 			}
+			if leaderElect && !p.Controller.LeaderElect {
+				p.Controller.LeaderElect = true
+				if err := p.Validate(); err != nil {
+					return fmt.Errorf("--leader-elect: %w", err)
+				}
+			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			return controller.Run(cmd.Context(), p, log)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "crucible.toml", "the controller's profile (TOML)")
+	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "run the reconcile loops only while holding the hub Lease (several replicas on PostgreSQL); same as [controller] leader_elect")
 	return cmd
 }

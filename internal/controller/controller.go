@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/api"
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httpserve"
@@ -76,16 +75,15 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	clients.SetLogger(log.With("component", "fleet"))
 	policy := retry.Policy{Initial: 200 * time.Millisecond, Max: p.Reconcile.MaxBackoff.Duration, Budget: p.Reconcile.RetryBudget.Duration}
 	d := &dispatch.Dispatcher{Clients: clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
-	arts := artifact.Dir{Root: p.Controller.ArtifactsDir}
-	if n, err := arts.CleanTemp(); err != nil { // before anything stages
-		return fmt.Errorf("artifacts: %w", err)
-	} else if n > 0 {
-		log.Info("removed temp artifact files left by a crash", "files", n)
+	arts, release, err := openArtifacts(ctx, p.Controller, log)
+	if err != nil {
+		return err
 	}
+	defer release()
 	rec := &reconcile.Reconciler{
 		Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Instance: p.Controller.Instance, Retry: policy,
 		SweepInterval: p.Reconcile.SweepInterval.Duration, OrphanGrace: p.Reconcile.OrphanGrace.Duration,
-		Log: log.With("component", "reconcile"),
+		PendingGrace: dispatchTimeout(p), Log: log.With("component", "reconcile"),
 	}
 	authn, authz, err := apiAuth(p.API, hubCfg)
 	if err != nil {
@@ -93,7 +91,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	}
 	apiSrv := &api.Server{
 		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Log: log.With("component", "api"),
-		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: p.Reconcile.RetryBudget.Duration + 30*time.Second,
+		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
 	}
 
@@ -124,8 +122,16 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := p.Controller
+	loops := rec.Start // await, log collection, startup reconcile, sweep: once per deployment
+	if c.LeaderElect {
+		loops = func(ctx context.Context) error {
+			return runAsLeader(ctx, hubCfg, p.LeaderElection, log.With("component", "leader"), rec.Start)
+		}
+	} else {
+		metrics.Leader.Set(1)
+	}
 	runnables := []func(context.Context) error{
-		rec.Start,
+		loops,
 		func(ctx context.Context) error { return clients.ProbeLoop(ctx, p.Reconcile.HealthInterval.Duration) },
 		func(ctx context.Context) error {
 			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "internal", Addr: c.InternalListen,
@@ -155,7 +161,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		})
 	}
 	log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen,
-		"metrics", c.MetricsListen, "auth", p.API.Auth)
+		"metrics", c.MetricsListen, "auth", p.API.Auth, "leader_elect", c.LeaderElect)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -163,9 +169,15 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	return nil
 }
 
+// dispatchTimeout bounds one submit's work on the spoke; a pending row
+// younger than this may still get its pod from the replica dispatching it.
+func dispatchTimeout(p *fleet.Profile) time.Duration {
+	return p.Reconcile.RetryBudget.Duration + 30*time.Second
+}
+
 // newDropBox builds the drop-box's validator map from the fleet: per cluster
 // its shared client, loop namespace, turn service account and ingest audience.
-func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts artifact.Dir, log *slog.Logger) (*ingest.Handler, error) {
+func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts ingest.Blobs, log *slog.Logger) (*ingest.Handler, error) {
 	var clusters []ingest.Cluster
 	for _, c := range clients.All() {
 		clusters = append(clusters, ingest.Cluster{Name: c.Entry.Name, Client: c, Namespace: c.Entry.LoopNamespace,

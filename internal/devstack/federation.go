@@ -142,8 +142,12 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	if err := s.startKubelet(ctx, dir); err != nil {
 		return err
 	}
+	if err := s.grantLease(ctx); err != nil {
+		return err
+	}
 	profile := filepath.Join(dir, "crucible.toml")
-	if err := os.WriteFile(profile, []byte(s.profile(dir)), 0o644); err != nil {
+	main := replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}
+	if err := os.WriteFile(profile, []byte(s.profile(dir, main)), 0o644); err != nil {
 		return err
 	}
 	f.ProfileFile = profile
@@ -250,16 +254,26 @@ func (s *Stack) clusterEntry(c *Cluster) fleet.ClusterEntry {
 	}
 }
 
-// profile renders the controller's crucible.toml for this stack.
-func (s *Stack) profile(dir string) string {
+// profile renders a controller's crucible.toml for this stack: the stack's
+// controller, or a replica of it on other ports (same instance, same store).
+func (s *Stack) profile(dir string, rp replicaPorts) string {
 	f := s.Federation
 	serving := filepath.Join(s.Dir, "pki", "serving")
 	var b strings.Builder
 	fmt.Fprintf(&b, "# crucible profile written by the dev stack\ndefault_cluster = %q\n\n", s.Spokes[0].Name)
-	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"127.0.0.1:%d\"\n", Instance, f.internalPort, f.externalPort)
-	fmt.Fprintf(&b, "external_url = %q\nexternal_tls_cert = %q\nexternal_tls_key = %q\n", f.ControllerExternalURL, serving+".crt", serving+".key")
-	fmt.Fprintf(&b, "metrics_listen = \"127.0.0.1:%d\"\n", f.metricsPort)
-	fmt.Fprintf(&b, "store = %q\nartifacts_dir = %q\n\n", "sqlite:"+filepath.Join(dir, "crucible.db"), filepath.Join(dir, "artifacts"))
+	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"127.0.0.1:%d\"\n", Instance, rp.internal, rp.external)
+	fmt.Fprintf(&b, "external_url = %q\nexternal_tls_cert = %q\nexternal_tls_key = %q\n", rp.externalURL, serving+".crt", serving+".key")
+	fmt.Fprintf(&b, "metrics_listen = \"127.0.0.1:%d\"\n", rp.metrics)
+	store := s.opts.ControllerStore
+	if store == "" {
+		store = "sqlite:" + filepath.Join(dir, "crucible.db")
+	}
+	fmt.Fprintf(&b, "store = %q\nartifacts_dir = %q\n", store, filepath.Join(dir, "artifacts"))
+	if s.opts.LeaderElect {
+		fmt.Fprintf(&b, "leader_elect = true\n\n[leader_election]\nlease_duration = %q\nrenew_deadline = %q\nretry_period = %q\n", s.lease().String(),
+			(s.lease() * 2 / 3).String(), (s.lease() / 6).String())
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "[hub]\nserver = %q\nca_file = %q\ntoken_file = %q\n\n", s.Hub.Server, s.CAFile, f.ControllerTokenFile)
 	fmt.Fprintf(&b, "[mirror]\nttl = %q\nmax_stale = %q\n\n", s.opts.MirrorTTL.String(), s.opts.MirrorMaxStale.String())
 	fmt.Fprintf(&b, "[reconcile]\nsweep_interval = %q\norphan_grace = %q\nretry_budget = %q\nmax_backoff = \"2s\"\nhealth_interval = \"2s\"\n",
@@ -269,6 +283,7 @@ func (s *Stack) profile(dir string) string {
 	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\"]\n")
 	for _, c := range s.Spokes {
 		e := s.clusterEntry(c)
+		e.IngestURL = rp.externalURL // a replica's pods push through it
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
 		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)
 	}

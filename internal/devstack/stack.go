@@ -69,6 +69,15 @@ type Options struct {
 	// SweepInterval, OrphanGrace and RetryBudget tune the controller's
 	// reconciler (defaults 5s, 30s, 2m).
 	SweepInterval, OrphanGrace, RetryBudget time.Duration
+
+	// ControllerStore is the controller's store DSN; empty: SQLite in the
+	// stack's directory. With a postgres:// DSN artifacts live there too.
+	ControllerStore string
+	// LeaderElect runs the controller with [controller] leader_elect and a
+	// lease of LeaseDuration (default 15s), granting its hub identity the
+	// Lease; StartController adds replicas (see replica.go).
+	LeaderElect   bool
+	LeaseDuration time.Duration
 }
 
 // SpokeOptions configures one spoke cluster.

@@ -260,6 +260,11 @@ func (s *shape) value(v any, t reflect.Type, path string) (any, bool) {
 			s.fail(path, "must be a string, not "+tomlType(v))
 			return nil, false
 		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			s.fail(path, "must be true or false, not "+tomlType(v))
+			return nil, false
+		}
 	case reflect.Int, reflect.Int64:
 		n, ok := v.(int64)
 		if !ok {

@@ -119,6 +119,8 @@ type Profile struct {
 	Pods       Pods       `toml:"pods"`
 	Ingest     Ingest     `toml:"ingest"`
 	API        API        `toml:"api"`
+	// LeaderElection tunes the Lease of [controller] leader_elect.
+	LeaderElection LeaderElection `toml:"leader_election"`
 	// DefaultCluster is the cluster a request without a target goes to.
 	// Required with more than one cluster; defaults to the only one.
 	DefaultCluster string `toml:"default_cluster"`
@@ -150,6 +152,10 @@ type Controller struct {
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
 	// MetricsListen serves /metrics alone (plain HTTP); "off" disables it.
 	MetricsListen string `toml:"metrics_listen"`
+	// LeaderElect lets several replicas share one PostgreSQL store: all
+	// serve the API, the drop-box and the mirror; only the holder of the
+	// [leader_election] Lease runs the reconcile loops (R-C10).
+	LeaderElect bool `toml:"leader_elect"`
 }
 
 // Hub is how the controller reaches its own cluster's API (for the
@@ -345,6 +351,7 @@ func (p *Profile) applyDefaults() {
 	setDuration(&in.UploadRateWindow, DefaultIngestUploadRateWindow)
 
 	p.API.applyDefaults()
+	p.LeaderElection.applyDefaults(c.Instance)
 
 	for i := range p.Clusters {
 		e := &p.Clusters[i]

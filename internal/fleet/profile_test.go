@@ -72,6 +72,8 @@ func wantDefaults() *Profile {
 		API: API{Auth: "none", Namespace: "crucible", ProxyUserHeader: "X-Auth-Request-User", ProxyGroupsHeader: "X-Auth-Request-Groups",
 			AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}, TokenAcceptTTL: Duration{10 * time.Second}, TokenNegativeTTL: Duration{5 * time.Second},
 			AccessAllowTTL: Duration{10 * time.Second}, AccessDenyTTL: Duration{5 * time.Second}, CacheSize: 10000, PageSize: 500},
+		LeaderElection: LeaderElection{LeaseName: "crucible-leader", LeaseNamespace: "crucible", LeaseDuration: Duration{15 * time.Second},
+			RenewDeadline: Duration{10 * time.Second}, RetryPeriod: Duration{2 * time.Second}},
 		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
 		Reconcile: Reconcile{
 			SweepInterval:  Duration{time.Minute},
@@ -160,8 +162,9 @@ func TestLoadExample(t *testing.T) {
 			MaxRequestBytes: 1 << 20,
 			MetricsListen:   "127.0.0.1:9090",
 		},
-		API:    wantDefaults().API,
-		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
+		API:            wantDefaults().API,
+		LeaderElection: wantDefaults().LeaderElection,
+		Mirror:         Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
 		Reconcile: Reconcile{
 			SweepInterval:  Duration{time.Minute},
 			OrphanGrace:    Duration{10 * time.Minute},

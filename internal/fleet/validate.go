@@ -61,6 +61,7 @@ func (p *Profile) validate() problems {
 	p.Pods.validate(&ps)
 	p.Ingest.validate(&ps)
 	p.API.validate(&ps, p.Controller.InternalListen)
+	p.validateLeader(&ps)
 
 	if len(p.Clusters) == 0 {
 		ps.add("clusters", "at least one cluster is required")

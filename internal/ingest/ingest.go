@@ -32,7 +32,6 @@ import (
 	"net/netip"
 	"time"
 
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/lru"
@@ -56,9 +55,11 @@ type Cluster struct {
 
 // Options configures a Handler. Zero values take the defaults noted.
 type Options struct {
-	Clusters  []Cluster
-	Store     store.Store
-	Artifacts artifact.Dir
+	Clusters []Cluster
+	Store    store.Store
+	// Artifacts is where the bytes go: an artifact.Dir with SQLite, the
+	// database (pgblob) with PostgreSQL, so every replica serves them.
+	Artifacts Blobs
 	// MaxBodyBytes bounds an artifact (default 64 MiB); beyond: 413.
 	MaxBodyBytes int64
 	// AcceptTTL bounds accept-cache entries (default 5m); an entry never
@@ -91,6 +92,8 @@ type Options struct {
 	// (default 32) and MaxBytesPerPod (default 1 GiB) bound what one pod
 	// may upload, beyond: 413. MinFreeBytes (default 1 GiB) is the space
 	// the artifact volume keeps free, below: 507 with Retry-After.
+	// MinFreeBytes applies only to Artifacts with a FreeBytes method (the
+	// directory); a database watches its own volume.
 	// MaxStagingPerPod (default 2) bounds a pod's uploads being written at
 	// once, beyond: 429. A body slower than MinUploadRate bytes/s (default
 	// 4 KiB/s) over any UploadRateWindow (default 30s) is cut with 408.
@@ -100,8 +103,8 @@ type Options struct {
 	MaxStagingPerPod int
 	MinUploadRate    int64
 	UploadRateWindow time.Duration
-	// freeBytes reports the artifact volume's free space (default: statfs
-	// of Artifacts.Root); tests replace it.
+	// freeBytes reports the artifact volume's free space (default: the
+	// Artifacts' FreeBytes, if it has one; nil: no floor); tests replace it.
 	freeBytes func() (uint64, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -198,8 +201,8 @@ func (o *Options) validate() error {
 	if o.Store == nil {
 		errs = append(errs, errors.New("store: missing"))
 	}
-	if o.Artifacts.Root == "" {
-		errs = append(errs, errors.New("artifacts: no root directory"))
+	if o.Artifacts == nil {
+		errs = append(errs, errors.New("artifacts: missing"))
 	}
 	// A slice, not a map: the errors come out in the same order every run.
 	for _, f := range []struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -27,6 +28,18 @@ const (
 	retryAfterStorage = "60"
 )
 
+// Blobs is where the drop-box keeps artifact bytes: artifact.Dir or
+// pgblob.Blobs. Content is staged, committed under its digest, then claimed
+// in the store; a lost claim's bytes are removed by the one who staged them.
+type Blobs interface {
+	Stage(ctx context.Context, podID, kind string, r io.Reader, limit int64) (artifact.Staged, error)
+	Remove(ctx context.Context, podID, kind, digest string) error
+}
+
+// freeSpacer is a Blobs on a volume of its own (the directory), which the
+// free-space floor protects.
+type freeSpacer interface{ FreeBytes() (uint64, error) }
+
 func (o *Options) setUploadDefaults() {
 	if o.MaxKindsPerPod == 0 {
 		o.MaxKindsPerPod = DefaultMaxKindsPerPod
@@ -46,8 +59,8 @@ func (o *Options) setUploadDefaults() {
 	if o.UploadRateWindow == 0 {
 		o.UploadRateWindow = DefaultUploadRateWindow
 	}
-	if o.freeBytes == nil {
-		o.freeBytes = o.Artifacts.FreeBytes
+	if fs, ok := o.Artifacts.(freeSpacer); ok && o.freeBytes == nil {
+		o.freeBytes = fs.FreeBytes
 	}
 }
 
@@ -129,7 +142,7 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 	}
 	defer release()
 
-	staged, err := h.opts.Artifacts.Stage(row.ID, kind, body, space.limit)
+	staged, err := h.opts.Artifacts.Stage(ctx, row.ID, kind, body, space.limit)
 	switch {
 	case errors.Is(err, artifact.ErrTooLarge):
 		return space.refusal()
@@ -140,7 +153,7 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 	}
 	defer staged.Discard()
 	wr := staged.Written()
-	if err := staged.Commit(); err != nil {
+	if err := staged.Commit(ctx); err != nil {
 		return unavailable(err)
 	}
 	return h.claim(ctx, row, kind, wr)
@@ -153,10 +166,10 @@ func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr 
 	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		h.removeUnclaimed(row.ID, kind, wr.SHA256) // another replica recorded other bytes meanwhile
+		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica recorded other bytes meanwhile
 		return resConflict
 	case errors.Is(err, store.ErrQuota):
-		h.removeUnclaimed(row.ID, kind, wr.SHA256) // another replica took the room meanwhile
+		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica took the room meanwhile
 		return quotaExceeded(err)
 	case err != nil:
 		// The claim may have landed before the error: keep the file, which
@@ -173,8 +186,8 @@ func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr 
 // ErrConflict (the kind is recorded with other bytes, for good) or ErrQuota
 // (nothing was recorded and the pod's usage only grows, so no later claim
 // of these bytes can succeed): the file can never be the recorded one.
-func (h *Handler) removeUnclaimed(podID, kind, digest string) {
-	if err := h.opts.Artifacts.Remove(podID, kind, digest); err != nil {
+func (h *Handler) removeUnclaimed(ctx context.Context, podID, kind, digest string) {
+	if err := h.opts.Artifacts.Remove(context.WithoutCancel(ctx), podID, kind, digest); err != nil {
 		h.log.Warn("removing an unrecorded artifact file failed", "pod", podID, "kind", kind, "error", err)
 	}
 }
@@ -259,13 +272,16 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	case contentLength > left:
 		return room{}, quotaExceeded(fmt.Errorf("pod has %d bytes, %d more would pass %d", used, contentLength, h.opts.MaxBytesPerPod)), false
 	}
-	free, err := h.opts.freeBytes()
-	if err != nil {
-		return room{}, unavailable(err), false
-	}
-	spare := int64(min(free, 1<<62)) - h.opts.MinFreeBytes
-	if spare <= 0 || contentLength > spare {
-		return room{}, insufficientStorage(), false
+	spare := int64(1 << 62) // no floor: the bytes are in the database
+	if h.opts.freeBytes != nil {
+		free, err := h.opts.freeBytes()
+		if err != nil {
+			return room{}, unavailable(err), false
+		}
+		spare = int64(min(free, 1<<62)) - h.opts.MinFreeBytes
+		if spare <= 0 || contentLength > spare {
+			return room{}, insufficientStorage(), false
+		}
 	}
 	rm := room{limit: h.opts.MaxBodyBytes, by: boundBody}
 	if left < rm.limit {

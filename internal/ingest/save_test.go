@@ -179,7 +179,7 @@ func checkOneRecorded(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := e.dir.Open("wp-1", "result", a.SHA256)
+	f, err := e.dir.Open(t.Context(), "wp-1", "result", a.SHA256)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
@@ -38,13 +37,19 @@ type Reconciler struct {
 	Store      store.Store
 	Dispatcher *dispatch.Dispatcher
 	Clients    *fleet.Clients
-	Artifacts  artifact.Dir
+	Artifacts  LogBlobs
 	Uploads    Uploads // told when a pod's log is collected (default: nobody)
 	Instance   string
 	Retry      retry.Policy
 	// SweepInterval and OrphanGrace drive the sweep; zero disables it.
 	SweepInterval, OrphanGrace time.Duration
-	Log                        *slog.Logger
+	// PendingGrace is how long a submit may take to create its pod (the
+	// API's dispatch timeout). With several replicas a row written before
+	// this leader started may belong to a submit still running on another
+	// replica: startup reconcile judges rows younger than this only once it
+	// has passed. Zero judges every row at once (one replica).
+	PendingGrace time.Duration
+	Log          *slog.Logger
 	// Workers processes the queue concurrently (default 4).
 	Workers int
 
@@ -151,9 +156,10 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 }
 
 // startupReconcile attributes the rows of cluster that were live when the
-// controller started to the pods its first list returned: found ones are
+// reconciler started to the pods its first list returned: found ones are
 // queued (and so resumed, never re-dispatched); missing ones are lost — the
-// list succeeded, so their pods are confirmed gone.
+// list succeeded, so their pods are confirmed gone. Rows younger than
+// PendingGrace are judged after it (recheck).
 func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 	rows, err := r.Store.ListWorkPods(ctx, store.Filter{Cluster: cluster, States: []store.State{store.StatePending, store.StateDispatched, store.StateRunning}})
 	if err != nil {
@@ -162,13 +168,18 @@ func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 	}
 	lister := r.lister(cluster)
 	resumed, lost := 0, 0
+	var young []store.WorkPod
 	for _, row := range rows {
 		if !row.CreatedAt.Before(r.started) {
-			continue // dispatched by this process; its own events drive it
+			continue // dispatched after the loops started; its own events drive it
 		}
 		if _, err := lister.Get(row.ID); err == nil {
 			r.queue.Add(key{Cluster: cluster, Name: row.ID})
 			resumed++
+			continue
+		}
+		if time.Since(row.CreatedAt) < r.PendingGrace {
+			young = append(young, row) // another replica may be creating its pod right now
 			continue
 		}
 		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
@@ -177,7 +188,39 @@ func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 		}
 		lost++
 	}
-	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", len(rows), "resumed", resumed, "lost", lost)
+	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", len(rows), "resumed", resumed, "lost", lost, "deferred", len(young))
+	r.recheck(ctx, cluster, young)
+}
+
+// recheck judges rows whose submit may have been in flight at startup once
+// PendingGrace has passed for the youngest: a pod that came meanwhile is in
+// the informer's cache (and its events queued it already); a row still live
+// without one is lost.
+func (r *Reconciler) recheck(ctx context.Context, cluster string, rows []store.WorkPod) {
+	if len(rows) == 0 {
+		return
+	}
+	var last time.Time
+	for _, row := range rows {
+		if row.CreatedAt.After(last) {
+			last = row.CreatedAt
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(last.Add(r.PendingGrace))):
+	}
+	lister := r.lister(cluster)
+	for _, row := range rows {
+		if _, err := lister.Get(row.ID); err == nil {
+			r.queue.Add(key{Cluster: cluster, Name: row.ID})
+			continue
+		}
+		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" after its dispatch timeout"); err != nil {
+			r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
+		}
+	}
 }
 
 func (r *Reconciler) lister(cluster string) corelisters.PodNamespaceLister {

@@ -77,7 +77,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.before != nil {
-				if _, err := dir.Write("wp", LogKind, strings.NewReader(tc.beforeBytes), 1<<20); err != nil {
+				if _, err := dir.Write(ctx, "wp", LogKind, strings.NewReader(tc.beforeBytes), 1<<20); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := st.PutArtifact(ctx, *tc.before, store.Quota{}); err != nil {
@@ -106,7 +106,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 			if diff := cmp.Diff(*tc.want, got, cmpopts.IgnoreFields(store.Artifact{}, "CreatedAt")); diff != "" {
 				t.Errorf("record (-want +got):\n%s", diff)
 			}
-			f, err := dir.Open("wp", LogKind, got.SHA256)
+			f, err := dir.Open(ctx, "wp", LogKind, got.SHA256)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,14 @@ const LogKind = artifact.LogKind
 // the pod (its cached accepts).
 type Uploads interface{ Forget(podID string) }
 
+// LogBlobs is where collected logs go: artifact.Dir with SQLite,
+// pgblob.Blobs with PostgreSQL. Write stages and commits under the digest;
+// Remove drops the bytes of a claim another replica won.
+type LogBlobs interface {
+	Write(ctx context.Context, podID, kind string, r io.Reader, limit int64) (artifact.Written, error)
+	Remove(ctx context.Context, podID, kind, digest string) error
+}
+
 // noUploads is the Uploads of a reconciler without a drop-box.
 type noUploads struct{}
 
@@ -164,7 +172,7 @@ func (r *Reconciler) storeLog(ctx context.Context, podID string, fetch func(cons
 	var w artifact.Written
 	err = fetch(func(log io.Reader) error {
 		var err error
-		w, err = r.Artifacts.Write(podID, LogKind, log, dispatch.MaxLogBytes)
+		w, err = r.Artifacts.Write(ctx, podID, LogKind, log, dispatch.MaxLogBytes)
 		return err
 	})
 	if err != nil {
@@ -174,7 +182,7 @@ func (r *Reconciler) storeLog(ctx context.Context, podID string, fetch func(cons
 	if errors.Is(err, store.ErrConflict) {
 		// Another replica's collection won with other bytes (the log grew
 		// between the two reads): its record stands, this file is not it.
-		if rerr := r.Artifacts.Remove(podID, LogKind, w.SHA256); rerr != nil {
+		if rerr := r.Artifacts.Remove(context.WithoutCancel(ctx), podID, LogKind, w.SHA256); rerr != nil {
 			r.logger().Warn("removing an unrecorded log file failed", "pod", podID, "error", rerr)
 		}
 		return nil

@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/cli"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store/pgtest"
+)
+
+// haLease is the test's lease: short, so a takeover fits a test, and long
+// enough that a loaded 2-core machine renews in time. The stack's retry
+// period is a sixth of it.
+const haLease = 8 * time.Second
+
+// haTakeover bounds a takeover after SIGKILL. client-go counts the lease
+// from when the follower last saw it renewed, and polls every retry period
+// with up to 120 % jitter: the follower may see the last renewal one jittered
+// period late and the expiry one more, so the bound is the lease plus two
+// such periods (and a little for the metric poll).
+const haTakeover = haLease + 2*(haLease/6)*22/10 + 2*time.Second
+
+// replica is one controller process as the test reaches it.
+type replica struct {
+	name                           string // its process in the stack
+	internal, external, metricsURL string
+}
+
+// haCall sends a JSON request to one replica's API.
+func haCall(t *testing.T, r replica, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), method, r.internal+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "e2e")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v", method, path, r.name, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// leading reads the replica's crucible_leader gauge; a replica that does not
+// answer is not leading.
+func leading(ctx context.Context, r replica) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.metricsURL+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if sc.Text() == "crucible_leader 1" {
+			return true
+		}
+	}
+	return false
+}
+
+// waitLeader polls until exactly one of rs leads, and returns it.
+func waitLeader(t *testing.T, within time.Duration, rs ...replica) replica {
+	t.Helper()
+	var leader replica
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		n := 0
+		for _, r := range rs {
+			if leading(ctx, r) {
+				n, leader = n+1, r
+			}
+		}
+		return n == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("no single leader among %d replicas within %s: %v", len(rs), within, err)
+	}
+	return leader
+}
+
+// Two controller processes on one PostgreSQL (R-C10): both answer the API,
+// exactly one runs the loops; an artifact pushed through one downloads from
+// the other; SIGKILL of the leader with 50 pods in flight hands the loops to
+// the other within the lease, and every pod completes once — no pod
+// dispatched twice, no row lost, every log collected.
+func TestHATwoControllersOnePostgres(t *testing.T) {
+	pg, err := pgtest.Start(t.Context())
+	if err != nil {
+		t.Fatalf("PostgreSQL: %v; %s", err, pgtest.InstallHint)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	s := devstacktest.Start(t, devstack.Options{
+		Crucible: devstacktest.BuildCrucible, ControllerStore: pg.DSN("postgres"),
+		LeaderElect: true, LeaseDuration: haLease,
+		// The sweep would delete collected pods: keep them to count them.
+		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
+	})
+	f := s.Federation
+	a := replica{name: "crucible-controller", internal: f.ControllerInternalURL, external: f.ControllerExternalURL, metricsURL: f.ControllerMetricsURL}
+	rb, err := s.StartController(t.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := replica{name: rb.Process, internal: rb.InternalURL, external: rb.ExternalURL, metricsURL: rb.MetricsURL}
+
+	for _, r := range []replica{a, b} {
+		if code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil); code != http.StatusOK {
+			t.Fatalf("%s: GET /api/clusters = %d %s", r.name, code, body)
+		}
+	}
+	leader := waitLeader(t, 2*haLease, a, b)
+	follower := b
+	if leader == b {
+		follower = a
+	}
+	t.Logf("leader %s, follower %s", leader.name, follower.name)
+
+	t.Run("artifact pushed through one replica downloads from the other", func(t *testing.T) {
+		crossReplicaArtifact(t, s, follower, leader)
+	})
+
+	// 50 pods in flight, submitted through both replicas at once.
+	const pods = 50
+	ids := make([]string, pods)
+	uids := make([]string, pods)
+	var wg sync.WaitGroup
+	errs := make([]error, pods)
+	for i := range pods {
+		via := []replica{a, b}[i%2]
+		wg.Go(func() {
+			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "echo start $0; sleep 5; echo done"}})
+			var wp api.WorkPod
+			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.name, code, body)
+				return
+			}
+			ids[i], uids[i] = wp.ID, wp.PodUID
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	killed := time.Now()
+	if err := s.KillProcess(leader.name); err != nil {
+		t.Fatal(err)
+	}
+	// The lease was not released: the follower waits it out, then leads.
+	waitLeader(t, haTakeover, follower)
+	t.Logf("%s took over %s after the SIGKILL (lease %s)", follower.name, time.Since(killed).Round(100*time.Millisecond), haLease)
+
+	// Every pod completes once, its log collected, through the survivor.
+	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		for _, id := range ids {
+			code, body := haCall(t, follower, http.MethodGet, "/api/pods/"+id, nil)
+			var wp api.WorkPod
+			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not every pod finished with its log collected: %v", err)
+	}
+	for i, id := range ids {
+		code, body := haCall(t, follower, http.MethodGet, "/api/pods/"+id, nil)
+		var wp api.WorkPod
+		if err := json.Unmarshal(body, &wp); err != nil || code != http.StatusOK {
+			t.Fatalf("get %s: %d %s", id, code, body)
+		}
+		if wp.State != "succeeded" || wp.ExitCode == nil || *wp.ExitCode != 0 || wp.PodUID != uids[i] {
+			t.Errorf("work pod %s: state %s exit %v uid %s (%s); want succeeded, 0, uid %s", id, wp.State, wp.ExitCode, wp.PodUID, wp.Reason, uids[i])
+		}
+		code, log := haCall(t, follower, http.MethodGet, "/api/pods/"+id+"/artifacts/log", nil)
+		if code != http.StatusOK || !strings.Contains(string(log), "done") {
+			t.Errorf("log of %s: %d %q", id, code, log)
+		}
+	}
+	// No pod twice on the spoke: one pod per work pod, the one dispatched.
+	list, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: render.OriginSelector(devstack.Instance)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRow := map[string][]string{}
+	for _, p := range list.Items {
+		id := p.Labels[render.LabelWorkPod]
+		perRow[id] = append(perRow[id], string(p.UID))
+	}
+	for i, id := range ids {
+		if got := perRow[id]; len(got) != 1 || got[0] != uids[i] {
+			t.Errorf("work pod %s has pods %v on the spoke, want exactly [%s]", id, got, uids[i])
+		}
+	}
+
+	t.Run("a leader that loses its lease stops and exits non-zero", func(t *testing.T) {
+		stealLease(t, s)
+		ctx, cancel := context.WithTimeout(t.Context(), haLease+haTakeover)
+		defer cancel()
+		code, logFile, err := s.WaitExit(ctx, follower.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, _ := os.ReadFile(logFile)
+		if code == 0 || !strings.Contains(string(logs), "leader lease lost") {
+			t.Errorf("%s after its lease was taken: exit code %d, log says lease lost: %v", follower.name, code, strings.Contains(string(logs), "leader lease lost"))
+		}
+	})
+}
+
+// stealLease makes another holder take the stack's leader Lease, as a
+// replica would after this one failed to renew in time.
+func stealLease(t *testing.T, s *devstack.Stack) {
+	t.Helper()
+	leases := s.Hub.Client.CoordinationV1().Leases(devstack.HubNamespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(t.Context(), devstack.Instance+"-leader", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		thief, hour := "thief", int32(3600)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &thief, &hour, &now, &now
+		_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("steal the lease: %v", err)
+	}
+}
+
+// crossReplicaArtifact: a pod dispatched through one replica pushes through
+// that replica's drop-box, and the other serves the bytes with the same
+// sha256; a second push of the same bytes is 200 there too.
+func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other replica) {
+	code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: sleeps("1h")})
+	var wp api.WorkPod
+	if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+		t.Fatalf("submit via %s: %d %s", via.name, code, body)
+	}
+	// The leader's informer drives a pod another replica dispatched (one
+	// origin instance for all replicas): only its reconciler writes running.
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		code, body := haCall(t, via, http.MethodGet, "/api/pods/"+wp.ID, nil)
+		var got api.WorkPod
+		return code == http.StatusOK && json.Unmarshal(body, &got) == nil && got.State == "running", nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s dispatched through %s never marked running by the leader %s: %v", wp.ID, via.name, other.name, err)
+	}
+	t.Cleanup(func() { // t.Context() has ended by now
+		req, _ := http.NewRequest(http.MethodPost, other.internal+"/api/pods/"+wp.ID+"/cancel", nil)
+		req.Header.Set(api.ClientHeader, "e2e")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(ingestToken(t, s.Spoke("wharf"), devstack.SpokeServiceAccount, wp.ID, wp.PodUID)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	content := make([]byte, 3<<20+123) // several 1 MiB chunks
+	_, _ = rand.Read(content)
+	file := filepath.Join(dir, "result.bin")
+	if err := os.WriteFile(file, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(content)
+	want := hex.EncodeToString(sum[:])
+	for range 2 { // stored, then the same bytes again
+		var out, stderr bytes.Buffer
+		if err := cli.Run(t.Context(), []string{"push", "--url", via.external, "--pod", wp.ID, "--token-file", tokenFile,
+			"--ca-file", s.CAFile, "--timeout", "1m", "result", file}, &out, &stderr); err != nil {
+			t.Fatalf("push via %s: %v: %s", via.name, err, stderr.String())
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("push printed %q, want sha256 %s", out.String(), want)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, other.internal+"/api/pods/"+wp.ID+"/artifacts/result", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("download from %s: %d, %v", other.name, resp.StatusCode, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want || n != int64(len(content)) || resp.Header.Get("X-Crucible-SHA256") != want {
+		t.Errorf("downloaded from %s: %d bytes sha256 %s (header %s), pushed %d bytes sha256 %s", other.name, n, got,
+			resp.Header.Get("X-Crucible-SHA256"), len(content), want)
+	}
+}
