@@ -57,7 +57,6 @@ type Reconciler struct {
 	queue   workqueue.TypedRateLimitingInterface[key]
 	mu      sync.RWMutex
 	listers map[string]corelisters.PodNamespaceLister
-	synced  map[string]bool
 }
 
 // key names one pod on one cluster.
@@ -66,13 +65,6 @@ type key struct{ Cluster, Name string }
 // Selector selects the pods of this controller instance.
 func Selector(instance string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance})
-}
-
-// Synced reports whether cluster's first list has succeeded.
-func (r *Reconciler) Synced(cluster string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.synced[cluster]
 }
 
 // Start runs until ctx ends.
@@ -86,7 +78,6 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	r.started = time.Now()
 	r.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
 	r.listers = map[string]corelisters.PodNamespaceLister{}
-	r.synced = map[string]bool{}
 	var wg sync.WaitGroup
 	for _, c := range r.Clients.All() {
 		r.watch(ctx, c, &wg)
@@ -147,9 +138,6 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return
 		}
-		r.mu.Lock()
-		r.synced[name] = true
-		r.mu.Unlock()
 		r.startupReconcile(ctx, name)
 	})
 	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })

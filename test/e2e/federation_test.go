@@ -21,16 +21,20 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
+// stackOptions are the package's stack: the shared one, and the own stacks
+// of tests that take its hub away.
+var stackOptions = devstack.Options{
+	Crucible:       devstacktest.BuildCrucible,
+	Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
+	MirrorTTL:      time.Second,
+	MirrorMaxStale: 8 * time.Second,
+	SweepInterval:  2 * time.Second,
+	OrphanGrace:    orphanGrace,
+	RetryBudget:    90 * time.Second,
+}
+
 func TestMain(m *testing.M) {
-	os.Exit(devstacktest.Main(m, devstack.Options{
-		Crucible:       devstacktest.BuildCrucible,
-		Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
-		MirrorTTL:      time.Second,
-		MirrorMaxStale: 8 * time.Second,
-		SweepInterval:  2 * time.Second,
-		OrphanGrace:    orphanGrace,
-		RetryBudget:    90 * time.Second,
-	}))
+	os.Exit(devstacktest.Main(m, stackOptions))
 }
 
 // whoami asks spoke who token is (SelfSubjectReview), with no other credential.
@@ -157,7 +161,12 @@ func waitMetric(t *testing.T, url, line string) {
 
 func caClient(t *testing.T) *http.Client {
 	t.Helper()
-	s := devstacktest.Shared(t)
+	return caClientFor(t, devstacktest.Shared(t))
+}
+
+// caClientFor trusts the CA of stack s.
+func caClientFor(t *testing.T, s *devstack.Stack) *http.Client {
+	t.Helper()
 	cfg := rest.AnonymousClientConfig(s.Hub.Admin)
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {

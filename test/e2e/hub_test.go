@@ -1,8 +1,8 @@
 package e2e
 
-// These tests take the hub's API server away or restart it with a new key.
-// They share the package's stack and so live in the file that sorts last:
-// go test runs a package's tests in source order.
+// These tests take the hub's API server away or restart it with a new key,
+// so each runs on a stack of its own: the shared stack's other tests never
+// see a hub in the middle of an outage, whatever order the tests run in.
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 )
 
 func TestHubKeyRotationNeedsNoRestart(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := devstacktest.Start(t, stackOptions)
 	wharf := s.Spoke("wharf")
 	before := hubToken(t, s, devstack.HubServiceAccount, "wharf")
 	pids := s.Processes()
@@ -49,9 +49,9 @@ func header(t *testing.T, token string) string {
 // for MaxStale, the webhook keeps accepting tokens signed with keys it knows,
 // and after the bound the mirror answers 503 with Retry-After.
 func TestHubOutageBoundedStaleness(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := devstacktest.Start(t, stackOptions)
 	wharf := s.Spoke("wharf")
-	client := caClient(t)
+	client := caClientFor(t, s)
 	discovery := s.Federation.ControllerExternalURL + "/.well-known/openid-configuration"
 	if resp, err := get(t.Context(), client, discovery); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("mirror before the outage: %v %v", resp, err)
