@@ -14,6 +14,8 @@ const (
 	HubViewerName     = "crucible-viewer"
 	HubSubmitterName  = "crucible-submitter"
 	HubAdminName      = "crucible-admin"
+	HubDiscoveryName  = "crucible-controller-discovery"
+	HubLeaderName     = "crucible-controller-leader-election"
 	authenticationAPI = "authentication.k8s.io"
 	authorizationAPI  = "authorization.k8s.io"
 )
@@ -24,6 +26,11 @@ const (
 //     subjectaccessreviews create) and its ClusterRoleBinding to the
 //     controller's service account namespace/name: api.auth "kubernetes" and
 //     "proxy" review every caller on the hub with the controller's identity;
+//   - ClusterRole crucible-controller-discovery (get on the hub's two OIDC
+//     documents, which the discovery mirror proxies) and its binding: clusters
+//     grant this to every service account by default; this makes it explicit;
+//   - Role crucible-controller-leader-election (leases get, create, update)
+//     in namespace, and its binding, for --leader-elect (R-C10);
 //   - example ClusterRoles for people, over crucible's own resource
 //     workpods.crucible.dev (the cluster is the resource name):
 //     crucible-viewer (list and read pods, their logs and artifacts),
@@ -34,6 +41,9 @@ const (
 func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 	labels := map[string]string{LabelManagedBy: ManagedByValue}
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Labels: labels} }
+	namespaced := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
+	}
 	typeMeta := func(kind string) metav1.TypeMeta {
 		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
 	}
@@ -57,6 +67,24 @@ func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 			ObjectMeta: meta(HubAPIAuthName),
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: HubAPIAuthName},
+		},
+		role(HubDiscoveryName, rbacv1.PolicyRule{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}}),
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   typeMeta("ClusterRoleBinding"),
+			ObjectMeta: meta(HubDiscoveryName),
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: HubDiscoveryName},
+		},
+		&rbacv1.Role{
+			TypeMeta:   typeMeta("Role"),
+			ObjectMeta: namespaced(HubLeaderName),
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   typeMeta("RoleBinding"),
+			ObjectMeta: namespaced(HubLeaderName),
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubLeaderName},
 		},
 		role(HubViewerName, read...),
 		role(HubSubmitterName, append(read[:2:2], workpods(apiauth.VerbCreate))...),

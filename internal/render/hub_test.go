@@ -28,6 +28,16 @@ func TestHubRBAC(t *testing.T) {
 		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-api-auth", Labels: labels},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "ctl"}},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "crucible-controller-api-auth"}},
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-discovery", Labels: labels},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/.well-known/openid-configuration", "/openid/v1/jwks"}, Verbs: []string{"get"}}}},
+		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-discovery", Labels: labels},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "ctl"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "crucible-controller-discovery"}},
+		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-leader-election", Namespace: "ops", Labels: labels},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}}},
+		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-leader-election", Namespace: "ops", Labels: labels},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "ctl"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "crucible-controller-leader-election"}},
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-viewer", Labels: labels}, Rules: read},
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-submitter", Labels: labels},
 			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create"}})},
@@ -39,7 +49,7 @@ func TestHubRBAC(t *testing.T) {
 		t.Errorf("HubRBAC (-want +got):\n%s", diff)
 	}
 	// The viewer's rules are not shared with the others' (append aliasing).
-	if n := len(got[2].(*rbacv1.ClusterRole).Rules); n != 2 {
+	if n := len(got[6].(*rbacv1.ClusterRole).Rules); n != 2 {
 		t.Errorf("viewer has %d rules, want 2", n)
 	}
 	out, err := YAML(got...)

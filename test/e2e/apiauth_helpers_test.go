@@ -143,6 +143,8 @@ func applyHub(t *testing.T, s *devstack.Stack, objs ...runtime.Object) {
 			_, err = rbac.ClusterRoles().Create(t.Context(), o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = rbac.ClusterRoleBindings().Create(t.Context(), o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = rbac.Roles(o.Namespace).Create(t.Context(), o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = rbac.RoleBindings(o.Namespace).Create(t.Context(), o, metav1.CreateOptions{})
 		default:
