@@ -22,6 +22,7 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/ingest"
@@ -69,6 +70,10 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	// Every row change is published to GET /api/events (this replica's
+	// writes only; package events).
+	bus := events.NewBus()
+	st = events.Store{Store: st, Pub: bus}
 	clients, err := fleet.NewClients(p.Clusters)
 	if err != nil {
 		return err
@@ -94,7 +99,8 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	apiSrv := &api.Server{
 		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: p.Reconcile.RetryBudget.Duration + 30*time.Second,
-		Authn: authn, Authz: authz, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
+		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
+		Events: bus,
 	}
 
 	drop, err := newDropBox(p, st, clients, arts, log.With("component", "ingest"))
