@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
 )
@@ -37,7 +38,8 @@ func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s := &Server{Store: st, Artifacts: artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20}
+	s := &Server{Store: st, Artifacts: artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
+		AllowedHosts: fleet.DefaultAPIAllowedHosts()}
 	s.Live = live.NewHub(func(live.Key) live.Source { return src }, live.Options{Poll: 10 * time.Millisecond})
 	mux := http.NewServeMux()
 	s.Routes(mux)
