@@ -31,6 +31,7 @@ import (
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/ui"
 )
 
 // hubRESTConfig builds the controller's client config for its own cluster.
@@ -116,6 +117,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 
 	internal := http.NewServeMux()
 	apiSrv.Routes(internal)
+	ui.Routes(internal) // the web UI at / and /ui/: embedded, using only the API
 	internal.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	internal.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := m.Check(r.Context()); err != nil {
