@@ -147,7 +147,7 @@ func waitJS(tb testing.TB, ctx context.Context, what, expr string, within time.D
 func signIn(tb testing.TB, ctx context.Context, url, token, wantUser string) {
 	tb.Helper()
 	run(tb, ctx, "open the UI", chromedp.Navigate(url+"/#/clusters"), chromedp.WaitVisible(chromedp.CSS("#token")))
-	run(tb, ctx, "sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Submit(chromedp.CSS("#token")))
+	run(tb, ctx, "sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin-go")))
 	waitJS(tb, ctx, "signed in as "+wantUser, fmt.Sprintf(`(document.getElementById('who-user')||{}).textContent === %q`, wantUser), 30*time.Second)
 }
 

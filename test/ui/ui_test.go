@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,31 @@ func applyHub(t *testing.T, s *devstack.Stack, objs ...runtime.Object) {
 	}
 }
 
+// podReadable copies the crucible binary and the stack's CA where a dev
+// pod, which runs as nobody, can use them: devstacktest builds the binary
+// in a directory only its owner may enter.
+func podReadable(t *testing.T, s *devstack.Stack) (bin, ca string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "crucible-ui-pod-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for src, mode := range map[string]os.FileMode{devstacktest.CrucibleBinary(t): 0o755, s.CAFile: 0o644} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(src)), data, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "crucible"), filepath.Join(dir, filepath.Base(s.CAFile))
+}
+
 // submitAPI submits a work pod through the API (not the UI) as token.
 func submitAPI(t *testing.T, s *devstack.Stack, token string, req api.SubmitRequest) string {
 	t.Helper()
@@ -148,8 +174,9 @@ func TestWebUI(t *testing.T) {
 	b.checkAxe(t, form, "submit")
 	noHorizontalScroll(t, form, "submit")
 	const payload = "answer=42 from the UI test\n"
+	bin, ca := podReadable(t, s)
 	script := `for i in $(seq 1 60); do echo "line $i of the ui test"; sleep 0.2; done; ` +
-		`printf 'answer=42 from the UI test\n' > "$HOME/result.txt"; crucible push --ca-file ` + s.CAFile + ` result "$HOME/result.txt"`
+		`printf 'answer=42 from the UI test\n' > "$HOME/result.txt"; ` + bin + ` push --ca-file ` + ca + ` result "$HOME/result.txt"`
 	run(t, form, "fill the form",
 		chromedp.SetValue(chromedp.CSS("#s-cluster"), "dock"),
 		chromedp.SendKeys(chromedp.CSS("#s-image"), "busybox"),
@@ -171,7 +198,7 @@ func TestWebUI(t *testing.T) {
 	b.screenshot(t, form, "pod-running")
 	waitJS(t, form, "the end state and exit code", `(document.getElementById('pod-state')||{}).textContent === 'succeeded' &&
 		(document.getElementById('pod-exit')||{}).textContent === '0'`, 2*time.Minute)
-	waitJS(t, form, "all 60 lines", `document.getElementById('log-status').textContent === '60 lines'`, 30*time.Second)
+	waitJS(t, form, "all 61 lines (60 and push's)", `document.getElementById('log-status').textContent === '61 lines'`, 30*time.Second)
 	details := eval[string](t, form, `document.getElementById('pod-details').textContent`)
 	if !strings.Contains(details, "GREETING, SECRET_THING") || strings.Contains(details, "do-not-show") {
 		t.Errorf("env on the pod page: want names only, got %q", details)
@@ -183,7 +210,7 @@ func TestWebUI(t *testing.T) {
 
 	// Search the log: only matching lines, marked.
 	run(t, form, "search the log", chromedp.SendKeys(chromedp.CSS("#log-search"), "line 42 "))
-	waitJS(t, form, "one line matches", `document.getElementById('log-status').textContent === '1 of 60 lines match' &&
+	waitJS(t, form, "one line matches", `document.getElementById('log-status').textContent === '1 of 61 lines match' &&
 		document.querySelector('#log mark').textContent === 'line 42 '`, 10*time.Second)
 
 	// The pushed artifact downloads with the pushed bytes.

@@ -47,7 +47,7 @@ function signIn(main, err) {
   h('h1', { text: 'Sign in' }),
   h('p', { class: 'muted', text: 'This API checks a Kubernetes bearer token of the hub cluster. The token stays in this tab (sessionStorage) and is sent only to this controller.' }),
   h('label', { for: 'token', text: 'Hub token' }), input, msg,
-  h('button', { class: 'primary', type: 'submit', text: 'Sign in' }));
+  h('button', { class: 'primary', type: 'submit', id: 'signin-go', text: 'Sign in' }));
   replace(main, form);
   input.focus();
 }
