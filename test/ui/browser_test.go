@@ -217,3 +217,18 @@ func (b *browserSession) downloaded(tb testing.TB, name string, within time.Dura
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// noLayoutShift fails if the page's cumulative layout shift (not caused by
+// input) reaches 0.1, the threshold of a "good" page.
+func noLayoutShift(tb testing.TB, ctx context.Context, page string) {
+	tb.Helper()
+	cls := eval[float64](tb, ctx, `new Promise(res => {
+		let sum = 0;
+		new PerformanceObserver(list => { for (const e of list.getEntries()) if (!e.hadRecentInput) sum += e.value; })
+			.observe({type: 'layout-shift', buffered: true});
+		setTimeout(() => res(sum), 200);
+	})`)
+	if cls >= 0.1 {
+		tb.Errorf("%s: cumulative layout shift %.3f, want < 0.1", page, cls)
+	}
+}

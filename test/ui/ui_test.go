@@ -161,6 +161,7 @@ func TestWebUI(t *testing.T) {
 	b.screenshot(t, list, "clusters")
 	b.checkAxe(t, list, "clusters")
 	noHorizontalScroll(t, list, "clusters")
+	noLayoutShift(t, list, "clusters")
 
 	run(t, list, "open the pod list", chromedp.Navigate(url+"/#/pods"))
 	waitJS(t, list, "the list is live", `(document.getElementById('live-status')||{}).textContent === 'live'`, 30*time.Second)
@@ -173,6 +174,7 @@ func TestWebUI(t *testing.T) {
 	b.screenshot(t, form, "submit")
 	b.checkAxe(t, form, "submit")
 	noHorizontalScroll(t, form, "submit")
+	noLayoutShift(t, form, "submit")
 	const payload = "answer=42 from the UI test\n"
 	bin, ca := podReadable(t, s)
 	script := `for i in $(seq 1 60); do echo "line $i of the ui test"; sleep 0.2; done; ` +
@@ -207,6 +209,7 @@ func TestWebUI(t *testing.T) {
 	b.screenshot(t, list, "pods")
 	b.checkAxe(t, list, "pods")
 	noHorizontalScroll(t, list, "pods")
+	noLayoutShift(t, list, "pods")
 
 	// Search the log: only matching lines, marked.
 	run(t, form, "search the log", chromedp.SendKeys(chromedp.CSS("#log-search"), "line 42 "))
@@ -222,6 +225,7 @@ func TestWebUI(t *testing.T) {
 	b.screenshot(t, form, "pod")
 	b.checkAxe(t, form, "pod")
 	noHorizontalScroll(t, form, "pod")
+	noLayoutShift(t, form, "pod")
 
 	// A running pod: the admin may cancel it, the viewer sees no cancel and
 	// no submit.

@@ -81,10 +81,13 @@ export async function stream(path, { onEvent, onStatus = () => {}, signal, lastI
         const { value, done } = await reader.read();
         if (done) break;
         buf += value;
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl).replace(/\r$/, '');
-          buf = buf.slice(nl + 1);
+        // Lines are found by index and the rest kept once per chunk: a
+        // replay of 100,000 lines arrives in large chunks.
+        let at = 0, nl;
+        while ((nl = buf.indexOf('\n', at)) >= 0) {
+          let line = buf.slice(at, nl);
+          at = nl + 1;
+          if (line.endsWith('\r')) line = line.slice(0, -1);
           if (line === '') {
             if (name) {
               let parsed = null;
@@ -103,6 +106,7 @@ export async function stream(path, { onEvent, onStatus = () => {}, signal, lastI
           else if (field === 'data') data = val;
           else if (field === 'id') id = val;
         }
+        buf = buf.slice(at);
       }
       backoff = 500;
     } catch (e) {
