@@ -60,7 +60,7 @@ func TestPodsListWatch(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"pods", "list", "--watch", "-o", "json", "--cluster", "wharf", "--server", srv.URL}, pw, io.Discard)
-		pw.Close()
+		_ = pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
 	read := func() api.WorkPod {

@@ -25,7 +25,7 @@ func (s Store) CreateWorkPod(ctx context.Context, p store.WorkPod) error {
 	}
 	// The store sets the times; read them back rather than guess. A failed
 	// read only costs this one event (watchers re-list on reconnect).
-	if row, err := s.Store.GetWorkPod(ctx, p.ID); err == nil {
+	if row, err := s.GetWorkPod(ctx, p.ID); err == nil {
 		s.pub().Publish(row)
 	}
 	return nil

@@ -49,9 +49,9 @@ func benchServer(b *testing.B) (url, logPod string) {
 	pr, pw := io.Pipe()
 	go func() {
 		for i := 1; i <= benchLogLines; i++ {
-			fmt.Fprintf(pw, "step %d: loss=%.6f lr=3e-4 tokens=%d some more text so the line is of a typical length\n", i, 1/float64(i), i*512)
+			_, _ = fmt.Fprintf(pw, "step %d: loss=%.6f lr=3e-4 tokens=%d some more text so the line is of a typical length\n", i, 1/float64(i), i*512)
 		}
-		pw.Close()
+		_ = pw.Close()
 	}()
 	w, err := arts.Write(logPod, artifact.LogKind, pr, 1<<30)
 	if err != nil {

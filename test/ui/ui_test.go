@@ -128,7 +128,7 @@ func submitAPI(t *testing.T, s *devstack.Stack, token string, req api.SubmitRequ
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var wp api.WorkPod
 	if err := json.NewDecoder(resp.Body).Decode(&wp); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("submit: %d %v", resp.StatusCode, err)
