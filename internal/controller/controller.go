@@ -1,8 +1,9 @@
 // Package controller assembles crucible's hub controller from a profile: the
 // store, one federated client per spoke, the dispatcher, the reconciler
 // (watch, await, startup reconcile, sweep), the cluster health probes, the
-// API's authentication (R-C12), and the listeners: internal (API, health,
-// readiness), metrics, and external, which
+// API's authentication (R-C12), the feed of work-pod changes (package
+// events), and the listeners: internal (API, web UI, health, readiness),
+// metrics, and external, which
 // serves exactly the drop-box and the discovery mirror and 404 for everything
 // else — and, on a listener of its own, /metrics.
 package controller

@@ -22,6 +22,7 @@ function headers(extra) {
 }
 
 async function failure(resp) {
+  if (resp.status === 401) window.dispatchEvent(new Event('crucible:unauthenticated')); // e.g. the token expired
   let msg = resp.status + ' ' + resp.statusText, field;
   try {
     const body = await resp.json();

@@ -91,5 +91,15 @@ async function start() {
   route();
 }
 
+// A request refused as unauthenticated (an expired token, say): sign in
+// again, once, rather than show each page's error.
+let restarting = false;
+window.addEventListener('crucible:unauthenticated', () => {
+  if (restarting || !whoami()) return;
+  restarting = true;
+  if (cleanup) { cleanup(); cleanup = null; }
+  start().finally(() => { restarting = false; });
+});
+
 window.addEventListener('hashchange', () => { route(); document.getElementById('main').focus({ preventScroll: true }); });
 start();
