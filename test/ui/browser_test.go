@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -231,4 +232,13 @@ func noLayoutShift(tb testing.TB, ctx context.Context, page string) {
 	if cls >= 0.1 {
 		tb.Errorf("%s: cumulative layout shift %.3f, want < 0.1", page, cls)
 	}
+}
+
+// colorScheme emulates prefers-color-scheme: scheme ("light" or "dark").
+func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	})
 }

@@ -156,6 +156,9 @@ func TestWebUI(t *testing.T) {
 		return cards.length === 2 && cards.every(c => c.querySelector('[data-testid=health]').textContent === 'healthy' &&
 			/^in \d/.test((c.querySelector('[data-testid=token-countdown]') || {}).textContent || ''));
 	})()`, time.Minute)
+	if got := eval[string](t, list, `document.querySelector('[data-cluster=wharf] [data-testid=live-pods]').textContent`); got != "pending 0, dispatched 0, running 0" {
+		t.Errorf("wharf's live pods: %q", got)
+	}
 	first := eval[string](t, list, `document.querySelector('[data-testid=token-countdown]').textContent`)
 	waitJS(t, list, "the countdown ticks", fmt.Sprintf(`document.querySelector('[data-testid=token-countdown]').textContent !== %q`, first), 5*time.Second)
 	b.screenshot(t, list, "clusters")
@@ -179,7 +182,12 @@ func TestWebUI(t *testing.T) {
 	bin, ca := podReadable(t, s)
 	script := `for i in $(seq 1 60); do echo "line $i of the ui test"; sleep 0.2; done; ` +
 		`printf 'answer=42 from the UI test\n' > "$HOME/result.txt"; ` + bin + ` push --ca-file ` + ca + ` result "$HOME/result.txt"`
+	task := filepath.Join(t.TempDir(), "task.json")
+	if err := os.WriteFile(task, []byte(`{"task": "ui"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	run(t, form, "fill the form",
+		chromedp.SetUploadFiles(chromedp.CSS("#s-file-0"), []string{task}),
 		chromedp.SetValue(chromedp.CSS("#s-cluster"), "dock"),
 		chromedp.SendKeys(chromedp.CSS("#s-image"), "busybox"),
 		chromedp.SetValue(chromedp.CSS("#s-command"), "sh\n-c\n"+script),
@@ -202,8 +210,8 @@ func TestWebUI(t *testing.T) {
 		(document.getElementById('pod-exit')||{}).textContent === '0'`, 2*time.Minute)
 	waitJS(t, form, "all 61 lines (60 and push's)", `document.getElementById('log-status').textContent === '61 lines'`, 30*time.Second)
 	details := eval[string](t, form, `document.getElementById('pod-details').textContent`)
-	if !strings.Contains(details, "GREETING, SECRET_THING") || strings.Contains(details, "do-not-show") {
-		t.Errorf("env on the pod page: want names only, got %q", details)
+	if !strings.Contains(details, "GREETING, SECRET_THING") || strings.Contains(details, "do-not-show") || !strings.Contains(details, "Filestask.json") {
+		t.Errorf("env and files on the pod page: want names only, got %q", details)
 	}
 	waitJS(t, list, "the list row follows to succeeded", fmt.Sprintf(`(document.querySelector('tr[data-pod=%q] .state')||{}).textContent === 'succeeded' && window.__noReload === true`, id), 30*time.Second)
 	b.screenshot(t, list, "pods")
@@ -225,6 +233,13 @@ func TestWebUI(t *testing.T) {
 	b.screenshot(t, form, "pod")
 	b.checkAxe(t, form, "pod")
 	noHorizontalScroll(t, form, "pod")
+	run(t, form, "dark", colorScheme("dark"))
+	if bg := eval[string](t, form, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(18, 18, 18)" {
+		t.Errorf("dark page background %s", bg)
+	}
+	b.screenshot(t, form, "pod-dark")
+	b.checkAxe(t, form, "pod (dark)")
+	run(t, form, "light", colorScheme("light"))
 	noLayoutShift(t, form, "pod")
 
 	// A running pod: the admin may cancel it, the viewer sees no cancel and

@@ -77,6 +77,6 @@ function card(c, counts, countdowns) {
       h('dt', { text: 'Token expires' }), h('dd', {}, expiry),
       h('dt', { text: 'Last error' }), h('dd', { class: hl.last_error ? 'bad' : 'muted', text: hl.last_error ? hl.last_error + ' (at ' + fmtTime(hl.checked_at) + ')' : 'none' }),
       h('dt', { text: 'Checked' }), h('dd', { text: fmtTime(hl.checked_at) }),
-      h('dt', { text: 'Live pods' }), h('dd', {}, podCounts),
+      h('dt', { text: 'Live pods' }), h('dd', { 'data-testid': 'live-pods' }, podCounts),
       h('dt', { text: 'Pods' }), h('dd', {}, h('a', { href: '#/pods?cluster=' + encodeURIComponent(c.name), text: 'list ' + c.name + "'s pods" }))));
 }

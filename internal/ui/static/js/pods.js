@@ -55,7 +55,7 @@ export function podsPage(main, _params, signal, query) {
       h('td', { text: p.cluster }), h('td', { text: p.kind }), h('td', {}, stateCell(p.state)),
       h('td', { class: 'num', text: p.exit_code ?? '' }),
       h('td', { class: 'num', title: fmtTime(p.created_at), text: fmtAge(p.created_at) }),
-      h('td', { text: p.submitter || '' }), h('td', { title: p.reason || '', text: p.reason || '' }),
+      h('td', { title: p.submitter || '', text: p.submitter || '' }), h('td', { title: p.reason || '', text: p.reason || '' }),
     ];
   }
 
