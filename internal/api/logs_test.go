@@ -58,7 +58,13 @@ func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, l
 		t.Fatal(err)
 	}
 	if log != "" {
-		if _, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20); err != nil {
+		w, err := s.Artifacts.Write(id, "log", strings.NewReader(log), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The record names the file served (content-addressed artifacts).
+		if _, err := s.Store.PutArtifact(t.Context(), store.Artifact{PodID: id, Kind: "log", Size: w.Size, SHA256: w.SHA256,
+			Source: store.SourceController}, store.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
