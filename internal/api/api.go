@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/dispatch"
+	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
@@ -41,6 +42,8 @@ type Server struct {
 	// (auth "none").
 	Authn Authenticator
 	Authz Authorizer
+	// AuthMode is the profile's [api] auth, shown by GET /api/whoami.
+	AuthMode string
 	// AllowedHosts are the Host names (any port) the API answers.
 	AllowedHosts []string
 	// PageSize is GET /api/pods's page without ?limit (and at most
@@ -49,6 +52,10 @@ type Server struct {
 	// Live shares pods' live log streams; nil: made on first use (logs.go).
 	Live     *live.Hub
 	liveOnce sync.Once
+	// Events feeds GET /api/events; the controller publishes every row
+	// change into it (events.Store). nil: a bus nobody publishes to.
+	Events     *podevents.Bus
+	eventsOnce sync.Once
 }
 
 // Routes registers the API on mux.
@@ -61,6 +68,8 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods/{pod}/artifacts", s.handle(s.listArtifacts))
 	mux.Handle("GET /api/pods/{pod}/artifacts/{kind}", s.handle(s.getArtifact))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))
+	mux.Handle("GET /api/events", s.handle(s.watchEvents))
+	mux.Handle("GET /api/whoami", s.handle(s.whoami))
 	mux.Handle("/api/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Code: http.StatusNotFound, Msg: "no such endpoint: " + r.Method + " " + r.URL.Path}
 	}))

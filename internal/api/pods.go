@@ -34,37 +34,69 @@ type SubmitRequest struct {
 
 // WorkPod is a work pod as the API shows it.
 type WorkPod struct {
-	ID           string      `json:"id"`
-	Cluster      string      `json:"cluster"`
-	Namespace    string      `json:"namespace"`
-	Kind         string      `json:"kind"`
-	State        store.State `json:"state"`
-	Image        string      `json:"image,omitempty"`
-	PodUID       string      `json:"pod_uid,omitempty"`
-	ExitCode     *int32      `json:"exit_code,omitempty"`
-	Reason       string      `json:"reason,omitempty"`
-	LogCollected bool        `json:"log_collected"`
-	Submitter    string      `json:"submitter,omitempty"`
-	CreatedAt    time.Time   `json:"created_at"`
-	UpdatedAt    time.Time   `json:"updated_at"`
-	FinishedAt   *time.Time  `json:"finished_at,omitempty"`
+	ID        string      `json:"id"`
+	Cluster   string      `json:"cluster"`
+	Namespace string      `json:"namespace"`
+	Kind      string      `json:"kind"`
+	State     store.State `json:"state"`
+	Image     string      `json:"image,omitempty"`
+	Command   []string    `json:"command,omitempty"`
+	Args      []string    `json:"args,omitempty"`
+	// EnvNames, FileNames and SecretFileNames are names only: values may
+	// be secret and are never shown.
+	EnvNames        []string   `json:"env_names,omitempty"`
+	FileNames       []string   `json:"file_names,omitempty"`
+	SecretFileNames []string   `json:"secret_file_names,omitempty"`
+	PodUID          string     `json:"pod_uid,omitempty"`
+	ExitCode        *int32     `json:"exit_code,omitempty"`
+	Reason          string     `json:"reason,omitempty"`
+	LogCollected    bool       `json:"log_collected"`
+	Submitter       string     `json:"submitter,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
 
-// view is a row as the API shows it. Of the stored spec only the image is
-// shown, so only the image is decoded. List views read rows without their
-// spec and show no image.
+// view is a row as the API shows it. Of the stored spec the image, command
+// and args are shown, and of env, files and secret files only the names, so
+// only those are decoded (values are never read). List views read rows
+// without their spec and show none of it.
 func view(p store.WorkPod) WorkPod {
 	var spec struct {
-		Image string `json:"image"`
+		Image   string   `json:"image"`
+		Command []string `json:"command"`
+		Args    []string `json:"args"`
+		Env     []struct {
+			Name string `json:"name"`
+		} `json:"env"`
+		Files         map[string]json.RawMessage `json:"files"`
+		SecretDigests map[string]json.RawMessage `json:"secret_digests"`
 	}
 	if p.Spec != nil {
 		_ = json.Unmarshal(p.Spec, &spec)
 	}
-	return WorkPod{
+	wp := WorkPod{
 		ID: p.ID, Cluster: p.Cluster, Namespace: p.Namespace, Kind: p.Kind, State: p.State, Image: spec.Image,
+		Command: spec.Command, Args: spec.Args, FileNames: sortedKeys(spec.Files), SecretFileNames: sortedKeys(spec.SecretDigests),
 		PodUID: p.PodUID, ExitCode: p.ExitCode, Reason: p.Reason, LogCollected: p.LogCollected, Submitter: p.Submitter,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt,
 	}
+	for _, e := range spec.Env {
+		wp.EnvNames = append(wp.EnvNames, e.Name)
+	}
+	return wp
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // storedSpec is what the row keeps of a submit: the rendered request with the

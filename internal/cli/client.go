@@ -210,6 +210,7 @@ func newPodsCmd() *cobra.Command {
 	pods := &cobra.Command{Use: "pods", Short: "List, inspect and cancel work pods"}
 	var server, output, cluster, state, kind, cont string
 	var limit int
+	var watch bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List work pods (newest first)",
@@ -232,7 +233,21 @@ func newPodsCmd() *cobra.Command {
 			if next := h.Get(api.ContinueHeader); next != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "more work pods: --continue %s\n", next)
 			}
-			return printPods(cmd.OutOrStdout(), output, out)
+			if !watch {
+				return printPods(cmd.OutOrStdout(), output, out)
+			}
+			if output == "json" {
+				for _, wp := range out { // one object per line, as the changes that follow
+					if err := printWatched(cmd.OutOrStdout(), output, wp); err != nil {
+						return err
+					}
+				}
+			} else if err := printPods(cmd.OutOrStdout(), output, out); err != nil {
+				return err
+			}
+			q.Del("continue")
+			q.Del("limit")
+			return watchPods(cmd.Context(), newAPIClient(server), q, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
@@ -240,6 +255,7 @@ func newPodsCmd() *cobra.Command {
 	list.Flags().StringVar(&kind, "kind", "", "only this kind (turn, loop)")
 	list.Flags().IntVar(&limit, "limit", 0, "at most this many (default: the controller's api.page_size)")
 	list.Flags().StringVar(&cont, "continue", "", "the next page: the token the previous page printed")
+	list.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print every change as it happens (GET /api/events; -o json: one object per line); Ctrl-C exits 130")
 	get := &cobra.Command{
 		Use:   "get POD",
 		Short: "Show one work pod",

@@ -1,8 +1,9 @@
 // Package controller assembles crucible's hub controller from a profile: the
 // store, one federated client per spoke, the dispatcher, the reconciler
 // (watch, await, startup reconcile, sweep), the cluster health probes, the
-// API's authentication (R-C12), and the listeners: internal (API, health,
-// readiness), metrics, and external, which
+// API's authentication (R-C12), the feed of work-pod changes (package
+// events), and the listeners: internal (API, web UI, health, readiness),
+// metrics, and external, which
 // serves exactly the drop-box and the discovery mirror and 404 for everything
 // else — and, on a listener of its own, /metrics.
 package controller
@@ -21,6 +22,7 @@ import (
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/ingest"
@@ -29,6 +31,7 @@ import (
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/ui"
 )
 
 // hubRESTConfig builds the controller's client config for its own cluster.
@@ -68,6 +71,10 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	// Every row change is published to GET /api/events (this replica's
+	// writes only; package events).
+	bus := events.NewBus()
+	st = events.Store{Store: st, Pub: bus}
 	clients, err := fleet.NewClients(p.Clusters)
 	if err != nil {
 		return err
@@ -92,7 +99,8 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	apiSrv := &api.Server{
 		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
-		Authn: authn, Authz: authz, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
+		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
+		Events: bus,
 	}
 
 	drop, err := newDropBox(p, st, clients, arts, log.With("component", "ingest"))
@@ -108,6 +116,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 
 	internal := http.NewServeMux()
 	apiSrv.Routes(internal)
+	ui.Routes(internal) // the web UI at / and /ui/: embedded, using only the API
 	internal.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	internal.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := m.Check(r.Context()); err != nil {

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+
+	"crucible.dev/crucible/internal/apiauth"
+)
+
+// Rights is what a caller may do with the work pods of one cluster (or of
+// every cluster). The web UI hides what is false; the API still decides
+// every request on its own.
+type Rights struct {
+	Create    bool `json:"create"`
+	List      bool `json:"list"`
+	Get       bool `json:"get"`
+	Delete    bool `json:"delete"`
+	Log       bool `json:"log"`
+	Artifacts bool `json:"artifacts"`
+}
+
+// WhoAmI is the answer of GET /api/whoami.
+type WhoAmI struct {
+	User string `json:"user"`
+	// Auth is the API's mode: none, kubernetes or proxy.
+	Auth string `json:"auth"`
+	// All is what the caller may do across every cluster (resource name "").
+	All Rights `json:"all"`
+	// Clusters is per cluster, by name.
+	Clusters map[string]Rights `json:"clusters"`
+}
+
+// whoamiChecks are the permissions whoami asks about, and where each answer goes.
+var whoamiChecks = []struct {
+	a   apiauth.Attributes
+	set func(*Rights, bool)
+}{
+	{apiauth.Attributes{Verb: apiauth.VerbCreate}, func(r *Rights, v bool) { r.Create = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbList}, func(r *Rights, v bool) { r.List = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbGet}, func(r *Rights, v bool) { r.Get = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbDelete}, func(r *Rights, v bool) { r.Delete = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceLog}, func(r *Rights, v bool) { r.Log = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceArtifacts}, func(r *Rights, v bool) { r.Artifacts = v }},
+}
+
+// whoami tells the caller who the API takes them for and what they may do,
+// asking the same authorizer the routes ask (its caches absorb the
+// repeats). A check that cannot be answered now is a 503, never a "no".
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
+	id := identity(r)
+	names := []string{""}
+	for _, c := range s.Profile.Clusters {
+		names = append(names, c.Name)
+	}
+	rights := make([]Rights, len(names))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i, name := range names {
+		for _, check := range whoamiChecks {
+			wg.Go(func() {
+				a := check.a
+				a.Cluster = name
+				err := s.authz().Authorize(r.Context(), id, a)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					check.set(&rights[i], true)
+				case errors.Is(err, apiauth.ErrForbidden):
+				case firstErr == nil:
+					firstErr = err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return authError(firstErr)
+	}
+	mode := s.AuthMode
+	if mode == "" {
+		mode = "none"
+	}
+	out := WhoAmI{User: id.User, Auth: mode, All: rights[0], Clusters: map[string]Rights{}}
+	for i, name := range names[1:] {
+		out.Clusters[name] = rights[i+1]
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

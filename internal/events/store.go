@@ -1,0 +1,65 @@
+package events
+
+import (
+	"context"
+	"slices"
+
+	"crucible.dev/crucible/internal/store"
+)
+
+// Store is a store.Store that publishes every created row and every update
+// that changed what a watcher sees of a row (state, exit code, reason, pod
+// uid, log collected). Publishing happens after the write committed, so a
+// subscriber that re-reads the row finds at least that state.
+type Store struct {
+	store.Store
+	Pub Publisher
+}
+
+var _ store.Store = Store{}
+
+// CreateWorkPod creates the row and publishes it as the store wrote it.
+func (s Store) CreateWorkPod(ctx context.Context, p store.WorkPod) error {
+	if err := s.Store.CreateWorkPod(ctx, p); err != nil {
+		return err
+	}
+	// The store sets the times; read them back rather than guess. A failed
+	// read only costs this one event (watchers re-list on reconnect).
+	if row, err := s.GetWorkPod(ctx, p.ID); err == nil {
+		s.pub().Publish(row)
+	}
+	return nil
+}
+
+// UpdateWorkPod updates the row and publishes it if a watcher would see a
+// difference.
+func (s Store) UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error) {
+	var before store.WorkPod
+	p, err := s.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
+		before = *p
+		return fn(p)
+	})
+	if err == nil && visiblyChanged(before, p) {
+		s.pub().Publish(p)
+	}
+	return p, err
+}
+
+func (s Store) pub() Publisher {
+	if s.Pub == nil {
+		return Discard{}
+	}
+	return s.Pub
+}
+
+func visiblyChanged(a, b store.WorkPod) bool {
+	return a.State != b.State || a.Reason != b.Reason || a.PodUID != b.PodUID || a.LogCollected != b.LogCollected ||
+		!slices.Equal(ptrSlice(a.ExitCode), ptrSlice(b.ExitCode))
+}
+
+func ptrSlice(p *int32) []int32 {
+	if p == nil {
+		return nil
+	}
+	return []int32{*p}
+}

@@ -1,0 +1,88 @@
+// Submit: a form for POST /api/pods — image, command, env, files, cluster.
+// Shown only to callers who may create on some cluster.
+import { request } from './api.js';
+import { h, replace } from './dom.js';
+import { may, whoami } from './session.js';
+
+const MAX_FILE_BYTES = 1 << 20;
+
+export function submitPage(main, _params, signal) {
+  const clusters = Object.keys((whoami() && whoami().clusters) || {}).sort().filter((c) => may('create', c));
+  if (!clusters.length) {
+    replace(main, h('h1', { text: 'Submit' }), h('p', { text: 'You may not submit work pods to any cluster.' }));
+    return;
+  }
+  const field = (id, label, input, hint) => h('div', {}, h('label', { for: id }, label, hint ? h('span', { class: 'hint', text: ' — ' + hint }) : null), input);
+  const cluster = h('select', { id: 's-cluster', name: 'cluster' }, clusters.map((c) => h('option', { value: c, text: c })));
+  const kind = h('select', { id: 's-kind', name: 'kind' }, h('option', { value: 'turn', text: 'turn' }), h('option', { value: 'loop', text: 'loop' }));
+  const image = h('input', { type: 'text', id: 's-image', name: 'image', required: true, autocomplete: 'off', spellcheck: false });
+  const command = h('textarea', { id: 's-command', name: 'command', rows: 4, spellcheck: false });
+  const env = h('textarea', { id: 's-env', name: 'env', rows: 3, spellcheck: false });
+  const files = h('div', { id: 's-files' });
+  const err = h('p', { class: 'error', id: 'submit-error', role: 'alert' });
+  const go = h('button', { class: 'primary', type: 'submit', id: 's-go', text: 'Submit' });
+  let nfile = 0;
+  const addFile = () => {
+    const i = nfile++;
+    const name = h('input', { type: 'text', id: 's-file-name-' + i, 'aria-label': 'File name ' + (i + 1), placeholder: 'name (e.g. task.json)', 'data-file-name': '' });
+    const pick = h('input', { type: 'file', id: 's-file-' + i, 'aria-label': 'File ' + (i + 1) + ' content', 'data-file': '' });
+    pick.addEventListener('change', () => { if (!name.value && pick.files[0]) name.value = pick.files[0].name; });
+    files.append(h('div', { class: 'filerow' }, name, pick));
+  };
+  addFile();
+
+  const form = h('form', { class: 'submit', id: 'submit-form', novalidate: true, onsubmit: async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    let body;
+    try { body = await build(); } catch (e) { err.textContent = e.message; return; }
+    go.disabled = true;
+    try {
+      const { body: wp } = await request('POST', '/api/pods', body, signal);
+      location.hash = '#/pods/' + wp.id;
+    } catch (e) {
+      err.textContent = e.message;
+      const bad = e.field && form.querySelector(`[name="${CSS.escape(e.field)}"]`);
+      if (bad) bad.focus();
+    } finally { go.disabled = false; }
+  } },
+  h('div', { class: 'grid2' },
+    h('div', {},
+      field('s-cluster', 'Cluster', cluster),
+      field('s-kind', 'Kind', kind),
+      field('s-image', 'Image', image, 'required'),
+      field('s-command', 'Command', command, 'one argument per line; empty: the image\'s')),
+    h('div', {},
+      field('s-env', 'Environment', env, 'NAME=value, one per line'),
+      h('div', {}, h('p', { class: 'label-like' }, h('strong', { text: 'Files' }), h('span', { class: 'hint', text: ' — mounted into the pod, up to 1 MiB each' })), files,
+        h('button', { type: 'button', id: 's-add-file', text: 'Add a file', onclick: addFile })))),
+  err, h('div', { class: 'actions' }, go));
+  replace(main, h('h1', { text: 'Submit a work pod' }), form);
+  image.focus();
+
+  async function build() {
+    if (!image.value.trim()) { image.focus(); throw new Error('image: required'); }
+    const body = { cluster: cluster.value, kind: kind.value, image: image.value.trim() };
+    const argv = command.value.split('\n').map((s) => s.replace(/\r$/, '')).filter((s) => s !== '');
+    if (argv.length) body.command = argv;
+    const envs = [];
+    for (const [i, line] of env.value.split('\n').entries()) {
+      if (!line.trim()) continue;
+      const eq = line.indexOf('=');
+      if (eq <= 0) { env.focus(); throw new Error(`environment line ${i + 1}: want NAME=value`); }
+      envs.push({ name: line.slice(0, eq).trim(), value: line.slice(eq + 1) });
+    }
+    if (envs.length) body.env = envs;
+    const fs = {};
+    for (const row of files.querySelectorAll('.filerow')) {
+      const name = row.querySelector('[data-file-name]').value.trim();
+      const f = row.querySelector('[data-file]').files[0];
+      if (!f) continue;
+      if (!name) throw new Error('a file needs a name');
+      if (f.size > MAX_FILE_BYTES) throw new Error(`file ${name}: over 1 MiB`);
+      fs[name] = await f.text();
+    }
+    if (Object.keys(fs).length) body.files = fs;
+    return body;
+  }
+}

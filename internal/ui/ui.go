@@ -1,0 +1,62 @@
+// Package ui serves crucible's web UI (R-C9) on the controller's internal
+// listener: `/` is the page, `/ui/...` its assets, every byte embedded in the
+// binary so that nothing outside is ever fetched. The UI is plain HTML, CSS
+// and JavaScript modules with no build step; it uses only the public API
+// (/api/...), which authenticates and authorizes every request on its own —
+// what the UI hides for lack of a right, the API refuses anyway.
+package ui
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+//go:embed static
+var static embed.FS
+
+// ContentSecurityPolicy is sent with every UI response: scripts, styles,
+// fetches and images from this origin only, no inline script or style, no
+// framing, no plugins, forms only back to this origin.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+// Routes registers the page at / and the assets under /ui/.
+func Routes(mux *http.ServeMux) {
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	assets := http.StripPrefix("/ui/", http.FileServerFS(sub))
+	mux.Handle("GET /ui/", secured(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "/ui/index.html" {
+			http.NotFound(w, r) // no directory listings; the page is at /
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache") // revalidated: a new binary's assets show at once
+		assets.ServeHTTP(w, r)
+	})))
+	mux.Handle("GET /{$}", secured(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, err := fs.ReadFile(sub, "index.html")
+		if err != nil {
+			http.Error(w, "ui missing", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		_, _ = w.Write(page)
+	})))
+}
+
+// secured adds the headers every UI response carries.
+func secured(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}

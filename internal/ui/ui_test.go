@@ -1,0 +1,121 @@
+package ui
+
+import (
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func serve(t *testing.T, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	mux := http.NewServeMux()
+	Routes(mux)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	return w
+}
+
+func TestPageAndAssets(t *testing.T) {
+	tests := []struct {
+		path, wantType string
+		wantCode       int
+	}{
+		{"/", "text/html; charset=utf-8", 200},
+		{"/ui/app.css", "text/css; charset=utf-8", 200},
+		{"/ui/js/main.js", "text/javascript; charset=utf-8", 200},
+		{"/ui/favicon.svg", "image/svg+xml", 200},
+		{"/ui/", "", 404},           // no listing
+		{"/ui/js/", "", 404},        // no listing
+		{"/ui/index.html", "", 404}, // the page is at / only
+		{"/ui/nope.js", "", 404},
+		{"/ui/../ui.go", "", 404},
+		{"/ui/%2e%2e/ui.go", "", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			w := serve(t, tt.path)
+			if redirected := w.Code == 301 || w.Code == 307; w.Code != tt.wantCode && (tt.wantCode != 404 || !redirected) { // a redirect to a cleaned path, which 404s
+				t.Fatalf("code %d, want %d", w.Code, tt.wantCode)
+			}
+			if tt.wantCode != 200 {
+				if strings.Contains(w.Body.String(), "package ui") {
+					t.Fatal("served Go source")
+				}
+				return
+			}
+			if got := w.Header().Get("Content-Type"); got != tt.wantType {
+				t.Errorf("Content-Type %q, want %q", got, tt.wantType)
+			}
+			if got := w.Header().Get("Content-Security-Policy"); got != ContentSecurityPolicy {
+				t.Errorf("CSP %q", got)
+			}
+			for k, v := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"} {
+				if got := w.Header().Get(k); got != v {
+					t.Errorf("%s %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+func TestCSPIsStrict(t *testing.T) {
+	for _, must := range []string{"default-src 'self'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
+		if !strings.Contains(ContentSecurityPolicy, must) {
+			t.Errorf("CSP lacks %q", must)
+		}
+	}
+	if strings.Contains(ContentSecurityPolicy, "unsafe") {
+		t.Error("CSP allows something unsafe")
+	}
+}
+
+// The assets keep the rules the CSP and the escaping depend on: nothing
+// fetched from elsewhere, no inline script or style, data never as HTML.
+func TestAssetsFollowTheRules(t *testing.T) {
+	external := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//`)
+	urlInCode := regexp.MustCompile(`https?://`)
+	forbidden := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"}
+	n := 0
+	err := fs.WalkDir(static, "static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		n++
+		b, err := static.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		if external.MatchString(s) {
+			t.Errorf("%s refers to another origin", path)
+		}
+		if strings.HasSuffix(path, ".js") {
+			if m := urlInCode.FindString(s); m != "" {
+				t.Errorf("%s has a URL to elsewhere: %s", path, m)
+			}
+			for _, f := range forbidden {
+				if strings.Contains(s, f) {
+					t.Errorf("%s uses %s", path, f)
+				}
+			}
+		}
+		if strings.HasSuffix(path, ".html") {
+			if regexp.MustCompile(`<script(?:[^>]*)>\s*[^<\s]`).MatchString(s) {
+				t.Errorf("%s has an inline script", path)
+			}
+			if strings.Contains(s, "style=") || strings.Contains(s, "<style") || regexp.MustCompile(`\son[a-z]+=`).MatchString(s) {
+				t.Errorf("%s has an inline style or handler", path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 8 {
+		t.Fatalf("only %d assets embedded", n)
+	}
+}

@@ -1,0 +1,110 @@
+package ui
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/ui"
+)
+
+const (
+	benchRows     = 10_000
+	benchLogLines = 100_000
+)
+
+// benchServer is the controller's internal listener in-process (API with
+// auth "none" and the UI) on a real SQLite store holding benchRows work
+// pods, the newest of which has a stored log of benchLogLines lines. No
+// spoke is needed: a finished pod's log is replayed from its artifact.
+func benchServer(b *testing.B) (url, logPod string) {
+	b.Helper()
+	dir := b.TempDir()
+	st, err := store.Open(b.Context(), "sqlite:"+filepath.Join(dir, "db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	exit := int32(0)
+	for i := range benchRows {
+		err := st.CreateWorkPod(b.Context(), store.WorkPod{ID: fmt.Sprintf("turn-bench%05d", i), Cluster: []string{"wharf", "dock"}[i%2],
+			Namespace: "loops", Kind: "turn", State: store.StateSucceeded, ExitCode: &exit, Submitter: "bench", Spec: []byte(`{"image":"busybox"}`)})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	logPod = fmt.Sprintf("turn-bench%05d", benchRows-1)
+	arts := artifact.Dir{Root: filepath.Join(dir, "artifacts")}
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 1; i <= benchLogLines; i++ {
+			_, _ = fmt.Fprintf(pw, "step %d: loss=%.6f lr=3e-4 tokens=%d some more text so the line is of a typical length\n", i, 1/float64(i), i*512)
+		}
+		_ = pw.Close()
+	}()
+	w, err := arts.Write(b.Context(), logPod, artifact.LogKind, pr, 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.PutArtifact(b.Context(), store.Artifact{PodID: logPod, Kind: artifact.LogKind, Size: w.Size, SHA256: w.SHA256,
+		Source: store.SourceController}, store.Quota{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.UpdateWorkPod(b.Context(), logPod, func(p *store.WorkPod) error { p.LogCollected = true; return nil }); err != nil {
+		b.Fatal(err)
+	}
+	s := &api.Server{
+		Profile: &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}},
+		Store:   st, Artifacts: arts, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
+		AllowedHosts: fleet.DefaultAPIAllowedHosts(),
+	}
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	ui.Routes(mux)
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	return srv.URL, logPod
+}
+
+// untilMs resolves, in the page, to performance.now() (ms since the
+// navigation started) at the first animation frame on which cond holds.
+func untilMs(cond string) string {
+	return `new Promise(res => { const check = () => { if (` + cond + `) res(performance.now()); else requestAnimationFrame(check); }; check(); })`
+}
+
+// BenchmarkUIFirstPage reports, in headless chromium, the time from
+// navigation to the first rendered page of the pod list with 10,000 rows,
+// and to the first and to all lines of a pod whose log has 100,000 lines
+// (plus a search through them). Reported, not asserted.
+func BenchmarkUIFirstPage(b *testing.B) {
+	url, logPod := benchServer(b)
+	br := newBrowser(b, b.TempDir())
+	for b.Loop() {
+		tab := br.tab(b)
+		run(b, tab, "open the pod list", chromedp.Navigate(url+"/#/pods"))
+		b.ReportMetric(eval[float64](b, tab, untilMs(`document.querySelectorAll('#pod-rows tr').length >= 50`)), "list-first-page-ms")
+
+		logTab := br.tab(b)
+		run(b, logTab, "open the pod", chromedp.Navigate(url+"/#/pods/"+logPod))
+		b.ReportMetric(eval[float64](b, logTab, untilMs(`document.querySelectorAll('#log .logline').length > 0`)), "log-first-lines-ms")
+		b.ReportMetric(eval[float64](b, logTab, untilMs(fmt.Sprintf(`(document.getElementById('log-status')||{}).textContent === '%d lines'`, benchLogLines))), "log-all-lines-ms")
+		ms := eval[float64](b, logTab, `(() => { const s = document.getElementById('log-search'); const t0 = performance.now();
+			s.value = 'step 99999:'; s.dispatchEvent(new Event('input'));
+			return new Promise(res => requestAnimationFrame(() => res(performance.now() - t0))); })()`)
+		if got := eval[string](b, logTab, `document.getElementById('log-status').textContent`); !strings.HasPrefix(got, "1 of ") {
+			b.Fatalf("search: %q", got)
+		}
+		b.ReportMetric(ms, "log-search-ms")
+	}
+}
