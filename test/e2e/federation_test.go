@@ -22,19 +22,22 @@ import (
 )
 
 // stackOptions are the package's stack: the shared one, and the own stacks
-// of tests that take its hub away.
-var stackOptions = devstack.Options{
-	Crucible:       devstacktest.BuildCrucible,
-	Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
-	MirrorTTL:      time.Second,
-	MirrorMaxStale: 8 * time.Second,
-	SweepInterval:  2 * time.Second,
-	OrphanGrace:    orphanGrace,
-	RetryBudget:    90 * time.Second,
+// of tests that take its hub away. A fresh value each time: a stack fills in
+// its spokes' options as it starts.
+func stackOptions() devstack.Options {
+	return devstack.Options{
+		Crucible:       devstacktest.BuildCrucible,
+		Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
+		MirrorTTL:      time.Second,
+		MirrorMaxStale: 8 * time.Second,
+		SweepInterval:  2 * time.Second,
+		OrphanGrace:    orphanGrace,
+		RetryBudget:    90 * time.Second,
+	}
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(devstacktest.Main(m, stackOptions))
+	os.Exit(devstacktest.Main(m, stackOptions()))
 }
 
 // whoami asks spoke who token is (SelfSubjectReview), with no other credential.

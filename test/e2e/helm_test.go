@@ -374,11 +374,22 @@ func ensureNamespace(t *testing.T, c *devstack.Cluster, name string) {
 }
 
 // api.auth renders the profile's [api] table (R-C12) with the internal
-// Service's names allowed as Host; left empty, no [api] table at all.
+// Service's names allowed as Host: "kubernetes" by default (the controller
+// refuses "none" off loopback); set empty, no [api] table at all.
 func TestHelmHubAPIAuth(t *testing.T) {
 	_, objs := helmTemplate(t, "crucible-hub", "hub-ns")
+	var byDefault struct {
+		API map[string]any `toml:"api"`
+	}
+	if _, err := toml.Decode(configMapData(t, objs, "crucible-profile", "crucible.toml"), &byDefault); err != nil {
+		t.Fatal(err)
+	}
+	if byDefault.API["auth"] != "kubernetes" {
+		t.Errorf("default [api] auth = %v, want kubernetes", byDefault.API["auth"])
+	}
+	_, objs = helmTemplate(t, "crucible-hub", "hub-ns", "--set", "api.auth=")
 	if profile := configMapData(t, objs, "crucible-profile", "crucible.toml"); strings.Contains(profile, "[api]") {
-		t.Errorf("default profile has [api]:\n%s", profile)
+		t.Errorf("api.auth empty: profile has [api]:\n%s", profile)
 	}
 	_, objs = helmTemplate(t, "crucible-hub", "hub-ns", "--set", "api.auth=proxy", "--set", "api.proxyCIDRs={10.1.0.0/16}",
 		"--set", "api.allowedHosts={crucible.example.com}")

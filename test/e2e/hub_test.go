@@ -18,9 +18,12 @@ import (
 )
 
 func TestHubKeyRotationNeedsNoRestart(t *testing.T) {
-	s := devstacktest.Start(t, stackOptions)
+	s := devstacktest.Start(t, stackOptions())
 	wharf := s.Spoke("wharf")
 	before := hubToken(t, s, devstack.HubServiceAccount, "wharf")
+	// The webhook knows the hub's keys before the rotation, as a running
+	// spoke's does.
+	waitWhoami(t, s, wharf, controllerUser, func() string { return before })
 	pids := s.Processes()
 	if err := s.RotateServiceAccountKey(t.Context(), s.Hub); err != nil {
 		t.Fatal(err)
@@ -49,10 +52,13 @@ func header(t *testing.T, token string) string {
 // for MaxStale, the webhook keeps accepting tokens signed with keys it knows,
 // and after the bound the mirror answers 503 with Retry-After.
 func TestHubOutageBoundedStaleness(t *testing.T) {
-	s := devstacktest.Start(t, stackOptions)
+	s := devstacktest.Start(t, stackOptions())
 	wharf := s.Spoke("wharf")
 	client := caClientFor(t, s)
 	discovery := s.Federation.ControllerExternalURL + "/.well-known/openid-configuration"
+	// The webhook has fetched the hub's keys through the mirror before the
+	// outage, as a running spoke's has.
+	waitWhoami(t, s, wharf, controllerUser, func() string { return hubToken(t, s, devstack.HubServiceAccount, "wharf") })
 	if resp, err := get(t.Context(), client, discovery); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("mirror before the outage: %v %v", resp, err)
 	}
