@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -28,43 +27,69 @@ const MinRSABits = 2048
 // DecodeSegment decodes one unpadded base64url JSON object. Members are kept
 // by exact name (encoding/json would match struct fields ignoring case), the
 // way JWT libraries read claims, so every reader sees the same values. Two
-// members whose names differ only in case (or not at all) are refused: one
-// reader could take the first and another the last, and no issuer writes
-// them.
+// members whose names differ only in case (or not at all, escapes decoded)
+// are refused: one reader could take the first and another the last, and no
+// issuer writes them.
+//
+// It is on the path of every token the webhook and the drop-box see, so it
+// decodes in one pass of encoding/json (which checks the syntax, refuses
+// data after the object and decodes escaped names) and finds duplicates by
+// counting the object's members in the checked bytes.
 func DecodeSegment(seg string) (map[string]json.RawMessage, error) {
 	data, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if first := bytes.TrimLeft(data, " \t\r\n"); len(first) == 0 || first[0] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	members := map[string]json.RawMessage{}
-	folded := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, _ := tok.(string) // object keys are always strings
-		if folded[strings.ToLower(name)] {
-			return nil, fmt.Errorf("duplicate member %q", name)
-		}
-		folded[strings.ToLower(name)] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		members[name] = v
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
+	if n := topLevelMembers(data); n != len(members) {
+		return nil, errors.New("duplicate member")
+	}
+	for name := range members {
+		for other := range members {
+			if name != other && strings.EqualFold(name, other) {
+				return nil, fmt.Errorf("duplicate member %q", name)
+			}
+		}
 	}
 	return members, nil
+}
+
+// topLevelMembers counts the members of the JSON object in data, which
+// encoding/json has already found valid: every member of the outer object
+// has exactly one colon at depth one outside strings.
+func topLevelMembers(data []byte) int {
+	n, depth, inString := 0, 0, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped character, which may be a quote
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ':':
+			if depth == 1 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // UsableKeys keeps the public signing keys crucible verifies with: RSA of at
