@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -32,64 +33,111 @@ const MinRSABits = 2048
 // issuer writes them.
 //
 // It is on the path of every token the webhook and the drop-box see, so it
-// decodes in one pass of encoding/json (which checks the syntax, refuses
-// data after the object and decodes escaped names) and finds duplicates by
-// counting the object's members in the checked bytes.
+// does not decode member by member: encoding/json checks the syntax once
+// (json.Valid: one object, nothing after it), then a walk over the checked
+// bytes cuts out each member, its value kept as a slice of the decoded
+// segment rather than a copy.
 func DecodeSegment(seg string) (map[string]json.RawMessage, error) {
 	data, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
 		return nil, err
 	}
-	if first := bytes.TrimLeft(data, " \t\r\n"); len(first) == 0 || first[0] != '{' {
+	if !json.Valid(data) {
+		return nil, errors.New("not valid JSON")
+	}
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil, err
-	}
-	if n := topLevelMembers(data); n != len(members) {
-		return nil, errors.New("duplicate member")
-	}
-	for name := range members {
-		for other := range members {
-			if name != other && strings.EqualFold(name, other) {
-				return nil, fmt.Errorf("duplicate member %q", name)
-			}
+	members := map[string]json.RawMessage{}
+	folded := map[string]struct{}{}
+	for i = skipSpace(data, i+1); data[i] != '}'; {
+		end := skipString(data, i)
+		name, err := memberName(data[i:end])
+		if err != nil {
+			return nil, err
+		}
+		lower := strings.ToLower(name)
+		if _, dup := folded[lower]; dup {
+			return nil, fmt.Errorf("duplicate member %q", name)
+		}
+		folded[lower] = struct{}{}
+		start := skipSpace(data, skipSpace(data, end)+1) // past the colon
+		i = skipValue(data, start)
+		members[name] = data[start:i:i]
+		if i = skipSpace(data, i); data[i] == ',' {
+			i = skipSpace(data, i+1)
 		}
 	}
 	return members, nil
 }
 
-// topLevelMembers counts the members of the JSON object in data, which
-// encoding/json has already found valid: every member of the outer object
-// has exactly one colon at depth one outside strings.
-func topLevelMembers(data []byte) int {
-	n, depth, inString := 0, 0, false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped character, which may be a quote
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+// memberName decodes a member name: its bytes when it has no escape and is
+// valid UTF-8 (as encoding/json would return them), else encoding/json's
+// decoding.
+func memberName(quoted []byte) (string, error) {
+	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var name string
+	err := json.Unmarshal(quoted, &name)
+	return name, err
+}
+
+// The walkers below run over JSON that json.Valid accepted, so they need not
+// check its syntax; each returns the index just past what it skipped.
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString skips the string starting at data[i] (a quote).
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++ // the escaped character, which may be a quote
 		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case ':':
-			if depth == 1 {
-				n++
-			}
+			return i + 1
 		}
 	}
-	return n
+	return len(data)
+}
+
+// skipValue skips the value starting at data[i].
+func skipValue(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(data)
+	default: // number, true, false, null
+		for ; i < len(data); i++ {
+			switch data[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+		}
+		return i
+	}
 }
 
 // UsableKeys keeps the public signing keys crucible verifies with: RSA of at
