@@ -138,3 +138,27 @@ func (w *discardWriter) WriteHeader(code int) { w.code = code }
 type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// BenchmarkAuthenticatorAlone is the share of BenchmarkReview that is
+// k8s.io/apiserver's JWT authenticator (with crucible's key set, so
+// including the signature check) called directly: the floor of a review
+// while that library is the judge of validity.
+func BenchmarkAuthenticatorAlone(b *testing.B) {
+	f := renderedFixture(b)
+	if err := f.srv.current.Load().providers[0].keys.Load(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	tokens := make([]string, 256)
+	for i := range tokens {
+		tokens[i] = hubToken(b, with(hubClaims(), map[string]any{"jti": fmt.Sprintf("alone-%d", i)}))
+	}
+	authn := f.srv.current.Load().providers[0].authn
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, ok, err := authn.AuthenticateToken(b.Context(), tokens[i%len(tokens)]); !ok || err != nil {
+			b.Fatalf("authenticate: %v %v", ok, err)
+		}
+		i++
+	}
+}
