@@ -9,6 +9,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -160,5 +161,51 @@ func BenchmarkAuthenticatorAlone(b *testing.B) {
 			b.Fatalf("authenticate: %v %v", ok, err)
 		}
 		i++
+	}
+}
+
+// BenchmarkReviewReport runs BenchmarkReview and its baselines side by side
+// (testing.Benchmark, the -benchtime of the run) and writes the
+// webhook-handler rows of `make bench`.
+func BenchmarkReviewReport(b *testing.B) {
+	for b.Loop() {
+		review := testing.Benchmark(BenchmarkReview)
+		verify := testing.Benchmark(BenchmarkVerifyAlone)
+		library := testing.Benchmark(BenchmarkAuthenticatorAlone)
+		repeated := testing.Benchmark(BenchmarkReviewRepeated)
+		withCEL := testing.Benchmark(BenchmarkReviewCEL)
+		for name, r := range map[string]testing.BenchmarkResult{"review": review, "verify": verify, "library": library, "repeated": repeated, "cel": withCEL} {
+			if r.N == 0 {
+				b.Fatalf("%s benchmark failed", name)
+			}
+			b.Logf("%-8s %s %s", name, r, r.MemString())
+		}
+		us := func(r testing.BenchmarkResult) float64 { return float64(r.NsPerOp()) / 1e3 }
+		method := fmt.Sprintf("httptest-free handler call (Server.Handler().ServeHTTP) per review, keys loaded, the configuration render.WebhookConfig writes (no CEL), "+
+			"%d distinct RS256 2048-bit tokens cycled through a %d-entry cache (every review a miss); baseline: go-jose's RS256 check of one token; "+
+			"testing.Benchmark, one goroutine", benchTokens, defaultVerifiedCacheSize)
+		handler := benchreport.Record{ID: "webhook-handler", Case: "distinct tokens", Unit: "µs/review", Value: us(review), LowerIsBetter: true,
+			Goal: "≤ 60 µs and ≤ 100 allocs", Method: method, Extra: map[string]float64{
+				"allocs": float64(review.AllocsPerOp()), "bytes": float64(review.AllocedBytesPerOp()),
+				"verify_allocs": float64(verify.AllocsPerOp()), "library_us": us(library), "library_allocs": float64(library.AllocsPerOp()),
+			}}.WithBaseline("RS256 verify alone", us(verify))
+		handler = handler.Judged(handler.Value <= 60 && review.AllocsPerOp() <= 100)
+		rows := []benchreport.Record{
+			handler,
+			{ID: "webhook-handler", Case: "k8s.io/apiserver's authenticator alone (the floor, reported)", Unit: "µs/review", Value: us(library), LowerIsBetter: true,
+				Goal: "report", Method: "the library's AuthenticateToken with crucible's key set, same tokens and configuration",
+				Extra: map[string]float64{"allocs": float64(library.AllocsPerOp())}},
+			{ID: "webhook-handler", Case: "repeated token (verified-token cache, reported)", Unit: "µs/review", Value: us(repeated), LowerIsBetter: true,
+				Goal: "report", Method: "one token asked again and again, as a spoke's several API servers do",
+				Extra: map[string]float64{"allocs": float64(repeated.AllocsPerOp())}},
+			{ID: "webhook-handler", Case: "distinct tokens, CEL rule and mapping configured (reported)", Unit: "µs/review", Value: us(withCEL), LowerIsBetter: true,
+				Goal: "report", Method: "as distinct tokens, with one claimValidationRule and one CEL extra mapping",
+				Extra: map[string]float64{"allocs": float64(withCEL.AllocsPerOp())}},
+		}
+		for _, r := range rows {
+			if err := benchreport.Append(r); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

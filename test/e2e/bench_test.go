@@ -224,7 +224,8 @@ func reportWebhook(b *testing.B, d, r map[string]load, direct load, workers, n i
 	repeated := benchreport.Record{ID: "webhook", Case: "repeated token vs built-in", Unit: "req/s", Value: r["wharf"].rps,
 		Goal: "≥ 1.0× built-in", Extra: extra(r["wharf"], r["builtin"]), Method: method}.WithBaseline("built-in JWT authenticator", r["builtin"].rps)
 	directRow := benchreport.Record{ID: "webhook", Case: "TokenReviews called directly (reported)", Unit: "reviews/s", Value: direct.rps,
-		Goal: "report", Extra: map[string]float64{"p99_ms": ms(direct.p99)}, Method: method}
+		Goal: "report", Extra: map[string]float64{"p99_ms": ms(direct.p99)},
+		Method: fmt.Sprintf("%d distinct-token TokenReviews posted straight to crucible's webhook with the spoke's client certificate, %d workers, one HTTP/2 connection", n, workers)}
 	for _, rec := range []benchreport.Record{distinct.Judged(distinct.Ratio >= 0.9), builtinD, repeated.Judged(repeated.Ratio >= 1.0), directRow} {
 		if err := benchreport.Append(rec); err != nil {
 			b.Fatal(err)
