@@ -135,7 +135,9 @@ fields are errors.`,
 			g.Go(func() error { return reloader.Start(ctx) })
 			g.Go(func() error { return httpserve.ListenAndServe(ctx, serve, srv.Handler(), log) })
 			if ops.Addr != "" {
-				g.Go(func() error { return httpserve.ListenAndServe(ctx, ops, opsHandler(srv.MetricsHandler(), withPprof), log) })
+				g.Go(func() error {
+					return httpserve.ListenAndServe(ctx, ops, opsHandler(srv.MetricsHandler(), withPprof), log)
+				})
 			}
 			if err := g.Wait(); err != nil {
 				return fmt.Errorf("authn-webhook: %w", err)
