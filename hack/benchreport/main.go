@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 	out := fs.String("out", "bench", "directory of results.md and results.json")
 	list := fs.Bool("list", false, "list the benchmarks and exit")
 	note := fs.String("note", "", "a line for the report's header (e.g. the machine's load)")
+	renderOnly := fs.Bool("render", false, "only rewrite results.md from results.json (and notes.md)")
 	budget := fs.Duration("budget", 30*time.Minute, "the whole run's bound: a benchmark that would start with less than its own timeout left is skipped")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +57,14 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
+	jsonPath := filepath.Join(*out, "results.json")
+	if *renderOnly {
+		report, err := loadReport(jsonPath)
+		if err != nil {
+			return err
+		}
+		return writeMarkdown(*out, report)
+	}
 	selected, err := selectBenches(*only)
 	if err != nil {
 		return err
@@ -63,7 +72,6 @@ func run(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	jsonPath := filepath.Join(*out, "results.json")
 	report := Report{}
 	if *only != "" { // keep the rows of benchmarks not rerun
 		if report, err = loadReport(jsonPath); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -99,7 +107,18 @@ func run(ctx context.Context, args []string) error {
 	if err := writeJSON(jsonPath, report); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(*out, "results.md"), []byte(report.markdown()), 0o644)
+	return writeMarkdown(*out, report)
+}
+
+// writeMarkdown writes results.md. notes.md, kept by hand next to the
+// report, explains figures that miss their goal (where the time goes); it
+// is appended as it is.
+func writeMarkdown(dir string, report Report) error {
+	md := report.markdown()
+	if notes, err := os.ReadFile(filepath.Join(dir, "notes.md")); err == nil {
+		md += "\n" + string(notes)
+	}
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
 }
 
 func selectBenches(only string) ([]Bench, error) {
