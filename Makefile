@@ -61,9 +61,14 @@ lint: tools
 unit:
 	$(GO) test -count=1 -short ./...
 
-## bench: benchmarks, reported as ratios against baselines measured in the same run
+## bench: every benchmark, each bounded in time and count (under 30 minutes on 2 cores), reported as
+##        ratios against baselines measured in the same run in bench/results.md and bench/results.json;
+##        BENCH=webhook (or a comma-separated list; see `go run ./hack/benchreport -list`) runs only those,
+##        replacing their rows; BENCH_NOTE is a line for the report's header (say, how loaded the machine was)
+BENCH      ?=
+BENCH_NOTE ?=
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+	$(GO) run ./hack/benchreport -bench '$(BENCH)' -note '$(BENCH_NOTE)'
 
 ## dev: start a local hub and spoke in the foreground, run a sample turn through it; Ctrl-C stops it
 dev: tools build

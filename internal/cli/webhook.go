@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ func newWebhookCmd() *cobra.Command {
 		ops            = httpserve.Options{Name: "webhook-metrics", InsecureHTTP: true, NoCredentials: true, WriteTimeout: 30 * time.Second}
 		reloadInterval time.Duration
 		noClientAuth   bool
+		withPprof      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "authn-webhook",
@@ -59,7 +62,8 @@ Endpoints on --listen (TLS): POST / and POST /authenticate (TokenReview),
 GET /healthz, GET /readyz (200 once every provider has keys; JSON per
 provider). On --metrics-listen (plain HTTP, no tokens ever pass it):
 GET /metrics (Prometheus, crucible_webhook_*), and /healthz and /readyz again
-for probes that have no client certificate. Refused reviews are logged one
+for probes that have no client certificate; with --pprof also Go's profiler
+under /debug/pprof/ (off by default). Refused reviews are logged one
 per line at debug level only, and summed up at most once a minute at info.
 
 Point the spoke's kube-apiserver at it with
@@ -131,7 +135,9 @@ fields are errors.`,
 			g.Go(func() error { return reloader.Start(ctx) })
 			g.Go(func() error { return httpserve.ListenAndServe(ctx, serve, srv.Handler(), log) })
 			if ops.Addr != "" {
-				g.Go(func() error { return httpserve.ListenAndServe(ctx, ops, srv.MetricsHandler(), log) })
+				g.Go(func() error {
+					return httpserve.ListenAndServe(ctx, ops, opsHandler(srv.MetricsHandler(), withPprof), log)
+				})
 			}
 			if err := g.Wait(); err != nil {
 				return fmt.Errorf("authn-webhook: %w", err)
@@ -149,8 +155,27 @@ fields are errors.`,
 	f.StringSliceVar(&serve.ClientNames, "client-name", nil, "with --client-ca: accept only client certificates whose CN or a DNS SAN is one of these (repeatable)")
 	f.BoolVar(&noClientAuth, "insecure-no-client-auth", false, "serve without --client-ca: anyone who reaches --listen can submit TokenReviews; only for tests or an unreachable listener")
 	f.StringVar(&ops.Addr, "metrics-listen", "127.0.0.1:9090", `host:port for /metrics, /healthz and /readyz over plain HTTP; "" disables it`)
+	f.BoolVar(&withPprof, "pprof", false, "also serve Go's profiler (/debug/pprof/) on --metrics-listen, to see where review time goes; off by default")
 	f.DurationVar(&reloadInterval, "reload-interval", webhook.DefaultReloadInterval, "how often to check --config for changes")
 	return cmd
+}
+
+// opsHandler is the operations listener's handler, with Go's profiler under
+// /debug/pprof/ when withPprof is set. The profiler stays off the TLS
+// listener that receives tokens, and off by default: a heap profile holds
+// memory contents.
+func opsHandler(metrics http.Handler, withPprof bool) http.Handler {
+	if !withPprof {
+		return metrics
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", metrics)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // webhookListenerErrors checks the listener flags before anything starts,

@@ -16,8 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
+	"unicode/utf8"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -28,43 +28,116 @@ const MinRSABits = 2048
 // DecodeSegment decodes one unpadded base64url JSON object. Members are kept
 // by exact name (encoding/json would match struct fields ignoring case), the
 // way JWT libraries read claims, so every reader sees the same values. Two
-// members whose names differ only in case (or not at all) are refused: one
-// reader could take the first and another the last, and no issuer writes
-// them.
+// members whose names differ only in case (or not at all, escapes decoded)
+// are refused: one reader could take the first and another the last, and no
+// issuer writes them.
+//
+// It is on the path of every token the webhook and the drop-box see, so it
+// does not decode member by member: encoding/json checks the syntax once
+// (json.Valid: one object, nothing after it), then a walk over the checked
+// bytes cuts out each member, its value kept as a slice of the decoded
+// segment rather than a copy.
 func DecodeSegment(seg string) (map[string]json.RawMessage, error) {
 	data, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if !json.Valid(data) {
+		return nil, errors.New("not valid JSON")
+	}
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
 		return nil, errors.New("not a JSON object")
 	}
 	members := map[string]json.RawMessage{}
-	folded := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	folded := map[string]struct{}{}
+	for i = skipSpace(data, i+1); data[i] != '}'; {
+		end := skipString(data, i)
+		name, err := memberName(data[i:end])
 		if err != nil {
 			return nil, err
 		}
-		name, _ := tok.(string) // object keys are always strings
-		if folded[strings.ToLower(name)] {
+		lower := strings.ToLower(name)
+		if _, dup := folded[lower]; dup {
 			return nil, fmt.Errorf("duplicate member %q", name)
 		}
-		folded[strings.ToLower(name)] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
+		folded[lower] = struct{}{}
+		start := skipSpace(data, skipSpace(data, end)+1) // past the colon
+		i = skipValue(data, start)
+		members[name] = data[start:i:i]
+		if i = skipSpace(data, i); data[i] == ',' {
+			i = skipSpace(data, i+1)
 		}
-		members[name] = v
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
 	}
 	return members, nil
+}
+
+// memberName decodes a member name: its bytes when it has no escape and is
+// valid UTF-8 (as encoding/json would return them), else encoding/json's
+// decoding.
+func memberName(quoted []byte) (string, error) {
+	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var name string
+	err := json.Unmarshal(quoted, &name)
+	return name, err
+}
+
+// The walkers below run over JSON that json.Valid accepted, so they need not
+// check its syntax; each returns the index just past what it skipped.
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString skips the string starting at data[i] (a quote).
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++ // the escaped character, which may be a quote
+		case '"':
+			return i + 1
+		}
+	}
+	return len(data)
+}
+
+// skipValue skips the value starting at data[i].
+func skipValue(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(data)
+	default: // number, true, false, null
+		for ; i < len(data); i++ {
+			switch data[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+		}
+		return i
+	}
 }
 
 // UsableKeys keeps the public signing keys crucible verifies with: RSA of at

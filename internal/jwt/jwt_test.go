@@ -25,6 +25,12 @@ func TestDecodeSegment(t *testing.T) {
 		{"case-folded duplicate", enc([]byte(`{"sub":"a","Sub":"b"}`)), false, ""},
 		{"exact duplicate", enc([]byte(`{"sub":"a","sub":"b"}`)), false, ""},
 		{"trailing data", enc([]byte(`{"sub":"a"}{}`)), false, ""},
+		{"duplicate spelled with an escape", enc([]byte(`{"sub":"a","\u0073ub":"b"}`)), false, ""},
+		{"duplicate after an escaped quote", enc([]byte(`{"x":"\":","sub":"a","sub":"b"}`)), false, ""},
+		{"colons and braces inside strings", enc([]byte(`{"x":"a:b{c:[d","sub":"a","y":{"z":":"}}`)), true, `"a"`},
+		{"escaped backslash before a quote", enc([]byte(`{"x":"\\","sub":"a"}`)), true, `"a"`},
+		{"leading whitespace", enc([]byte(" \n{\"sub\":\"a\"}")), true, `"a"`},
+		{"empty object", enc([]byte(`{}`)), true, ""},
 		{"nested duplicates are the claim's business", enc([]byte(`{"sub":"a","x":{"k":1,"k":2}}`)), true, `"a"`},
 		{"array", enc([]byte(`["sub"]`)), false, ""},
 		{"null", enc([]byte(`null`)), false, ""},
@@ -77,5 +83,19 @@ func TestUsableKeys(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"rsa", "ec", "ec521"}, kids); diff != "" || skipped != 6 {
 		t.Errorf("usable kids (-want +got):\n%s\nskipped %d, want 6", diff, skipped)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	token := jwttest.Sign(b, jwttest.RSAKeys()[0], "RS256", "k1", map[string]any{
+		"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:crucible:crucible-controller",
+		"aud": []string{"wharf"}, "iat": 1, "nbf": 1, "exp": 2, "jti": "4c1a0a57",
+		"kubernetes.io": map[string]any{"namespace": "crucible", "serviceaccount": map[string]string{"name": "c", "uid": "5e6f"}},
+	}, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(token); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

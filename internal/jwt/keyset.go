@@ -101,15 +101,16 @@ func NewKeySet(opts KeySetOptions) *KeySet {
 // MinRefresh). Errors wrap ErrMalformed, ErrBadSignature, ErrUnknownKey or
 // ErrUnavailable. Claims are not checked here.
 func (k *KeySet) Verify(ctx context.Context, token string) ([]byte, error) {
-	jws, kid, err := parseSigned(token)
+	t, err := parseSigned(token)
 	if err != nil {
 		return nil, err
 	}
-	if payload, err := k.verifyLoaded(jws, kid); err == nil || errors.Is(err, ErrBadSignature) {
+	kid := t.kid
+	if payload, err := k.verifyLoaded(t, kid); err == nil || errors.Is(err, ErrBadSignature) {
 		return payload, err
 	}
 	refreshErr := k.refresh(ctx)
-	payload, err := k.verifyLoaded(jws, kid)
+	payload, err := k.verifyLoaded(t, kid)
 	if err == nil || errors.Is(err, ErrBadSignature) {
 		return payload, err
 	}
@@ -126,11 +127,12 @@ func (k *KeySet) VerifySignature(ctx context.Context, token string) ([]byte, err
 // now. A kid it does not know yields ErrUnavailable or ErrUnknownKey as
 // Verify would after a refresh refused by the rate limit.
 func (k *KeySet) VerifyLoaded(token string) ([]byte, error) {
-	jws, kid, err := parseSigned(token)
+	t, err := parseSigned(token)
 	if err != nil {
 		return nil, err
 	}
-	payload, err := k.verifyLoaded(jws, kid)
+	kid := t.kid
+	payload, err := k.verifyLoaded(t, kid)
 	if err == nil || errors.Is(err, ErrBadSignature) {
 		return payload, err
 	}
@@ -164,45 +166,25 @@ func (k *KeySet) Status() (ready bool, lastErr error) {
 	return k.keys.Load() != nil, k.lastErr
 }
 
-// parseSigned parses a compact JWS with an allowed algorithm and exactly
-// one signature; go-jose also refuses crit headers it does not understand.
-func parseSigned(token string) (*jose.JSONWebSignature, string, error) {
-	if len(token) > MaxTokenBytes {
-		return nil, "", refuse(ReasonTooLarge, "longer than %d bytes", MaxTokenBytes)
-	}
-	jws, err := jose.ParseSignedCompact(token, Algorithms)
-	if err != nil {
-		return nil, "", refuse(ReasonMalformed, "parse: %v", err)
-	}
-	if len(jws.Signatures) != 1 {
-		return nil, "", refuse(ReasonMalformed, "want exactly one signature")
-	}
-	if _, ok := jws.Signatures[0].Protected.ExtraHeaders["crit"]; ok {
-		return nil, "", refuse(ReasonCrit, "crit header")
-	}
-	return jws, jws.Signatures[0].Header.KeyID, nil
-}
-
 // verifyLoaded checks the signature with the loaded key of kid, or every
 // loaded key when the token names none. errNotLoaded and errKidAbsent say
 // that no key was tried.
-func (k *KeySet) verifyLoaded(jws *jose.JSONWebSignature, kid string) ([]byte, error) {
+func (k *KeySet) verifyLoaded(t signedToken, kid string) ([]byte, error) {
 	keys := k.keys.Load()
 	if keys == nil {
 		return nil, errNotLoaded
 	}
-	alg := jws.Signatures[0].Header.Algorithm
 	tried := false
 	for _, key := range *keys {
 		if kid != "" && key.KeyID != kid {
 			continue
 		}
 		tried = true
-		if key.Algorithm != "" && key.Algorithm != alg {
+		if key.Algorithm != "" && key.Algorithm != string(t.alg) {
 			continue
 		}
-		if payload, err := jws.Verify(key.Key); err == nil {
-			return payload, nil
+		if t.verify(key.Key) {
+			return t.payload, nil
 		}
 	}
 	if !tried {

@@ -1,13 +1,16 @@
 package jwt
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -160,11 +163,30 @@ func stringMember(members map[string]json.RawMessage, name string) (string, erro
 	if !ok {
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil || isNull(raw) {
+	s, ok := jsonString(raw)
+	if !ok {
 		return "", fmt.Errorf("%s is not a string", name)
 	}
 	return s, nil
+}
+
+// jsonString decodes a JSON string value (never null). Members come from
+// DecodeSegment, so raw is valid JSON: a string without escapes and with
+// valid UTF-8 is its bytes between the quotes, which saves encoding/json's
+// reflection on every claim of every token; anything else goes through
+// encoding/json.
+func jsonString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // audienceMember reads aud as a string or an array of strings.
@@ -173,11 +195,10 @@ func audienceMember(members map[string]json.RawMessage) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	var one string
 	if isNull(raw) {
 		return nil, errors.New("aud is null")
 	}
-	if json.Unmarshal(raw, &one) == nil {
+	if one, ok := jsonString(raw); ok {
 		return []string{one}, nil
 	}
 	var many []string
@@ -198,11 +219,22 @@ func timeMember(members map[string]json.RawMessage, name string) (time.Time, err
 	if !ok {
 		return time.Time{}, nil
 	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil || isNull(raw) || math.IsNaN(f) {
+	f, err := jsonNumber(raw)
+	if err != nil || math.IsNaN(f) {
 		return time.Time{}, fmt.Errorf("%s is not a number", name)
 	}
 	return time.Unix(int64(max(-maxNumericDate, min(f, maxNumericDate))), 0).UTC(), nil
+}
+
+// jsonNumber decodes a JSON number. raw is valid JSON (from DecodeSegment),
+// so one that starts with a digit or a minus is a number, whose syntax
+// strconv.ParseFloat reads as encoding/json does; out-of-range values are
+// refused as encoding/json refuses them.
+func jsonNumber(raw json.RawMessage) (float64, error) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return 0, errors.New("not a number")
+	}
+	return strconv.ParseFloat(string(raw), 64)
 }
 
 // isNull reports a JSON null, which encoding/json would silently decode as

@@ -29,6 +29,14 @@
 //     refusals logged at Debug and summed up at Info (refusals), so forged
 //     tokens cannot flood the log; and configuration reload (Reloader).
 //
+// A review verifies the token's signature once: the library calls the
+// provider's key set through recordingKeySet, whose record tells
+// "unavailable" from "invalid". Acceptances are cached by the sha256 of the
+// token (verifiedCache: bounded, never past the token's exp nor a minute,
+// one cache per configuration so a reload starts empty), for the several
+// API servers of one spoke asking about the same token; rejections are
+// always decided afresh.
+//
 // Answers follow kube-apiserver's caching: a definitive "no" is
 // authenticated:false (cached by the API server), while unavailable keys
 // answer status.error (never cached), so an outage of the hub's mirror does

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,7 +63,7 @@ func buildProvider(ctx context.Context, pc ProviderConfig, keys *keySet) (*provi
 	authnConfig.Issuer.DiscoveryURL = "" // the key set does discovery; the library refuses both
 	authn, err := oidc.New(ctx, oidc.Options{
 		JWTAuthenticator:     authnConfig,
-		KeySet:               keys.KeySet,
+		KeySet:               recordingKeySet{keys.KeySet},
 		Client:               noNetwork,
 		Compiler:             celCompiler(),
 		SupportedSigningAlgs: jwt.AlgorithmNames(),
@@ -87,22 +88,26 @@ type outcome struct {
 	reason   string
 	user     authv1.UserInfo // set when authenticated
 	err      string          // status.error, set when result is error
+	exp      time.Time       // the token's exp, set when authenticated
+	status   []byte          // the answer's status, encoded (encodeStatus)
 }
 
 func rejected(provider, reason string) outcome {
 	return outcome{provider: provider, result: resultRejected, reason: reason}
 }
 
-// authenticate routes the token, verifies its signature with the provider's
-// key set (fetching keys when needed), lets the JWT library decide, then
+// authenticate routes the token and lets the JWT library decide, then
 // applies crucible's checks.
 //
-// The key set answers first because the library flattens its errors into
-// text: only here can "cannot decide now" (jwt.ErrUnavailable: keys
-// missing, failing, or a kid still within its grace after a hub key
-// rotation) become status.error, which kube-apiserver does not cache,
-// instead of an authenticated:false it would cache for two minutes. The
-// library then verifies again with the loaded key, without I/O.
+// The library verifies the signature through recordingKeySet, which calls
+// the provider's key set (fetching keys when needed) and records its
+// outcome: the library flattens errors into text, so only the record can
+// turn "cannot decide now" (jwt.ErrUnavailable: keys missing, failing, or a
+// kid still within its grace after a hub key rotation) into status.error,
+// which kube-apiserver does not cache, instead of an authenticated:false it
+// would cache for two minutes. The library checks the signature before any
+// claim, so every token it judges passes through the record, and the
+// signature is checked once per review.
 func (s *snapshot) authenticate(ctx context.Context, token string) outcome {
 	p, tok, ok, err := s.router.route(token)
 	switch {
@@ -111,23 +116,51 @@ func (s *snapshot) authenticate(ctx context.Context, token string) outcome {
 	case !ok:
 		return rejected("", "no provider has the token's issuer")
 	}
-	if _, err := p.keys.Verify(ctx, token); errors.Is(err, jwt.ErrUnavailable) {
-		msg := fmt.Sprintf("crucible authn webhook: keys of provider %s unavailable: %v", p.name, err)
-		return outcome{provider: p.name, result: resultError, reason: err.Error(), err: msg}
-	} else if err != nil {
-		return rejected(p.name, err.Error())
+	rec := &verifyRecord{}
+	resp, ok, err := p.authn.AuthenticateToken(context.WithValue(ctx, verifyRecordKey{}, rec), token)
+	if errors.Is(rec.err, jwt.ErrUnavailable) {
+		msg := "crucible authn webhook: keys of provider " + p.name + " unavailable: " + rec.err.Error()
+		return outcome{provider: p.name, result: resultError, reason: rec.err.Error(), err: msg}
 	}
-	resp, ok, err := p.authn.AuthenticateToken(ctx, token)
 	switch {
 	case err != nil:
 		return rejected(p.name, err.Error())
 	case !ok:
 		return rejected(p.name, "issuer mismatch")
+	case !rec.called:
+		// Unreachable with the library as it is; if a version ever skipped
+		// the key set, nothing here would have checked the signature.
+		return rejected(p.name, "signature not verified")
 	}
 	if reason := p.refuse(tok.Claims.Subject, resp.User); reason != "" {
 		return rejected(p.name, reason)
 	}
-	return outcome{provider: p.name, result: resultAuthenticated, reason: "ok", user: userInfo(resp.User)}
+	return outcome{provider: p.name, result: resultAuthenticated, reason: "ok", user: userInfo(resp.User), exp: tok.Claims.Expiry}
+}
+
+// verifyRecord is what recordingKeySet saw during one review.
+type verifyRecord struct {
+	called bool
+	err    error // the key set's error, nil when the signature verified
+}
+
+type verifyRecordKey struct{}
+
+// recordingKeySet is the KeySet the JWT library verifies signatures with:
+// the provider's key set, plus a note of the outcome in the review's
+// verifyRecord (from the context) so that authenticate can tell
+// "unavailable" from "invalid" without verifying a second time.
+type recordingKeySet struct {
+	keys *jwt.KeySet
+}
+
+// VerifySignature implements go-oidc's KeySet.
+func (k recordingKeySet) VerifySignature(ctx context.Context, token string) ([]byte, error) {
+	payload, err := k.keys.Verify(ctx, token)
+	if rec, ok := ctx.Value(verifyRecordKey{}).(*verifyRecord); ok {
+		rec.called, rec.err = true, err
+	}
+	return payload, err
 }
 
 // refuse applies crucible's checks to a token the library accepted: its sub

@@ -41,6 +41,8 @@ type snapshot struct {
 	cfg       *Config
 	providers []*provider // file order, for /readyz
 	router    router[*provider]
+	verified  *verifiedCache // acceptances of this configuration only
+	metrics   reviewMetrics
 }
 
 // NewServer builds the authenticators of cfg. It does no I/O: keys are
@@ -86,7 +88,7 @@ func (s *Server) build(ctx context.Context, cfg *Config, old *snapshot) (*snapsh
 			oldKeys[p.keys.src] = p.keys
 		}
 	}
-	snap := &snapshot{cfg: cfg, router: newRouter[*provider]()}
+	snap := &snapshot{cfg: cfg, router: newRouter[*provider](), verified: newVerifiedCache(defaultVerifiedCacheSize, verifiedMaxAge, s.now)}
 	for _, pc := range cfg.Providers {
 		src := keySource{
 			provider:     pc.Name,
@@ -110,6 +112,7 @@ func (s *Server) build(ctx context.Context, cfg *Config, old *snapshot) (*snapsh
 		snap.providers = append(snap.providers, p)
 		snap.router.byIssuer[p.issuer] = p
 	}
+	snap.metrics = newReviewMetrics(snap.providers)
 	return snap, nil
 }
 

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"crucible.dev/crucible/internal/benchreport"
+)
+
+// TestMergeReplacesOnlyRerunRows: rerunning one benchmark replaces its rows
+// and run, keeps the others, and every benchmark of the suite has a row.
+func TestMergeReplacesOnlyRerunRows(t *testing.T) {
+	r := Report{
+		Rows: []benchreport.Record{{ID: "dropbox", Value: 1, Unit: "uploads/s"}, {ID: "webhook", Case: "old", Value: 1, Unit: "req/s"}},
+		Runs: []Run{{ID: "dropbox", OK: true}, {ID: "webhook", OK: true}},
+	}
+	webhook, _ := byID("webhook")
+	fresh := benchreport.Record{ID: "webhook", Case: "new | piped", Value: 2, Unit: "req/s", Goal: "≥ 0.9×"}.WithBaseline("null", 4).Judged(false)
+	r.merge([]Bench{webhook}, []Run{{ID: "webhook", OK: true}}, []benchreport.Record{fresh}, time.Unix(0, 0), "noisy")
+
+	ids := map[string]int{}
+	for _, row := range r.Rows {
+		ids[row.ID]++
+		if row.ID == "webhook" && row.Case != "new | piped" {
+			t.Errorf("stale webhook row kept: %+v", row)
+		}
+	}
+	if ids["dropbox"] != 1 || ids["webhook"] != 1 {
+		t.Errorf("rows per id = %v, want the old dropbox row and the new webhook row", ids)
+	}
+	for _, b := range suite {
+		if ids[b.ID] == 0 {
+			t.Errorf("no row for %s", b.ID)
+		}
+	}
+	if r.Rows[0].ID != suite[0].ID {
+		t.Errorf("rows not in suite order: first is %s", r.Rows[0].ID)
+	}
+	md := r.markdown()
+	for _, want := range []string{"> noisy", `new \| piped`, "0.50×", "**no**", "not run: not in this run"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestReadRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	if err := os.WriteFile(path, []byte(`{"id":"flood","value":0,"unit":"TokenReviews"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := readRecords(path)
+	if err != nil || len(recs) != 1 || recs[0].ID != "flood" {
+		t.Fatalf("readRecords = %+v, %v", recs, err)
+	}
+	if err := os.WriteFile(path, []byte("{\"id\":\"flood\"}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readRecords(path); err == nil {
+		t.Error("a malformed record was accepted")
+	}
+}
+
+func TestSelectBenches(t *testing.T) {
+	if got, err := selectBenches(""); err != nil || len(got) != len(suite) {
+		t.Errorf("all: %d, %v", len(got), err)
+	}
+	if got, err := selectBenches("webhook, flood"); err != nil || len(got) != 2 || got[1].ID != "flood" {
+		t.Errorf("two: %+v, %v", got, err)
+	}
+	if _, err := selectBenches("webhook,nosuch"); err == nil {
+		t.Error("an unknown benchmark was accepted")
+	}
+}

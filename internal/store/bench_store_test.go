@@ -1,0 +1,152 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"crucible.dev/crucible/internal/benchreport"
+	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/pgtest"
+)
+
+// BenchmarkStoreVsRawSQL measures work-pod inserts and state updates per
+// second through the store, on SQLite and on PostgreSQL, against raw SQL on
+// the same database and connection settings: the same INSERT for inserts,
+// and one UPDATE statement for updates (the store's update is a
+// read-modify-write transaction, which is what the ratio prices). One
+// goroutine; store and raw alternate in chunks so drift hits both alike.
+func BenchmarkStoreVsRawSQL(b *testing.B) {
+	const n, chunk = 2000, 100
+	for b.Loop() {
+		for _, db := range []struct{ name, dsn string }{
+			{"SQLite", "sqlite:" + filepath.Join(b.TempDir(), "bench.db")},
+			{"PostgreSQL", pgtest.NewDatabase(b)},
+		} {
+			benchStore(b, db.name, db.dsn, n, chunk)
+		}
+	}
+}
+
+func benchStore(b *testing.B, name, dsn string, n, chunk int) {
+	b.Helper()
+	ctx := b.Context()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	raw, pg := openRaw(b, dsn)
+	defer raw.Close()
+	insert := `INSERT INTO work_pods (id, cluster, created_at, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	update := `UPDATE work_pods SET state = ?, updated_at = ? WHERE id = ?`
+	if pg {
+		insert, update = dollars(insert), dollars(update)
+	}
+
+	var storeIns, rawIns, storeUpd, rawUpd time.Duration
+	timed := func(total *time.Duration, from int, op func(i int) error) {
+		start := time.Now()
+		for i := from; i < from+chunk; i++ {
+			if err := op(i); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+		}
+		*total += time.Since(start)
+	}
+	storeInsert := func(i int) error {
+		return st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("s-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending})
+	}
+	rawInsert := func(i int) error {
+		now := time.Now().UnixNano()
+		_, err := raw.ExecContext(ctx, insert, fmt.Sprintf("r-%d", i), "wharf", now, "crucible", "turn", "pending", "", []byte{}, nil, "", false, now, nil)
+		return err
+	}
+	storeUpdate := func(i int) error {
+		_, err := st.UpdateWorkPod(ctx, fmt.Sprintf("s-%d", i), func(p *store.WorkPod) error { p.State = store.StateRunning; return nil })
+		return err
+	}
+	rawUpdate := func(i int) error {
+		res, err := raw.ExecContext(ctx, update, "running", time.Now().UnixNano(), fmt.Sprintf("r-%d", i))
+		if err != nil {
+			return err
+		}
+		if k, err := res.RowsAffected(); err != nil || k != 1 {
+			return fmt.Errorf("raw update of r-%d: %d rows, %v", i, k, err)
+		}
+		return nil
+	}
+	for from := 0; from < n; from += chunk {
+		timed(&storeIns, from, storeInsert)
+		timed(&rawIns, from, rawInsert)
+	}
+	for from := 0; from < n; from += chunk {
+		timed(&rawUpd, from, rawUpdate)
+		timed(&storeUpd, from, storeUpdate)
+	}
+	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
+	b.Logf("%s: inserts %.0f/s (raw %.0f/s), updates %.0f/s (raw %.0f/s)", name, rate(storeIns), rate(rawIns), rate(storeUpd), rate(rawUpd))
+	method := fmt.Sprintf("%d work pods, one goroutine, store and raw SQL alternating in chunks of %d on the same database", n, chunk)
+	if pg {
+		method += " (throwaway PostgreSQL server from pgtest, fsync off)"
+	} else {
+		method += " (SQLite file, WAL, synchronous NORMAL: the store's settings)"
+	}
+	rows := []benchreport.Record{
+		benchreport.Record{ID: "store", Case: name + " inserts", Unit: "rows/s", Value: rate(storeIns), Goal: "≥ 0.8×",
+			Method: method + "; raw: the same INSERT"}.WithBaseline("raw SQL", rate(rawIns)),
+		benchreport.Record{ID: "store", Case: name + " state updates", Unit: "updates/s", Value: rate(storeUpd), Goal: "≥ 0.8×",
+			Method: method + "; store: UpdateWorkPod (read-modify-write transaction); raw: one UPDATE statement"}.WithBaseline("raw SQL", rate(rawUpd)),
+	}
+	for _, r := range rows {
+		if err := benchreport.Append(r.Judged(r.Ratio >= 0.8)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// openRaw opens dsn with database/sql as the store does: for SQLite the
+// writer connection's settings (one connection, WAL, synchronous NORMAL,
+// busy timeout, immediate transactions).
+func openRaw(b *testing.B, dsn string) (*sql.DB, bool) {
+	b.Helper()
+	if strings.HasPrefix(dsn, "postgres") {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		return db, true
+	}
+	path := strings.TrimPrefix(dsn, "sqlite:")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return db, false
+}
+
+// dollars rewrites ? placeholders as PostgreSQL's $1, $2, ...
+func dollars(q string) string {
+	var out strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			out.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
+}
