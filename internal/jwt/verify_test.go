@@ -111,7 +111,7 @@ func FuzzVerifyMatchesGoJose(f *testing.F) {
 		for _, key := range keys {
 			ours := err == nil && st.verify(key)
 			var theirs []byte
-			var theirsErr error = joseErr
+			theirsErr := joseErr
 			if joseErr == nil {
 				theirs, theirsErr = jws.Verify(key)
 			}

@@ -78,7 +78,7 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 			return err
 		}
 		if k, err := res.RowsAffected(); err != nil || k != 1 {
-			return fmt.Errorf("raw update of r-%d: %d rows, %v", i, k, err)
+			return fmt.Errorf("raw update of r-%d: %d rows, %w", i, k, err)
 		}
 		return nil
 	}

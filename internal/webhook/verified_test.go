@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	authv1 "k8s.io/api/authentication/v1"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func accepted(exp time.Time) outcome {
@@ -19,14 +20,14 @@ func key(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }
 // TestVerifiedCacheExpiry: an acceptance is reused until the token's exp or
 // the cache's max age, whichever comes first, and never at or after it.
 func TestVerifiedCacheExpiry(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
 	c := newVerifiedCache(8, time.Minute, clock.Now)
 	start := clock.Now()
 	c.put(key("short"), accepted(start.Add(30*time.Second)))
 	c.put(key("long"), accepted(start.Add(time.Hour)))
 	c.put(key("expired"), accepted(start))
 
-	clock.Advance(29 * time.Second)
+	clock.Step(29 * time.Second)
 	for _, k := range []string{"short", "long"} {
 		if _, ok := c.get(key(k)); !ok {
 			t.Errorf("%s: missed before its end", k)
@@ -35,14 +36,14 @@ func TestVerifiedCacheExpiry(t *testing.T) {
 	if _, ok := c.get(key("expired")); ok {
 		t.Error("a token at its exp was cached")
 	}
-	clock.Advance(time.Second) // exp of "short"
+	clock.Step(time.Second) // exp of "short"
 	if _, ok := c.get(key("short")); ok {
 		t.Error("short: served at its exp")
 	}
 	if _, ok := c.get(key("long")); !ok {
 		t.Error("long: missed within the max age")
 	}
-	clock.Advance(30 * time.Second) // the max age of "long"
+	clock.Step(30 * time.Second) // the max age of "long"
 	if _, ok := c.get(key("long")); ok {
 		t.Error("long: served past the cache's max age")
 	}
@@ -55,7 +56,7 @@ func TestVerifiedCacheExpiry(t *testing.T) {
 // evicting the oldest first, and a token stored again is not evicted by the
 // ring slot of its first, deleted entry.
 func TestVerifiedCacheBounded(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
 	c := newVerifiedCache(4, time.Minute, clock.Now)
 	exp := clock.Now().Add(time.Hour)
 	for i := range 10 {
@@ -73,7 +74,7 @@ func TestVerifiedCacheBounded(t *testing.T) {
 
 	c = newVerifiedCache(3, time.Minute, clock.Now)
 	c.put(key("a"), accepted(clock.Now().Add(time.Second))) // slot 0
-	clock.Advance(time.Second)
+	clock.Step(time.Second)
 	if _, ok := c.get(key("a")); ok { // expired: deleted, its slot stays
 		t.Fatal("expired entry served")
 	}
@@ -88,7 +89,7 @@ func TestVerifiedCacheBounded(t *testing.T) {
 // TestVerifiedCacheOnlyAcceptances: rejections, errors and acceptances
 // without an exp are never stored.
 func TestVerifiedCacheOnlyAcceptances(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
 	c := newVerifiedCache(8, time.Minute, clock.Now)
 	exp := clock.Now().Add(time.Hour)
 	c.put(key("rejected"), outcome{provider: "hub", result: resultRejected, reason: "subject not in allowedSubjects", exp: exp})

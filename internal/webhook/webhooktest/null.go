@@ -193,7 +193,7 @@ func waitListening(t testing.TB, addr string) {
 	for {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
-			conn.Close()
+			_ = conn.Close()
 			return
 		}
 		if time.Now().After(deadline) {
