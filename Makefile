@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 30m
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
 
-.PHONY: all tools build image test unit lint bench fuzz dev vet clean
+.PHONY: all tools deps build image test unit lint bench fuzz dev vet clean
 
 all: build
 
@@ -44,8 +44,15 @@ image:
 	  --layout $(abspath $(IMAGE_DIR))/oci --archive $(abspath $(IMAGE_DIR))/crucible-oci.tar
 	@echo "image: $(IMAGE_DIR)/oci and $(IMAGE_DIR)/crucible-oci.tar ($(VERSION), $(IMAGE_PLATFORMS))"
 
-## test: every test, unit and end-to-end on real API servers (builds the tools first if missing)
-test: tools
+## deps: the machine packages the tests need (PostgreSQL, Chromium, axe-core), installed when
+##       run as root, otherwise named in one line each
+deps:
+	@bash .ci/install-postgres.sh
+	@bash .ci/install-chromium.sh
+
+## test: every test, unit and end-to-end on real API servers (builds the tools and installs the
+##       packages first if missing)
+test: tools deps
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(LINT) run --allow-parallel-runners ./...
