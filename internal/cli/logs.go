@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,55 +99,37 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 		}
 		return api.EndEvent{}, false, &permanentError{err}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
-	var event, data, eventID string
 	got := false // a line arrived: the retry budget starts again
-	for sc.Scan() {
-		line := sc.Text()
-		if line != "" {
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "event":
-				event = value
-			case "data":
-				data = value
-			case "id":
-				eventID = value
-			}
-			continue
-		}
+	var end api.EndEvent
+	errEnd := errors.New("end event") // stops readSSE at the end event
+	err = readSSE(resp.Body, func(event, eventID, data string) error {
 		switch event {
 		case "line":
 			var l api.LineEvent
 			if err := json.Unmarshal([]byte(data), &l); err != nil {
-				return api.EndEvent{}, true, &permanentError{fmt.Errorf("malformed line event: %w", err)}
+				return &permanentError{fmt.Errorf("malformed line event: %w", err)}
 			}
 			if _, err := fmt.Fprintln(out, l.Text); err != nil {
-				return api.EndEvent{}, true, &permanentError{err}
+				return &permanentError{err}
 			}
 			*last, got = eventID, true
 		case "end":
-			var end api.EndEvent
 			if err := json.Unmarshal([]byte(data), &end); err != nil {
-				return api.EndEvent{}, true, &permanentError{fmt.Errorf("malformed end event: %w", err)}
+				return &permanentError{fmt.Errorf("malformed end event: %w", err)}
 			}
-			return end, true, nil
+			return errEnd
 		case "error":
 			var e api.ErrorEvent
 			_ = json.Unmarshal([]byte(data), &e)
 			// Too slow, or the upstream failed: both may pass; resume.
-			return api.EndEvent{}, got, fmt.Errorf("controller: %s", e.Error)
+			return fmt.Errorf("controller: %s", e.Error)
 		}
-		event, data, eventID = "", "", ""
+		return nil
+	})
+	if errors.Is(err, errEnd) {
+		return end, true, nil
 	}
-	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-		return api.EndEvent{}, got, &permanentError{fmt.Errorf("an event over %d bytes: %w", maxEventBytes, err)}
-	} else if err != nil {
-		return api.EndEvent{}, got, fmt.Errorf("%w: %w", errStreamCut, err)
-	}
-	return api.EndEvent{}, got, errStreamCut
+	return api.EndEvent{}, got, err
 }
 
 // endError reports a work pod that did not succeed as an error; progress
