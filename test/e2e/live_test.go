@@ -309,9 +309,11 @@ func TestLiveLog200ViewersOneUpstream(t *testing.T) {
 	cancelPod(t, s, p.ID)
 	wg.Wait()
 	checkViews(t, views, want, "cancelled")
-	// The follow stream, plus one read of the finished log; no more.
-	if n := podLogRequests(t, s, wharf, p.ID); n > 2 {
-		t.Errorf("%d pods/log requests at the spoke for 200 viewers, want at most 2 (one follow, one final read)", n)
+	// The follow stream, perhaps one reconnect (the cancelled process's
+	// stream can end before its row says so), and one read of the finished
+	// log: never one per viewer.
+	if n := podLogRequests(t, s, wharf, p.ID); n > 3 {
+		t.Errorf("%d pods/log requests at the spoke for 200 viewers, want at most 3 (follow, one reconnect, final read)", n)
 	}
 }
 

@@ -78,6 +78,8 @@ func applyHub(t *testing.T, s *devstack.Stack, objs ...runtime.Object) {
 			_, err = c.RbacV1().ClusterRoles().Create(t.Context(), o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = c.RbacV1().ClusterRoleBindings().Create(t.Context(), o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = c.RbacV1().Roles(o.Namespace).Create(t.Context(), o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = c.RbacV1().RoleBindings(o.Namespace).Create(t.Context(), o, metav1.CreateOptions{})
 		case *corev1.ServiceAccount:
