@@ -390,14 +390,17 @@ func TestLiveLogReplaysFinishedPod(t *testing.T) {
 
 func waitRunning(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	var wp api.WorkPod
+	// Two minutes: right after a test restarted a spoke's API server, its
+	// scheduler and node agents take a while to reconnect on a busy machine.
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		code, body := apiCallTB(t, s, http.MethodGet, "/api/pods/"+id)
-		var wp api.WorkPod
+		wp = api.WorkPod{}
 		_ = json.Unmarshal(body, &wp)
 		return code == 200 && wp.State == "running", nil
 	})
 	if err != nil {
-		t.Fatalf("%s never running", id)
+		t.Fatalf("%s never running: state %q, reason %q", id, wp.State, wp.Reason)
 	}
 }
 
