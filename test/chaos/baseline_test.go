@@ -15,7 +15,12 @@ import (
 
 // procStats are the controller's goroutines (its go_goroutines metric) and
 // open file descriptors (/proc/PID/fd).
-type procStats struct{ Goroutines, FDs int }
+type procStats struct {
+	Goroutines, FDs int
+	// Retries is crucible_transient_retries_total summed: evidence that a
+	// fault reached the controller (and that it retried).
+	Retries int
+}
 
 func controllerStats(ctx context.Context, s *devstack.Stack) (procStats, error) {
 	pid := s.Processes()["crucible-controller"]
@@ -37,18 +42,35 @@ func controllerStats(ctx context.Context, s *devstack.Stack) (procStats, error) 
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	// The metrics request itself holds a connection (one fd, a goroutine or
+	// two) either way; both readings include it.
+	st := procStats{Goroutines: -1, FDs: len(fds)}
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			g, err := strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		name, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		switch {
+		case name == "go_goroutines", strings.HasPrefix(name, "crucible_transient_retries_total"):
+			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return procStats{}, fmt.Errorf("parse go_goroutines %q: %w", v, err)
+				return procStats{}, fmt.Errorf("parse %s %q: %w", name, v, err)
 			}
-			// The metrics request itself holds a connection (one fd, a
-			// goroutine or two) either way; both readings include it.
-			return procStats{Goroutines: int(g), FDs: len(fds)}, nil
+			if name == "go_goroutines" {
+				st.Goroutines = int(f)
+			} else {
+				st.Retries += int(f)
+			}
 		}
 	}
-	return procStats{}, fmt.Errorf("no go_goroutines in the controller's metrics")
+	if err := sc.Err(); err != nil {
+		return procStats{}, fmt.Errorf("read metrics: %w", err)
+	}
+	if st.Goroutines < 0 {
+		return procStats{}, fmt.Errorf("no go_goroutines in the controller's metrics")
+	}
+	return st, nil
 }
 
 // Slack over the baseline that is not a leak: idle keep-alive connections of

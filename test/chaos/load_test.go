@@ -40,6 +40,9 @@ type wave struct {
 	interrupted int // submits sent that got no answer (the controller died)
 	resubmitted map[int]int
 	submitted   chan struct{}
+	// pace, if set, spreads the submits: one every pace, so that the wave's
+	// dispatches span a fault instead of all landing before it.
+	pace time.Duration
 }
 
 const submitters = 8
@@ -75,6 +78,12 @@ func (w *wave) start(ctx context.Context, tag string) {
 	}
 	go func() {
 		for i := range w.n {
+			if i > 0 && w.pace > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(w.pace):
+				}
+			}
 			idx <- i
 		}
 		close(idx)

@@ -114,7 +114,8 @@ func markdown() string {
 			p.Interrupted, p.Resubmitted, counts(p.UnansweredRows))
 		fmt.Fprintf(&b, "- artifacts: pushed %d, stored %d, lost: %d\n", r.Artifacts.Pushed, r.Artifacts.Stored, r.Artifacts.Lost)
 		fmt.Fprintf(&b, "- requests by status: %s\n", counts(r.Requests))
-		fmt.Fprintf(&b, "- controller goroutines %d → %d, fds %d → %d\n", r.Before.Goroutines, r.After.Goroutines, r.Before.FDs, r.After.FDs)
+		fmt.Fprintf(&b, "- controller goroutines %d → %d, fds %d → %d; its transient retries (crucible_transient_retries_total) %d → %d\n",
+			r.Before.Goroutines, r.After.Goroutines, r.Before.FDs, r.After.FDs, r.Before.Retries, r.After.Retries)
 		for _, pr := range r.Problems {
 			fmt.Fprintf(&b, "- problem: %s\n", pr)
 		}

@@ -20,6 +20,12 @@ type scenario struct {
 	// fault must never reach the caller); otherwise only a killed
 	// controller's unanswered requests are allowed.
 	strict bool
+	// spread is how long the submits take (evenly paced); zero: at once.
+	spread time.Duration
+	// bites: the fault must reach the controller, seen as transient retries
+	// (crucible_transient_retries_total); a fault that never bites tests
+	// nothing.
+	bites bool
 	// inject runs alongside the wave and returns how many faults it
 	// injected, with everything it broke restored.
 	inject func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error)
@@ -45,6 +51,7 @@ func (sc scenario) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWave(t, s, cfg.Pods)
+	w.pace = sc.spread / time.Duration(cfg.Pods)
 	began := time.Now()
 	w.start(ctx, fmt.Sprintf("s%d-%d", sc.num, seed))
 	faults, injErr := sc.inject(ctx, t, s, r, w)
@@ -64,6 +71,9 @@ func (sc scenario) run(t *testing.T) {
 	}
 	if sc.strict && (o.Interrupted > 0 || o.Resubmitted > 0) {
 		o.Problems = append(o.Problems, fmt.Sprintf("the fault reached callers: %d submits unanswered, %d answered non-201", o.Interrupted, o.Resubmitted))
+	}
+	if sc.bites && after.Retries <= base.Retries {
+		o.Problems = append(o.Problems, fmt.Sprintf("the fault never reached the controller (transient retries %d → %d)", base.Retries, after.Retries))
 	}
 	if o.Resubmitted > 0 {
 		o.Problems = append(o.Problems, fmt.Sprintf("%d submits answered other than 201", o.Resubmitted))
@@ -93,9 +103,9 @@ func (sc scenario) run(t *testing.T) {
 		res.Happened = fmt.Sprintf("FAILED: %d problems", len(o.Problems))
 	}
 	record(res)
-	t.Logf("%s: accepted %d, completed %d, duplicated %d, lost %d, artifacts %d/%d, faults %d, requests %v, goroutines %d→%d, fds %d→%d",
+	t.Logf("%s: accepted %d, completed %d, duplicated %d, lost %d, artifacts %d/%d, faults %d, requests %v, goroutines %d→%d, fds %d→%d, retries %d→%d",
 		res.Scenario, o.Acked, o.Completed, o.Duplicated, o.Lost, o.ArtifactsStored, o.ArtifactsPushed, faults, o.Requests,
-		base.Goroutines, after.Goroutines, base.FDs, after.FDs)
+		base.Goroutines, after.Goroutines, base.FDs, after.FDs, base.Retries, after.Retries)
 	for i, p := range o.Problems {
 		if i == 20 {
 			t.Errorf("… and %d more problems", len(o.Problems)-20)
