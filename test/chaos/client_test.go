@@ -82,22 +82,6 @@ func (c *client) do(ctx context.Context, method, path string, body any) (int, ht
 	return resp.StatusCode, resp.Header, data, nil
 }
 
-// get reads a row, retrying while the controller is away.
-func (c *client) get(ctx context.Context, id string) (api.WorkPod, error) {
-	var wp api.WorkPod
-	err := retryUntil(ctx, func() (bool, error) {
-		code, _, body, err := c.do(ctx, http.MethodGet, "/api/pods/"+id, nil)
-		if err != nil || code >= 500 {
-			return false, nil
-		}
-		if code != http.StatusOK {
-			return false, fmt.Errorf("get %s: %d %s", id, code, body)
-		}
-		return true, json.Unmarshal(body, &wp)
-	})
-	return wp, err
-}
-
 // listAll reads every row, page by page.
 func (c *client) listAll(ctx context.Context) ([]api.WorkPod, error) {
 	var all []api.WorkPod
