@@ -116,6 +116,10 @@ func TestChaos4HubKeyRotated(t *testing.T) {
 		injected: "RotateServiceAccountKey on the hub (its kube-apiserver restarts with a new signing key), then the controller's tokens re-issued under the new key",
 		expected: "every submit answered 201 (no 401 reaches a caller); every pod completes once",
 		strict:   true,
+		// The controller re-reads its token files every minute (or after a
+		// 401): submits paced over 75 s are dispatched with the new key's
+		// tokens too, which the webhooks can verify only via the mirror.
+		spread: 75 * time.Second,
 		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
 			between(ctx, r, 300*time.Millisecond, 2*time.Second)
 			if err := s.RotateServiceAccountKey(context.WithoutCancel(ctx), s.Hub); err != nil {
