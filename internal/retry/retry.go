@@ -67,6 +67,19 @@ type Policy struct {
 // Default is used where the profile does not say otherwise.
 var Default = Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Budget: 2 * time.Minute}
 
+// authorizerWarmup is how long after a transient error a 403 is still
+// retried. A kube-apiserver that has just come back serves requests before
+// its RBAC authorizer's caches are synced and denies them meanwhile (seen by
+// make chaos: dispatches in flight across a spoke's restart failed with
+// "cannot create pods"). A 403 on a first attempt, or long after the last
+// transient error, stays an answer: a real RBAC gap is still reported at
+// once.
+var authorizerWarmup = 20 * time.Second
+
+func warmingUp(lastTransient time.Time) bool {
+	return !lastTransient.IsZero() && time.Since(lastTransient) < authorizerWarmup
+}
+
 // ErrBudgetExhausted wraps the last transient error once the budget is spent.
 var ErrBudgetExhausted = errors.New("retry budget exhausted")
 
@@ -75,10 +88,17 @@ var ErrBudgetExhausted = errors.New("retry budget exhausted")
 func Do(ctx context.Context, p Policy, op string, fn func(context.Context) error) error {
 	deadline := time.Now().Add(p.Budget)
 	wait := p.Initial
+	var lastTransient time.Time
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !IsTransient(err) {
+		if err == nil {
+			return nil
+		}
+		if !IsTransient(err) && !(apierrors.IsForbidden(err) && warmingUp(lastTransient)) {
 			return err
+		}
+		if IsTransient(err) {
+			lastTransient = time.Now()
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: %w after %d attempts: %w", op, ErrBudgetExhausted, attempt, err)
