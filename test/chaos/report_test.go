@@ -41,7 +41,7 @@ type podCounts struct {
 	Lost           int            `json:"lost"`
 	LogsWithOneRun int            `json:"logs_with_one_run"`
 	OrphansAfter   int            `json:"orphans_after_sweep"`
-	UnansweredRows map[string]int `json:"rows_of_unanswered_submits"`
+	UnansweredRows map[string]int `json:"rows_of_submits_not_answered_201"`
 }
 
 type artifactCounts struct {
@@ -110,7 +110,7 @@ func markdown() string {
 		p := r.Pods
 		fmt.Fprintf(&b, "- pods: submitted %d, accepted %d, completed %d, failed %d, duplicated: %d, lost: %d; logs with exactly one run %d; orphans after sweep %d\n",
 			p.Submitted, p.Accepted, p.Completed, p.Failed, p.Duplicated, p.Lost, p.LogsWithOneRun, p.OrphansAfter)
-		fmt.Fprintf(&b, "- submits: %d got no answer (controller killed mid-request), %d answered other than 201; rows those left: %s\n",
+		fmt.Fprintf(&b, "- submits: %d got no answer (controller killed mid-request), %d answered other than 201; rows of submits not answered 201 ended: %s\n",
 			p.Interrupted, p.Resubmitted, counts(p.UnansweredRows))
 		fmt.Fprintf(&b, "- artifacts: pushed %d, stored %d, lost: %d\n", r.Artifacts.Pushed, r.Artifacts.Stored, r.Artifacts.Lost)
 		fmt.Fprintf(&b, "- requests by status: %s\n", counts(r.Requests))

@@ -86,7 +86,7 @@ func (sc scenario) run(t *testing.T) {
 		// pod was created (it then runs to the end) or not (lost at startup,
 		// its pod confirmed absent). Anything else is a defect.
 		if st != "succeeded" && st != "lost" {
-			o.Problems = append(o.Problems, fmt.Sprintf("%d rows of unanswered submits ended %s", n, st))
+			o.Problems = append(o.Problems, fmt.Sprintf("%d rows of submits not answered 201 ended %s", n, st))
 		}
 	}
 	res := result{
