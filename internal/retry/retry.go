@@ -1,6 +1,7 @@
 // Package retry owns crucible's transient-error policy (R-C4): which errors of
 // a spoke API are worth retrying — network errors, timeouts, 429, 5xx, watch
-// expiry — and which are answers (400/403/404/409/422), and a bounded,
+// expiry — and which are answers (400/403/404/409/422; a 403 right after an
+// outage excepted, see authorizerWarmup), and a bounded,
 // jittered exponential backoff for the former. Await, reconcile, the sweep and
 // dispatch all use it, so a blip neither aborts a live run nor reaps a pod.
 package retry
@@ -94,11 +95,11 @@ func Do(ctx context.Context, p Policy, op string, fn func(context.Context) error
 		if err == nil {
 			return nil
 		}
-		if !IsTransient(err) && !(apierrors.IsForbidden(err) && warmingUp(lastTransient)) {
-			return err
-		}
-		if IsTransient(err) {
+		switch {
+		case IsTransient(err):
 			lastTransient = time.Now()
+		case !apierrors.IsForbidden(err) || !warmingUp(lastTransient):
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: %w after %d attempts: %w", op, ErrBudgetExhausted, attempt, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -98,7 +99,13 @@ func markdown() string {
 	}
 	fmt.Fprintf(&b, "# crucible chaos results\n\nRun %s, %s, %d pods per scenario, base seed %d (replay: CRUCIBLE_CHAOS_SEED=%d).\n",
 		time.Now().UTC().Format(time.RFC3339), mode, cfg.Pods, cfg.Seed, cfg.Seed)
-	fmt.Fprintf(&b, "Dev stack: real hub and two spokes (wharf, dock), the controller on SQLite, real pods from the dev runtime.\n\n")
+	fmt.Fprintf(&b, "Dev stack: real hub and two spokes (wharf, dock), the controller on SQLite, real pods from the dev runtime.\n")
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&b, "Machine: %d CPUs, load average at the end %s.", runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
+	if note := os.Getenv("CRUCIBLE_CHAOS_NOTE"); note != "" {
+		fmt.Fprintf(&b, " %s", note)
+	}
+	fmt.Fprintf(&b, "\n\n")
 	fmt.Fprintf(&b, "| scenario | passed | accepted | completed | duplicated | lost | artifacts stored/pushed | faults |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		fmt.Fprintf(&b, "| %s | %v | %d | %d | %d | %d | %d/%d | %d |\n", r.Scenario, r.Passed, r.Pods.Accepted, r.Pods.Completed,
@@ -112,6 +119,9 @@ func markdown() string {
 			p.Submitted, p.Accepted, p.Completed, p.Failed, p.Duplicated, p.Lost, p.LogsWithOneRun, p.OrphansAfter)
 		fmt.Fprintf(&b, "- submits: %d got no answer (controller killed mid-request), %d answered other than 201; rows of submits not answered 201 ended: %s\n",
 			p.Interrupted, p.Resubmitted, counts(p.UnansweredRows))
+		if p.Interrupted > 0 {
+			fmt.Fprintf(&b, "  - a submit cut by the kill may have created its pod: the client, told nothing, submitted again; such a job ran twice as two rows (each row ran once, so not counted as duplicated). POST /api/pods has no idempotency key to prevent that.\n")
+		}
 		fmt.Fprintf(&b, "- artifacts: pushed %d, stored %d, lost: %d\n", r.Artifacts.Pushed, r.Artifacts.Stored, r.Artifacts.Lost)
 		fmt.Fprintf(&b, "- requests by status: %s\n", counts(r.Requests))
 		fmt.Fprintf(&b, "- controller goroutines %d → %d, fds %d → %d; its transient retries (crucible_transient_retries_total) %d → %d\n",
