@@ -114,6 +114,13 @@ func markdown() string {
 	for _, r := range results {
 		fmt.Fprintf(&b, "\n## %s\n\n", r.Scenario)
 		fmt.Fprintf(&b, "- injected: %s (%d faults, seed %d)\n- load: %s\n- expected: %s\n- happened: %s (%s)\n", r.Injected, r.Faults, r.Seed, r.Load, r.Expected, r.Happened, r.Duration)
+		if r.Pods.Submitted == 0 { // no wave: the slow-client check
+			fmt.Fprintf(&b, "- requests by status: %s\n", counts(r.Requests))
+			for _, pr := range r.Problems {
+				fmt.Fprintf(&b, "- problem: %s\n", pr)
+			}
+			continue
+		}
 		p := r.Pods
 		fmt.Fprintf(&b, "- pods: submitted %d, accepted %d, completed %d, failed %d, duplicated: %d, lost: %d; logs with exactly one run %d; orphans after sweep %d\n",
 			p.Submitted, p.Accepted, p.Completed, p.Failed, p.Duplicated, p.Lost, p.LogsWithOneRun, p.OrphansAfter)
@@ -130,8 +137,21 @@ func markdown() string {
 			fmt.Fprintf(&b, "- problem: %s\n", pr)
 		}
 	}
+	b.WriteString(notCovered)
 	return b.String()
 }
+
+// notCovered lists issue 15's scenarios this suite does not run yet.
+const notCovered = `
+## Not covered yet (issue 15)
+
+- a spoke unreachable for 5 minutes (scenario 2 here holds it down 5–10 s; test/e2e covers a 20 s outage)
+- the hub API down: mirror serving stale keys within its bound, then failing closed
+- PostgreSQL restarted under load, SQLite's process killed mid-write (the dev stack's controller runs on SQLite)
+- the artifact volume full while pods push
+- HA leader killed (no HA yet)
+- 10,000 pushes from 500 pods while a spoke flaps
+`
 
 func counts(m map[string]int) string {
 	if len(m) == 0 {

@@ -70,10 +70,15 @@ func TestChaos7SlowClients(t *testing.T) {
 		}},
 		{"controller external (mirror, drop-box)", f.ControllerExternalURL, true, getOK(tlsClient, f.ControllerExternalURL+"/.well-known/openid-configuration")},
 		{"controller metrics", f.ControllerMetricsURL, false, getOK(http.DefaultClient, f.ControllerMetricsURL+"/metrics")},
-		{"wharf webhook", f.WebhookURLs["wharf"], true, s.WebhookReady("wharf")},
+		{"wharf webhook", f.WebhookURLs["wharf"], true, func(ctx context.Context) error {
+			err := s.WebhookReady("wharf")(ctx) // over mTLS, as wharf's kube-apiserver
+			c.count(http.StatusOK, err)
+			return err
+		}},
 		{"wharf webhook operations", f.WebhookMetricsURLs["wharf"], false, getOK(http.DefaultClient, f.WebhookMetricsURLs["wharf"]+"/readyz")},
 	}
 	var problems []string
+	began := time.Now()
 	for _, l := range listeners {
 		u, err := url.Parse(l.url)
 		if err != nil {
@@ -100,6 +105,7 @@ func TestChaos7SlowClients(t *testing.T) {
 		Load:     "one ordinary request per listener while its slow clients hold their connections",
 		Expected: "every ordinary request answered while at least half the slow clients are still connected",
 		Requests: c.statuses(), Problems: problems, Passed: len(problems) == 0, Happened: "as expected",
+		Duration: time.Since(began).Round(time.Second).String(),
 	}
 	if !res.Passed {
 		res.Happened = fmt.Sprintf("FAILED: %d problems", len(problems))
