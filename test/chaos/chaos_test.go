@@ -28,8 +28,14 @@ func TestChaos1ControllerKilled(t *testing.T) {
 		expected: "every accepted pod runs once, ends succeeded with its log and artifact; no orphan after a sweep; only submits in flight at a kill go unanswered",
 		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
 			n := faultsFor(2, 6)
-			for range n {
-				between(ctx, r, 500*time.Millisecond, time.Duration(faultsFor(4, 8))*time.Second)
+			for i := range n {
+				if i == 0 {
+					// The first kill lands among the submits; the others
+					// spread over dispatch, await, log collection and sweeps.
+					between(ctx, r, 200*time.Millisecond, 1500*time.Millisecond)
+				} else {
+					between(ctx, r, 500*time.Millisecond, time.Duration(faultsFor(4, 8))*time.Second)
+				}
 				if err := s.KillProcess("crucible-controller"); err != nil {
 					return 0, err
 				}
