@@ -145,6 +145,7 @@ type outcome struct {
 	Submitted, Acked, Interrupted, Resubmitted int
 	Completed, Failed, Duplicated, Lost        int
 	UnackedRows                                map[string]int // state → rows of submits that got no answer
+	UnackedReasons                             []string
 	ArtifactsPushed, ArtifactsStored           int
 	LogsWithOneRun                             int
 	OrphansAfterSweep                          int
@@ -226,6 +227,9 @@ func (w *wave) finish(ctx context.Context, within time.Duration) outcome {
 		}
 		if !ackedIDs[id] {
 			o.UnackedRows[string(r.State)]++
+			if r.State != "succeeded" {
+				o.UnackedReasons = append(o.UnackedReasons, fmt.Sprintf("%s %s: %s", id, r.State, r.Reason))
+			}
 		}
 	}
 	for _, j := range acked {

@@ -89,6 +89,9 @@ func (sc scenario) run(t *testing.T) {
 			o.Problems = append(o.Problems, fmt.Sprintf("%d rows of submits not answered 201 ended %s", n, st))
 		}
 	}
+	for _, why := range o.UnackedReasons {
+		t.Logf("row of a submit not answered 201: %s", why)
+	}
 	res := result{
 		Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
 		Load:     fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done; crucible push result`", cfg.Pods, submitters),
