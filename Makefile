@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 30m
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
 
-.PHONY: all tools deps build image test unit lint bench fuzz dev vet clean
+.PHONY: all tools deps build image test unit lint bench chaos fuzz dev vet clean
 
 all: build
 
@@ -76,6 +76,10 @@ BENCH      ?=
 BENCH_NOTE ?=
 bench: tools
 	$(GO) run ./hack/benchreport -bench '$(BENCH)' -note '$(BENCH_NOTE)'
+
+## chaos: faults injected under load (200 pods per scenario) on the dev stack; writes chaos/results.md and .json
+chaos: tools
+	CRUCIBLE_CHAOS=full CRUCIBLE_CHAOS_RESULTS=$(CURDIR)/chaos $(GO) test ./test/chaos -run Chaos -count=1 -v -timeout 90m
 
 ## dev: start a local hub and spoke in the foreground, run a sample turn through it; Ctrl-C stops it
 dev: tools build

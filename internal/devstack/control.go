@@ -114,3 +114,15 @@ func (s *Stack) restart(ctx context.Context, name string, args []string, ready f
 func (s *Stack) ControllerReady(ctx context.Context) error {
 	return get(ctx, s.httpClient(), s.Federation.ControllerInternalURL+"/readyz")
 }
+
+// WebhookReady is the readiness check of spoke's authn webhook as its
+// kube-apiserver sees it: over TLS, with the apiserver's client certificate.
+func (s *Stack) WebhookReady(spoke string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := s.httpClientAs(s.Federation.WebhookClientCerts[spoke])
+		if err != nil {
+			return err
+		}
+		return get(ctx, c, s.Federation.WebhookURLs[spoke]+"/readyz")
+	}
+}

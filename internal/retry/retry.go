@@ -1,6 +1,7 @@
 // Package retry owns crucible's transient-error policy (R-C4): which errors of
 // a spoke API are worth retrying — network errors, timeouts, 429, 5xx, watch
-// expiry — and which are answers (400/403/404/409/422), and a bounded,
+// expiry — and which are answers (400/403/404/409/422; a 403 right after an
+// outage excepted, see authorizerWarmup), and a bounded,
 // jittered exponential backoff for the former. Await, reconcile, the sweep and
 // dispatch all use it, so a blip neither aborts a live run nor reaps a pod.
 package retry
@@ -67,6 +68,19 @@ type Policy struct {
 // Default is used where the profile does not say otherwise.
 var Default = Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Budget: 2 * time.Minute}
 
+// authorizerWarmup is how long after a transient error a 403 is still
+// retried. A kube-apiserver that has just come back serves requests before
+// its RBAC authorizer's caches are synced and denies them meanwhile (seen by
+// make chaos: dispatches in flight across a spoke's restart failed with
+// "cannot create pods"). A 403 on a first attempt, or long after the last
+// transient error, stays an answer: a real RBAC gap is still reported at
+// once.
+var authorizerWarmup = 20 * time.Second
+
+func warmingUp(lastTransient time.Time) bool {
+	return !lastTransient.IsZero() && time.Since(lastTransient) < authorizerWarmup
+}
+
 // ErrBudgetExhausted wraps the last transient error once the budget is spent.
 var ErrBudgetExhausted = errors.New("retry budget exhausted")
 
@@ -75,9 +89,16 @@ var ErrBudgetExhausted = errors.New("retry budget exhausted")
 func Do(ctx context.Context, p Policy, op string, fn func(context.Context) error) error {
 	deadline := time.Now().Add(p.Budget)
 	wait := p.Initial
+	var lastTransient time.Time
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !IsTransient(err) {
+		if err == nil {
+			return nil
+		}
+		switch {
+		case IsTransient(err):
+			lastTransient = time.Now()
+		case !apierrors.IsForbidden(err) || !warmingUp(lastTransient):
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -95,3 +95,43 @@ func TestDoHonoursContext(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+// A 403 right after the API server was unreachable is its authorizer warming
+// up after a restart: retried. A 403 on the first attempt is an answer, and
+// so is one that outlasts the warm-up.
+func TestDoRetriesForbiddenOnlyWhileWarmingUp(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	forbidden := apierrors.NewForbidden(gr, "x", errors.New("rbac"))
+	refused := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	p := Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Budget: 5 * time.Second}
+
+	calls := 0
+	err := Do(t.Context(), p, "test", func(context.Context) error {
+		calls++
+		switch {
+		case calls <= 2:
+			return refused
+		case calls <= 4:
+			return forbidden
+		}
+		return nil
+	})
+	if err != nil || calls != 5 {
+		t.Fatalf("refused, 403 twice, then ok: err = %v after %d calls, want success on the 5th", err, calls)
+	}
+
+	old := authorizerWarmup
+	authorizerWarmup = 20 * time.Millisecond
+	t.Cleanup(func() { authorizerWarmup = old })
+	calls = 0
+	err = Do(t.Context(), p, "test", func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return refused
+		}
+		return forbidden
+	})
+	if !errors.Is(err, forbidden) || calls < 3 {
+		t.Fatalf("refused, then 403 for ever: err = %v after %d calls, want the 403 once the warm-up is over", err, calls)
+	}
+}

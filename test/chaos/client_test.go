@@ -1,0 +1,148 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/devstack"
+)
+
+// client talks to the controller's API and counts every answer by status
+// ("conn" for a request that got no answer at all).
+type client struct {
+	s    *devstack.Stack
+	http *http.Client
+
+	mu       sync.Mutex
+	byStatus map[string]int
+}
+
+func newClient(s *devstack.Stack) *client {
+	return &client{s: s, http: &http.Client{Timeout: 4 * time.Minute}, byStatus: map[string]int{}}
+}
+
+func (c *client) count(code int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.byStatus["conn"]++
+		return
+	}
+	c.byStatus[fmt.Sprint(code)]++
+}
+
+func (c *client) statuses() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int, len(c.byStatus))
+	for k, v := range c.byStatus {
+		m[k] = v
+	}
+	return m
+}
+
+// do sends one request; err is a transport error (no answer).
+func (c *client) do(ctx context.Context, method, path string, body any) (int, http.Header, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.s.Federation.ControllerInternalURL+path, r)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(api.ClientHeader, "chaos")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.count(0, err)
+		return 0, nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.count(0, err)
+		return 0, nil, nil, err
+	}
+	c.count(resp.StatusCode, nil)
+	return resp.StatusCode, resp.Header, data, nil
+}
+
+// listAll reads every row, page by page.
+func (c *client) listAll(ctx context.Context) ([]api.WorkPod, error) {
+	var all []api.WorkPod
+	cont := ""
+	for {
+		path := "/api/pods?limit=1000"
+		if cont != "" {
+			path += "&continue=" + url.QueryEscape(cont)
+		}
+		var page []api.WorkPod
+		var next string
+		err := retryUntil(ctx, func() (bool, error) {
+			code, h, body, err := c.do(ctx, http.MethodGet, path, nil)
+			if err != nil || code >= 500 {
+				return false, nil
+			}
+			if code != http.StatusOK {
+				return false, fmt.Errorf("list: %d %s", code, body)
+			}
+			next = h.Get(api.ContinueHeader)
+			return true, json.Unmarshal(body, &page)
+		})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		cont = next
+	}
+}
+
+// artifact reads an artifact and reports whether it is stored with want's
+// bytes and sha256.
+func (c *client) artifactIntact(ctx context.Context, id, kind string, want []byte) (bool, error) {
+	sum := sha256.Sum256(want)
+	var ok bool
+	err := retryUntil(ctx, func() (bool, error) {
+		code, h, body, err := c.do(ctx, http.MethodGet, "/api/pods/"+id+"/artifacts/"+kind, nil)
+		if err != nil || code >= 500 {
+			return false, nil
+		}
+		ok = code == http.StatusOK && h.Get("X-Crucible-SHA256") == hex.EncodeToString(sum[:]) && bytes.Equal(body, want)
+		return true, nil
+	})
+	return ok, err
+}
+
+// retryUntil calls f every 250ms until it reports done or an error, or ctx
+// ends (a deadline, never a fixed sleep).
+func retryUntil(ctx context.Context, f func() (bool, error)) error {
+	for {
+		done, err := f()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/render"
+)
+
+// job is one submitted work pod and the artifact it pushes.
+type job struct {
+	ID, Cluster string
+	Body        []byte
+}
+
+// wave submits n pods, each `sleep 2; echo done; crucible push result` with
+// bytes of its own, and then checks what became of every one of them.
+type wave struct {
+	t  *testing.T
+	s  *devstack.Stack
+	c  *client
+	pt *podTracker
+	n  int
+	// before are the rows that existed before the wave: the wave's rows are
+	// the others, including rows of submits that never got an answer.
+	before map[string]bool
+
+	mu          sync.Mutex
+	acked       []job
+	interrupted int // submits sent that got no answer (the controller died)
+	resubmitted map[int]int
+	submitted   chan struct{}
+	// pace, if set, spreads the submits: one every pace, so that the wave's
+	// dispatches span a fault instead of all landing before it.
+	pace time.Duration
+}
+
+const submitters = 8
+
+func newWave(t *testing.T, s *devstack.Stack, n int) *wave {
+	t.Helper()
+	c := newClient(s)
+	rows, err := c.listAll(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]bool{}
+	for _, r := range rows {
+		before[r.ID] = true
+	}
+	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{})}
+}
+
+// command is each pod's work: it runs, prints done, pushes its result.
+var command = []string{"sh", "-c", `set -e; sleep 2; echo done; printf '%s\n' "$CHAOS_KEY" > result.txt; crucible push result result.txt`}
+
+// start submits the wave in the background, spread over both spokes;
+// submitted is closed when every pod has been accepted.
+func (w *wave) start(ctx context.Context, tag string) {
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	for range submitters {
+		wg.Go(func() {
+			for i := range idx {
+				w.submitOne(ctx, tag, i)
+			}
+		})
+	}
+	go func() {
+		for i := range w.n {
+			if i > 0 && w.pace > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(w.pace):
+				}
+			}
+			idx <- i
+		}
+		close(idx)
+		wg.Wait()
+		close(w.submitted)
+	}()
+}
+
+// submitOne submits until the controller accepts: a refused connection (the
+// controller is down) is tried again; a request that got no answer or a
+// non-201 answer is counted and submitted again as a new pod.
+func (w *wave) submitOne(ctx context.Context, tag string, i int) {
+	cluster := w.s.Spokes[i%len(w.s.Spokes)].Name
+	key := fmt.Sprintf("%s-%d", tag, i)
+	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
+	for ctx.Err() == nil {
+		code, _, body, err := w.c.do(ctx, http.MethodPost, "/api/pods", req)
+		switch {
+		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
+		case err != nil:
+			w.mu.Lock()
+			w.interrupted++
+			w.mu.Unlock()
+		case code == http.StatusCreated:
+			var wp api.WorkPod
+			if jerr := json.Unmarshal(body, &wp); jerr != nil {
+				w.t.Errorf("submit answer %q: %v", body, jerr)
+				return
+			}
+			w.mu.Lock()
+			w.acked = append(w.acked, job{ID: wp.ID, Cluster: wp.Cluster, Body: []byte(key + "\n")})
+			w.mu.Unlock()
+			return
+		default:
+			w.mu.Lock()
+			w.resubmitted[code]++
+			w.mu.Unlock()
+			w.t.Logf("submit %s answered %d %s; submitting again", key, code, body)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// awaitSubmitted blocks until every pod was accepted or ctx ends.
+func (w *wave) awaitSubmitted(ctx context.Context) bool {
+	select {
+	case <-w.submitted:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// outcome is what the checks found.
+type outcome struct {
+	Submitted, Acked, Interrupted, Resubmitted int
+	Completed, Failed, Duplicated, Lost        int
+	UnackedRows                                map[string]int // state → rows of submits that got no answer
+	UnackedReasons                             []string
+	ArtifactsPushed, ArtifactsStored           int
+	LogsWithOneRun                             int
+	OrphansAfterSweep                          int
+	Requests                                   map[string]int
+	Problems                                   []string
+}
+
+// finish waits for every row of the wave to end and counts: completed =
+// succeeded with its log collected and printing done once; lost = an
+// accepted row not completed; duplicated = a row with more than one pod ever
+// created on a spoke; an artifact is stored when readable with its bytes
+// and sha256. Then it waits for the sweep to remove the wave's pods.
+func (w *wave) finish(ctx context.Context, within time.Duration) outcome {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var o outcome
+	problem := func(f string, a ...any) { o.Problems = append(o.Problems, fmt.Sprintf(f, a...)) }
+	if !w.awaitSubmitted(ctx) {
+		problem("not every pod was accepted within %s", within)
+	}
+	w.mu.Lock()
+	acked := append([]job(nil), w.acked...)
+	o.Interrupted = w.interrupted
+	for _, n := range w.resubmitted {
+		o.Resubmitted += n
+	}
+	w.mu.Unlock()
+	o.Submitted, o.Acked = w.n, len(acked)
+
+	// Every row of the wave (also those of unanswered submits) ends.
+	var rows map[string]api.WorkPod
+	err := retryUntil(ctx, func() (bool, error) {
+		all, err := w.c.listAll(ctx)
+		if err != nil {
+			return false, err
+		}
+		rows = map[string]api.WorkPod{}
+		live := 0
+		for _, r := range all {
+			if w.before[r.ID] {
+				continue
+			}
+			rows[r.ID] = r
+			if !r.State.Terminal() || (r.State == "succeeded" && !r.LogCollected) {
+				live++
+			}
+		}
+		return live == 0, nil
+	})
+	if err != nil {
+		problem("rows still live at the deadline: %v", err)
+	}
+	ackedIDs := map[string]bool{}
+	for _, j := range acked {
+		ackedIDs[j.ID] = true
+		r, ok := rows[j.ID]
+		switch {
+		case !ok:
+			o.Lost++
+			problem("accepted row %s is missing", j.ID)
+		case r.State == "succeeded" && r.LogCollected:
+			o.Completed++
+		case r.State == "failed":
+			o.Failed++
+			o.Lost++
+			problem("row %s failed: %s", j.ID, r.Reason)
+		default:
+			o.Lost++
+			problem("row %s ended %s (%s), log collected %v", j.ID, r.State, r.Reason, r.LogCollected)
+		}
+	}
+	o.UnackedRows = map[string]int{}
+	names := map[string]bool{}
+	for id, r := range rows {
+		names[id] = true
+		if runs := w.pt.runs(r.Cluster, id); runs > 1 {
+			o.Duplicated++
+			problem("row %s: %d pods created on %s", id, runs, r.Cluster)
+		}
+		if !ackedIDs[id] {
+			o.UnackedRows[string(r.State)]++
+			if r.State != "succeeded" {
+				o.UnackedReasons = append(o.UnackedReasons, fmt.Sprintf("%s %s: %s", id, r.State, r.Reason))
+			}
+		}
+	}
+	for _, j := range acked {
+		o.ArtifactsPushed++
+		ok, err := w.c.artifactIntact(ctx, j.ID, "result", j.Body)
+		if err != nil {
+			problem("artifact of %s: %v", j.ID, err)
+		}
+		if ok {
+			o.ArtifactsStored++
+		}
+		code, _, log, err := w.c.do(ctx, http.MethodGet, "/api/pods/"+j.ID+"/artifacts/log", nil)
+		if err == nil && code == http.StatusOK && strings.Count(string(log), "done\n") == 1 {
+			o.LogsWithOneRun++
+		} else if err == nil {
+			problem("log of %s: %d, %d runs in %q", j.ID, code, strings.Count(string(log), "done\n"), truncate(string(log), 200))
+		}
+	}
+	err = retryUntil(ctx, func() (bool, error) {
+		n, err := crucibleCount(ctx, w.s, names)
+		o.OrphansAfterSweep = n
+		return err == nil && n == 0, nil
+	})
+	if err != nil {
+		problem("%d pods of the wave still on the spokes after the sweep had its chance", o.OrphansAfterSweep)
+	}
+	o.Requests = w.c.statuses()
+	return o
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,119 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+)
+
+// scenario is one fault injected while a wave runs.
+type scenario struct {
+	num                int
+	name               string
+	injected, expected string
+	// strict: every submit must be answered 201 on its first request (the
+	// fault must never reach the caller); otherwise only a killed
+	// controller's unanswered requests are allowed.
+	strict bool
+	// spread is how long the submits take (evenly paced); zero: at once.
+	spread time.Duration
+	// bites: the fault must reach the controller, seen as transient retries
+	// (crucible_transient_retries_total); a fault that never bites tests
+	// nothing.
+	bites bool
+	// inject runs alongside the wave and returns how many faults it
+	// injected, with everything it broke restored.
+	inject func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error)
+}
+
+// between waits a random duration in [lo, hi) or until ctx ends.
+func between(ctx context.Context, r *rand.Rand, lo, hi time.Duration) {
+	d := lo + time.Duration(r.Int64N(int64(hi-lo)))
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// run runs the scenario: baseline, wave plus faults, checks, baseline again;
+// it records the result and fails the test on any shortfall.
+func (sc scenario) run(t *testing.T) {
+	s := devstacktest.Shared(t)
+	r, seed := rng(t, sc.num)
+	ctx := t.Context()
+	base, err := controllerStats(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWave(t, s, cfg.Pods)
+	w.pace = sc.spread / time.Duration(cfg.Pods)
+	began := time.Now()
+	w.start(ctx, fmt.Sprintf("s%d-%d", sc.num, seed))
+	faults, injErr := sc.inject(ctx, t, s, r, w)
+	if injErr != nil {
+		t.Errorf("inject: %v", injErr)
+	}
+	within := 4 * time.Minute
+	if cfg.Full {
+		within = 15 * time.Minute
+	}
+	o := w.finish(ctx, within)
+	w.c.http.CloseIdleConnections()
+	after, settled := settle(ctx, s, base, 90*time.Second)
+	if !settled {
+		o.Problems = append(o.Problems, fmt.Sprintf("controller did not return to baseline: goroutines %d → %d, fds %d → %d (slack %d, %d)",
+			base.Goroutines, after.Goroutines, base.FDs, after.FDs, goroutineSlack, fdSlack))
+	}
+	if sc.strict && (o.Interrupted > 0 || o.Resubmitted > 0) {
+		o.Problems = append(o.Problems, fmt.Sprintf("the fault reached callers: %d submits unanswered, %d answered non-201", o.Interrupted, o.Resubmitted))
+	}
+	if sc.bites && after.Retries <= base.Retries {
+		o.Problems = append(o.Problems, fmt.Sprintf("the fault never reached the controller (transient retries %d → %d)", base.Retries, after.Retries))
+	}
+	if o.Resubmitted > 0 {
+		o.Problems = append(o.Problems, fmt.Sprintf("%d submits answered other than 201", o.Resubmitted))
+	}
+	if o.ArtifactsStored != o.ArtifactsPushed || o.LogsWithOneRun != o.Acked || o.Completed != o.Acked {
+		o.Problems = append(o.Problems, fmt.Sprintf("completed %d, logs with one run %d, artifacts stored %d of %d accepted", o.Completed, o.LogsWithOneRun, o.ArtifactsStored, o.Acked))
+	}
+	for st, n := range o.UnackedRows {
+		// A submit whose answer the crash swallowed leaves a row: either its
+		// pod was created (it then runs to the end) or not (lost at startup,
+		// its pod confirmed absent). Anything else is a defect.
+		if st != "succeeded" && st != "lost" {
+			o.Problems = append(o.Problems, fmt.Sprintf("%d rows of submits not answered 201 ended %s", n, st))
+		}
+	}
+	for _, why := range o.UnackedReasons {
+		t.Logf("row of a submit not answered 201: %s", why)
+	}
+	res := result{
+		Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
+		Load:     fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done; crucible push result`", cfg.Pods, submitters),
+		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Problems: o.Problems,
+		Pods: podCounts{Submitted: o.Submitted, Accepted: o.Acked, Interrupted: o.Interrupted, Resubmitted: o.Resubmitted, Completed: o.Completed,
+			Failed: o.Failed, Duplicated: o.Duplicated, Lost: o.Lost, LogsWithOneRun: o.LogsWithOneRun, OrphansAfter: o.OrphansAfterSweep, UnansweredRows: o.UnackedRows},
+		Artifacts: artifactCounts{Pushed: o.ArtifactsPushed, Stored: o.ArtifactsStored, Lost: o.ArtifactsPushed - o.ArtifactsStored},
+	}
+	res.Passed = len(o.Problems) == 0 && injErr == nil
+	res.Happened = "as expected"
+	if !res.Passed {
+		res.Happened = fmt.Sprintf("FAILED: %d problems", len(o.Problems))
+	}
+	record(res)
+	t.Logf("%s: accepted %d, completed %d, duplicated %d, lost %d, artifacts %d/%d, faults %d, requests %v, goroutines %d→%d, fds %d→%d, retries %d→%d",
+		res.Scenario, o.Acked, o.Completed, o.Duplicated, o.Lost, o.ArtifactsStored, o.ArtifactsPushed, faults, o.Requests,
+		base.Goroutines, after.Goroutines, base.FDs, after.FDs, base.Retries, after.Retries)
+	for i, p := range o.Problems {
+		if i == 20 {
+			t.Errorf("… and %d more problems", len(o.Problems)-20)
+			break
+		}
+		t.Error(p)
+	}
+}
