@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
@@ -87,6 +89,17 @@ func BenchmarkFanout(b *testing.B) {
 	b.ReportMetric(ms(p99(lat)), "p99-ms")
 	b.ReportMetric(ms(p99(directLat)), "direct-p99-ms")
 	b.ReportMetric(rss, "controller-rss-MiB")
+	// The row's figure is upstream streams (goal 1); delivery per viewer
+	// is compared with a viewer reading pods/log directly.
+	rec := benchreport.Record{ID: "fanout", Case: fmt.Sprintf("1 pod, %d SSE viewers", viewers), Unit: "upstream streams", Value: float64(upstreams),
+		Goal: "1 upstream stream",
+		Extra: map[string]float64{"lines_per_s_all_viewers": rate, "lines_per_s_per_viewer": rate / float64(viewers), "direct_lines_per_s": directRate,
+			"p99_ms": ms(p99(lat)), "direct_p99_ms": ms(p99(directLat)), "controller_rss_mib": rss, "controller_rss_before_mib": rssBefore},
+		Method: fmt.Sprintf("one pod printing %d lines; %d SSE viewers of GET /api/pods/{pod}/logs and one client reading pods/log from the spoke directly, "+
+			"same run; upstream streams counted at the spoke; latency from the line's timestamp to its arrival", lines, viewers)}
+	if err := benchreport.Append(rec.Judged(upstreams == 1)); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func later(a, b time.Time) time.Time {
