@@ -73,7 +73,9 @@ func TestDropBoxKeepsTheRealLog(t *testing.T) {
 		}
 	}
 	// What the spoke serves, read to the end while the pod runs (the sweep
-	// deletes the pod soon after its log is collected).
+	// deletes the pod soon after its log is collected; before it runs the
+	// spoke has no log to serve).
+	waitRunning(t, s, wp.ID)
 	spokeLog, err := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace).GetLogs(wp.ID, &corev1.PodLogOptions{Follow: true}).DoRaw(t.Context())
 	if err != nil {
 		t.Fatal(err)
