@@ -219,10 +219,16 @@ func waitGroupGone(pgid int, limit time.Duration) {
 	}
 }
 
-func groupHasLive(pgid int) bool {
+func groupHasLive(pgid int) bool { return LiveInGroup(pgid) > 0 }
+
+// LiveInGroup counts the live (not zombie) processes of process group pgid,
+// from /proc: the runtime waits for it to reach 0 before a pod counts as
+// ended, and tests check a cancelled pod's processes with it.
+func LiveInGroup(pgid int) int {
 	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
+		return 0
 	}
+	n := 0
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, f := range stats {
 		data, err := os.ReadFile(f)
@@ -236,10 +242,10 @@ func groupHasLive(pgid int) bool {
 		}
 		fields := strings.Fields(string(data[i+1:]))
 		if len(fields) > 2 && fields[0] != "Z" && fields[0] != "X" && fields[2] == strconv.Itoa(pgid) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // terminate sends SIGTERM to the process group and SIGKILL after grace.

@@ -6,12 +6,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,10 +84,10 @@ func TestLoopCancelEndsTheProcess(t *testing.T) {
 	pid := podPID(t, pod)
 	// The shell forks its sleep right away; both are in the group.
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return liveInGroup(pid) == 2, nil
+		return devstack.LiveInGroup(pid) == 2, nil
 	})
 	if err != nil {
-		t.Fatalf("pod process group %d: %d live processes, want the shell and its sleep", pid, liveInGroup(pid))
+		t.Fatalf("pod process group %d: %d live processes, want the shell and its sleep", pid, devstack.LiveInGroup(pid))
 	}
 	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
@@ -101,10 +97,10 @@ func TestLoopCancelEndsTheProcess(t *testing.T) {
 		t.Fatalf("pods cancel: %q %v (%s)", out, err, errOut)
 	}
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, grace, true, func(context.Context) (bool, error) {
-		return liveInGroup(pid) == 0, nil
+		return devstack.LiveInGroup(pid) == 0, nil
 	})
 	if err != nil {
-		t.Errorf("%d processes of pod %s (group %d) still alive %s after cancel", liveInGroup(pid), id, pid, grace)
+		t.Errorf("%d processes of pod %s (group %d) still alive %s after cancel", devstack.LiveInGroup(pid), id, pid, grace)
 	}
 	if st := getPod(t, s, id).State; st != "cancelled" {
 		t.Errorf("state after cancel: %s, want cancelled", st)
@@ -124,28 +120,4 @@ func podPID(t *testing.T, pod *corev1.Pod) int {
 		t.Fatalf("container id %q: want crucible-dev://PID", pod.Status.ContainerStatuses[0].ContainerID)
 	}
 	return pid
-}
-
-// liveInGroup counts the live (not zombie) processes of process group pgid.
-func liveInGroup(pgid int) int {
-	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-		return 0
-	}
-	n := 0
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(data[i+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[0] != "X" && fields[2] == strconv.Itoa(pgid) {
-			n++
-		}
-	}
-	return n
 }
