@@ -176,29 +176,13 @@ func runDetachedPod(t *testing.T, kubeconfig string) {
 		t.Fatalf("detached pod never logged its pid: %v", err)
 	}
 	t.Cleanup(func() {
-		if groupAlive(pgid) {
+		if devstack.LiveInGroup(pgid) > 0 {
 			t.Errorf("pod process group %d still alive after dev down", pgid)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	})
 }
 
-// groupAlive reports whether a live (not zombie) process is in group pgid.
-func groupAlive(pgid int) bool {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(data), ')')
-		fields := strings.Fields(string(data[i+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			return true
-		}
-	}
-	return false
-}
 
 func recordedPIDs(t *testing.T, dir string) map[string]int {
 	t.Helper()

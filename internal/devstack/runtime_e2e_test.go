@@ -60,26 +60,6 @@ func firstLogLine(t *testing.T, spoke *devstack.Cluster, name string) string {
 	return line
 }
 
-// groupAlive reports whether any live (not zombie) process is in the process
-// group pgid.
-func groupAlive(t *testing.T, pgid int) bool {
-	t.Helper()
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces.
-		i := strings.LastIndexByte(string(data), ')')
-		fields := strings.Fields(string(data[i+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			return true
-		}
-	}
-	return false
-}
-
 func pgidFromLog(t *testing.T, spoke *devstack.Cluster, name string) int {
 	t.Helper()
 	line := firstLogLine(t, spoke, name)
@@ -358,7 +338,7 @@ func TestPodDeletionKillsProcessGroup(t *testing.T) {
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](2)
 	createPod(t, spoke, pod)
 	pgid := pgidFromLog(t, spoke, "deleted")
-	if !groupAlive(t, pgid) {
+	if devstack.LiveInGroup(pgid) == 0 {
 		t.Fatalf("process group %d not running", pgid)
 	}
 	if err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).Delete(t.Context(), "deleted", metav1.DeleteOptions{}); err != nil {
@@ -371,7 +351,7 @@ func TestPodDeletionKillsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pod object not finalised: %v", err)
 	}
-	if groupAlive(t, pgid) {
+	if devstack.LiveInGroup(pgid) > 0 {
 		t.Errorf("process group %d still alive after the pod was deleted", pgid)
 	}
 }
@@ -387,7 +367,7 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 	if done.Status.Phase != corev1.PodFailed || done.Status.Reason != "DeadlineExceeded" {
 		t.Errorf("status = %s %s, want Failed DeadlineExceeded", done.Status.Phase, done.Status.Reason)
 	}
-	if groupAlive(t, pgid) {
+	if devstack.LiveInGroup(pgid) > 0 {
 		t.Errorf("process group %d alive after the deadline", pgid)
 	}
 }
@@ -416,7 +396,7 @@ func TestPathFallbackAndStopKillsPods(t *testing.T) {
 		t.Fatalf("log = %q, want the file's content and the token readable", podLog(t, spoke, "volumes"))
 	}
 	s.Stop()
-	if groupAlive(t, pgid) {
+	if devstack.LiveInGroup(pgid) > 0 {
 		t.Errorf("pod process group %d alive after Stop", pgid)
 	}
 }
