@@ -3,19 +3,29 @@ GO        ?= go
 BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X crucible.dev/crucible/internal/cli.Version=$(VERSION)
+# One set of build flags for crucible, its tests and the tools (hack/build-tools.sh
+# uses the same), so that Go's build cache compiles the client-go and
+# apimachinery packages they share once, not twice, on a fresh machine.
+export CGO_ENABLED ?= 0
+export GOFLAGS    ?= -trimpath
+
 # go test's per-package timeout; the whole suite needs far less (see README).
 TEST_TIMEOUT ?= 30m
 
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
 
-.PHONY: all tools deps build image test unit lint bench chaos fuzz dev vet clean
+.PHONY: all tools dev-tools deps build image test unit lint bench chaos fuzz dev vet clean
 
 all: build
 
 ## tools: build kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd and kwok once into bin/
 tools:
 	@hack/build-tools.sh
+
+# dev-tools: only the binaries the dev stack runs (what `make dev` needs first)
+dev-tools:
+	@hack/build-tools.sh dev
 
 ## build: build bin/crucible
 build:
@@ -82,7 +92,7 @@ chaos: tools
 	CRUCIBLE_CHAOS=full CRUCIBLE_CHAOS_RESULTS=$(CURDIR)/chaos $(GO) test ./test/chaos -run Chaos -count=1 -v -timeout 90m
 
 ## dev: start a local hub and spoke in the foreground, run a sample turn through it; Ctrl-C stops it
-dev: tools build
+dev: dev-tools build
 	$(BIN)/crucible dev up --sample
 
 clean:
