@@ -10,27 +10,21 @@ package webhooktest
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"crucible.dev/crucible/internal/httpserve"
+	"crucible.dev/crucible/internal/testpki"
 )
 
 // Null is a running null webhook and the files a kube-apiserver needs to
@@ -55,26 +49,17 @@ func (n *Null) Reviews() int64 { return n.reviews.Load() }
 func StartNull(t testing.TB, username string) *Null {
 	t.Helper()
 	dir := t.TempDir()
-	ca, caKey := newCA(t)
-	n := &Null{CAFile: filepath.Join(dir, "ca.crt")}
-	writePEM(t, n.CAFile, "CERTIFICATE", ca.Raw)
-	serving := issue(t, dir, "serving", ca, caKey, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "null-webhook"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	client := issue(t, dir, "client", ca, caKey, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver-null-webhook-client"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-	n.ClientCertFile, n.ClientKeyFile = client[0], client[1]
+	ca := testpki.NewCA(t, "null-webhook-ca")
+	n := &Null{CAFile: ca.Write(t, dir, "ca.crt")}
+	servingCert, servingKey := ca.Issue(t, "null-webhook", testpki.Server).Write(t, dir, "serving")
+	n.ClientCertFile, n.ClientKeyFile = ca.Issue(t, "kube-apiserver-null-webhook-client", testpki.Client).Write(t, dir, "client")
 
 	addr := freeAddr(t)
 	n.URL = "https://" + addr + "/authenticate"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	opts := httpserve.Options{
-		Name: "null-webhook", Addr: addr, CertFile: serving[0], KeyFile: serving[1],
+		Name: "null-webhook", Addr: addr, CertFile: servingCert, KeyFile: servingKey,
 		ClientCAFile: n.CAFile, WriteTimeout: 40 * time.Second,
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -120,60 +105,6 @@ func (n *Null) handler(username string) http.Handler {
 		_, _ = io.WriteString(w, answer)
 	})
 	return mux
-}
-
-func newCA(t testing.TB) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "null-webhook-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-// issue signs tmpl with the CA and writes name.crt and name.key.
-func issue(t testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) [2]string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := [2]string{filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")}
-	writePEM(t, files[0], "CERTIFICATE", der)
-	writePEM(t, files[1], "PRIVATE KEY", keyDER)
-	return files
-}
-
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func freeAddr(t testing.TB) string {
