@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -171,33 +172,61 @@ func tokenExpiry(token []byte) (time.Time, bool) {
 
 // ProbeLoop probes every cluster now and then every interval, all clusters
 // at once, each probe bounded by the interval (at most 10 s), until ctx
-// ends. It logs every change of a cluster's reachability or credentials. It
-// is a Start(ctx)-style runnable: it returns nil when ctx ends.
+// ends. After a round in which a cluster failed, the next round comes
+// sooner — 1 s, then doubling up to the interval — so a spoke that comes
+// back, or whose authn webhook started a moment after the controller's
+// first probe, is seen healthy within seconds rather than an interval later.
+// It logs every change of a cluster's reachability or credentials. It is a
+// Start(ctx)-style runnable: it returns nil when ctx ends.
 func (cs *Clients) ProbeLoop(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		return fmt.Errorf("probe interval must be positive, got %s", every)
 	}
 	timeout := min(every, 10*time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
+	retry := time.Duration(0)
 	for {
-		cs.probeAll(ctx, timeout)
+		healthy := cs.probeAll(ctx, timeout)
+		var wait time.Duration
+		wait, retry = nextProbe(healthy, retry, every)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}
 	}
 }
 
-func (cs *Clients) probeAll(ctx context.Context, timeout time.Duration) {
+// firstReprobe is how soon a failed round is repeated.
+const firstReprobe = time.Second
+
+// nextProbe decides when the next round comes after one that was healthy
+// or not, and the re-probe delay to use after the next failed round.
+func nextProbe(healthy bool, retry, every time.Duration) (wait, nextRetry time.Duration) {
+	if healthy {
+		return every, 0
+	}
+	if retry == 0 {
+		retry = firstReprobe
+	}
+	return min(retry, every), min(2*retry, every)
+}
+
+// probeAll probes every cluster at once and reports whether all of them
+// accepted the controller's credentials.
+func (cs *Clients) probeAll(ctx context.Context, timeout time.Duration) bool {
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for _, c := range cs.list {
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			before := c.Health()
 			h := c.Probe(pctx)
+			if !h.CredentialsValid {
+				failed.Store(true)
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -205,6 +234,7 @@ func (cs *Clients) probeAll(ctx context.Context, timeout time.Duration) {
 		})
 	}
 	wg.Wait()
+	return !failed.Load()
 }
 
 func (cs *Clients) logChange(before, after Health) {
