@@ -148,9 +148,17 @@ type sweepFacts struct {
 	Pod     *corev1.Pod
 	// Row is the row named like the pod; nil when the store has none.
 	Row *store.WorkPod
-	// RowUnknown is true when the store could not answer: the sweep never
-	// deletes on a guess.
+	// RowUnknown is true when the store could not answer (or was not asked,
+	// for a pod that is not sweepable): the sweep never deletes on a guess.
 	RowUnknown bool
+}
+
+// sweepable reports whether the sweep may consider pod at all: it is
+// instance's (never touch what is not ours, whatever the selector returned)
+// and not going already. The sweep reads a row only for such a pod.
+func sweepable(pod *corev1.Pod, instance string) bool {
+	return pod.Labels[render.LabelManagedBy] == render.ManagedByValue && pod.Labels[render.LabelInstance] == instance &&
+		pod.DeletionTimestamp == nil
 }
 
 // decideSweep says whether the sweep deletes one listed pod of instance:
@@ -158,11 +166,8 @@ type sweepFacts struct {
 // than grace at now.
 func decideSweep(f sweepFacts, instance string, grace time.Duration, now time.Time) sweepVerdict {
 	pod, row := f.Pod, f.Row
-	if pod.Labels[render.LabelManagedBy] != render.ManagedByValue || pod.Labels[render.LabelInstance] != instance {
-		return sweepKeep // never touch what is not ours, whatever the selector returned
-	}
-	if pod.DeletionTimestamp != nil || f.RowUnknown {
-		return sweepKeep // going already; or the store is unsure
+	if !sweepable(pod, instance) || f.RowUnknown {
+		return sweepKeep // not ours, going already, or the store unsure: keep
 	}
 	orphaned := sweepKeep
 	if now.Sub(pod.CreationTimestamp.Time) > grace {

@@ -68,9 +68,14 @@ func (r *Reconciler) verdict(ctx context.Context, cluster string, pod *corev1.Po
 	return decideSweep(r.readSweep(ctx, cluster, pod), r.Instance, r.OrphanGrace, time.Now())
 }
 
-// readSweep gathers the row named like a listed pod.
+// readSweep gathers the row named like a listed pod, if the pod is one the
+// sweep may consider at all.
 func (r *Reconciler) readSweep(ctx context.Context, cluster string, pod *corev1.Pod) sweepFacts {
 	f := sweepFacts{Cluster: cluster, Pod: pod}
+	if !sweepable(pod, r.Instance) {
+		f.RowUnknown = true // not asked
+		return f
+	}
 	row, err := r.Store.GetWorkPod(ctx, pod.Name)
 	switch {
 	case err == nil:
