@@ -10,14 +10,13 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/api"
@@ -126,10 +125,6 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 
-	// Any runnable failing stops the rest: a controller with half its loops
-	// is worse than one that restarts.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	c := p.Controller
 	loops := rec.Start // await, log collection, startup reconcile, sweep: once per deployment
 	if c.LeaderElect {
@@ -161,21 +156,32 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "metrics", Addr: c.MetricsListen, InsecureHTTP: true}, mux, log)
 		})
 	}
-	errs := make([]error, len(runnables))
-	var wg sync.WaitGroup
-	for i, run := range runnables {
-		wg.Go(func() {
-			errs[i] = run(ctx)
-			cancel()
+	return runAll(ctx, runnables, func() {
+		log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen,
+			"metrics", c.MetricsListen, "auth", p.API.Auth, "leader_elect", c.LeaderElect)
+	})
+}
+
+// runAll runs every runnable in an errgroup (controller-runtime's
+// multicluster example assembles its manager the same way) and calls started
+// once they are launched. Any runnable returning, with an error or without,
+// stops the rest: a controller with half its loops is worse than one that
+// restarts. It returns the first error, after all have returned.
+func runAll(ctx context.Context, runnables []func(context.Context) error, started func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx) // cancelled on the first error
+	for _, run := range runnables {
+		g.Go(func() error {
+			err := run(ctx)
+			if err == nil {
+				cancel() // errgroup cancels on an error, after recording it first
+			}
+			return err
 		})
 	}
-	log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen,
-		"metrics", c.MetricsListen, "auth", p.API.Auth, "leader_elect", c.LeaderElect)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return nil
+	started()
+	return g.Wait()
 }
 
 // dispatchTimeout bounds one submit's work on the spoke; a pending row

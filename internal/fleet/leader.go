@@ -2,24 +2,14 @@ package fleet
 
 import (
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// Leader election defaults (R-C10): controller-runtime's and
-// kube-controller-manager's durations. A replica that dies is replaced as
-// leader within LeaseDuration; a leader cut off from the hub stops its loops
-// within RenewDeadline, before anyone else may take over.
-const (
-	DefaultLeaseNamespace = "crucible"
-	DefaultLeaseDuration  = 15 * time.Second
-	DefaultRenewDeadline  = 10 * time.Second
-	DefaultRetryPeriod    = 2 * time.Second
-	// leaseJitter is client-go's JitterFactor: RenewDeadline must exceed
-	// RetryPeriod by it.
-	leaseJitter = 1.2
-)
+// leaseJitter is client-go's JitterFactor: RenewDeadline must exceed
+// RetryPeriod by it.
+const leaseJitter = 1.2
 
 // LeaderElection is the Lease on the hub through which replicas sharing a
 // PostgreSQL store pick the one that runs the loops that must run once
@@ -40,41 +30,35 @@ type LeaderElection struct {
 	RetryPeriod   Duration `toml:"retry_period"`
 }
 
-func (l *LeaderElection) applyDefaults(instance string) {
-	setString(&l.LeaseName, instance+"-leader")
-	setString(&l.LeaseNamespace, DefaultLeaseNamespace)
-	setDuration(&l.LeaseDuration, DefaultLeaseDuration)
-	setDuration(&l.RenewDeadline, DefaultRenewDeadline)
-	setDuration(&l.RetryPeriod, DefaultRetryPeriod)
-}
-
 // validateLeader checks [leader_election] and that leader election has a
 // store every replica shares.
-func (p *Profile) validateLeader(ps *problems) {
-	l := p.LeaderElection
+func validateLeader(p *Profile) field.ErrorList {
 	if !p.Controller.LeaderElect {
-		return // the lease is not used
+		return nil // the lease is not used
 	}
+	var errs field.ErrorList
 	if !IsPostgres(p.Controller.Store) {
-		ps.invalid("controller.leader_elect", "true", "needs a postgres:// store: SQLite is a file on one replica's disk (and its artifacts a local directory), "+
-			"so replicas would each see their own work pods and artifacts; use PostgreSQL for more than one replica")
+		errs = append(errs, field.Invalid(field.NewPath("controller", "leader_elect"), true, "needs a postgres:// store: SQLite is a file on one replica's disk (and its artifacts a local directory), "+
+			"so replicas would each see their own work pods and artifacts; use PostgreSQL for more than one replica"))
 	}
+	l, path := &p.LeaderElection, field.NewPath("leader_election")
 	for _, msg := range validation.IsDNS1123Subdomain(l.LeaseName) {
-		ps.invalid("leader_election.lease_name", l.LeaseName, msg)
+		errs = append(errs, field.Invalid(path.Child("lease_name"), l.LeaseName, msg))
 	}
-	dnsLabel(ps, "leader_election.lease_namespace", l.LeaseNamespace)
-	positive(ps, "leader_election.lease_duration", l.LeaseDuration)
-	positive(ps, "leader_election.renew_deadline", l.RenewDeadline)
-	positive(ps, "leader_election.retry_period", l.RetryPeriod)
+	errs = append(errs, dnsLabel(path.Child("lease_namespace"), l.LeaseNamespace)...)
+	errs = append(errs, positive(path.Child("lease_duration"), l.LeaseDuration)...)
+	errs = append(errs, positive(path.Child("renew_deadline"), l.RenewDeadline)...)
+	errs = append(errs, positive(path.Child("retry_period"), l.RetryPeriod)...)
 	if l.LeaseDuration.Duration <= 0 || l.RenewDeadline.Duration <= 0 || l.RetryPeriod.Duration <= 0 {
-		return
+		return errs
 	}
 	if l.LeaseDuration.Duration <= l.RenewDeadline.Duration {
-		ps.invalid("leader_election.renew_deadline", l.RenewDeadline.String(), "must be shorter than lease_duration")
+		errs = append(errs, field.Invalid(path.Child("renew_deadline"), l.RenewDeadline.Duration, "must be shorter than lease_duration"))
 	}
 	if float64(l.RenewDeadline.Duration) <= leaseJitter*float64(l.RetryPeriod.Duration) {
-		ps.invalid("leader_election.retry_period", l.RetryPeriod.String(), "must be shorter than renew_deadline / 1.2")
+		errs = append(errs, field.Invalid(path.Child("retry_period"), l.RetryPeriod.Duration, "must be shorter than renew_deadline / 1.2"))
 	}
+	return errs
 }
 
 // IsPostgres reports whether a store DSN names PostgreSQL.

@@ -113,10 +113,10 @@ func Parse(data []byte) (*Profile, error) {
 		problems = append(problems, "unknown key "+k.String())
 	}
 
-	p.applyDefaults()
-	for _, pr := range p.validate() {
-		if !s.covers(pr.path) {
-			problems = append(problems, pr.text)
+	setDefaults(&p)
+	for _, e := range validateProfile(&p) {
+		if !s.covers(e.Field) {
+			problems = append(problems, problemText(e))
 		}
 	}
 	if len(problems) > 0 {
@@ -324,9 +324,13 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
+// tomlKey quotes one key as TOML would need it, so that paths read as the
+// file does: pods.node_selector."bad key".
+func tomlKey(key string) string { return toml.Key{key}.String() }
+
 // joinKey appends one key to a dotted path, quoted as TOML would need it.
 func joinKey(path, key string) string {
-	k := toml.Key{key}.String()
+	k := tomlKey(key)
 	if path == "" {
 		return k
 	}

@@ -14,311 +14,326 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
-
-// problem is one validation finding: the key path it is about and the line
-// reported for it.
-type problem struct {
-	path, text string
-}
-
-type problems []problem
-
-func (ps *problems) required(path string) {
-	*ps = append(*ps, problem{path, path + ": required"})
-}
-
-// invalid reports a value that is present but wrong.
-func (ps *problems) invalid(path, value, msg string) {
-	*ps = append(*ps, problem{path, fmt.Sprintf("%s %q: %s", path, value, msg)})
-}
-
-func (ps *problems) add(path, msg string) {
-	*ps = append(*ps, problem{path, path + ": " + msg})
-}
 
 // Validate checks a profile whose defaults are applied (Parse does both) and
 // reports every problem at once in a *ProfileError; nil when it is valid.
 func (p *Profile) Validate() error {
-	ps := p.validate()
-	if len(ps) == 0 {
+	errs := validateProfile(p)
+	if len(errs) == 0 {
 		return nil
 	}
-	err := &ProfileError{}
-	for _, pr := range ps {
-		err.Problems = append(err.Problems, pr.text)
+	perr := &ProfileError{}
+	for _, e := range errs {
+		perr.Problems = append(perr.Problems, problemText(e))
 	}
-	return err
+	return perr
 }
 
-func (p *Profile) validate() problems {
-	var ps problems
-	p.Controller.validate(&ps)
-	p.Hub.validate(&ps)
-	positive(&ps, "mirror.ttl", p.Mirror.TTL)
-	positive(&ps, "mirror.max_stale", p.Mirror.MaxStale)
-	p.Reconcile.validate(&ps)
-	p.Pods.validate(&ps)
-	p.Ingest.validate(&ps)
-	p.API.validate(&ps, p.Controller.InternalListen)
-	p.validateLeader(&ps)
-
-	if len(p.Clusters) == 0 {
-		ps.add("clusters", "at least one cluster is required")
+// problemText renders one finding as the profile's messages have always
+// read and docs/config.md quotes them: `path "value": detail` for a value
+// that is wrong, `path: detail` for one that is missing or not allowed
+// (apimachinery's own rendering, `path: Invalid value: "value": detail`,
+// speaks of API objects, not of a TOML file).
+func problemText(e *field.Error) string {
+	detail := e.Detail
+	switch e.Type {
+	case field.ErrorTypeRequired, field.ErrorTypeForbidden:
+		if detail == "" {
+			detail = strings.ToLower(strings.TrimSuffix(e.Type.String(), " value"))
+		}
+		return e.Field + ": " + detail
 	}
+	if detail == "" {
+		detail = strings.ToLower(e.Type.String())
+	}
+	return fmt.Sprintf("%s %q: %s", e.Field, fmt.Sprint(e.BadValue), detail)
+}
+
+// validateProfile is the profile's validation as a pure function (kueue's
+// ValidateConfiguration is the model): every problem with its key path, in
+// the order of the file's sections.
+func validateProfile(p *Profile) field.ErrorList {
+	errs := validateController(&p.Controller, field.NewPath("controller"))
+	errs = append(errs, validateHub(&p.Hub, field.NewPath("hub"))...)
+	mirror := field.NewPath("mirror")
+	errs = append(errs, positive(mirror.Child("ttl"), p.Mirror.TTL)...)
+	errs = append(errs, positive(mirror.Child("max_stale"), p.Mirror.MaxStale)...)
+	errs = append(errs, validateReconcile(&p.Reconcile, field.NewPath("reconcile"))...)
+	errs = append(errs, validatePods(&p.Pods, field.NewPath("pods"))...)
+	errs = append(errs, validateIngest(&p.Ingest, field.NewPath("ingest"))...)
+	errs = append(errs, validateAPI(&p.API, field.NewPath("api"), p.Controller.InternalListen)...)
+	errs = append(errs, validateLeader(p)...)
+	errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
+
+	defaultCluster := field.NewPath("default_cluster")
+	switch {
+	case p.DefaultCluster != "":
+		if _, ok := p.Cluster(p.DefaultCluster); !ok {
+			errs = append(errs, withDetail(field.NotFound(defaultCluster, p.DefaultCluster), "no such cluster"))
+		}
+	case len(p.Clusters) > 1:
+		errs = append(errs, field.Required(defaultCluster, "required when there is more than one cluster"))
+	}
+	return errs
+}
+
+func validateClusters(clusters []ClusterEntry, path *field.Path) field.ErrorList {
+	if len(clusters) == 0 {
+		return field.ErrorList{field.Required(path, "at least one cluster is required")}
+	}
+	var errs field.ErrorList
 	first := map[string]int{}
-	for i, c := range p.Clusters {
-		path := fmt.Sprintf("clusters[%d]", i)
-		c.validate(&ps, path)
+	for i := range clusters {
+		c := &clusters[i]
+		errs = append(errs, validateCluster(c, path.Index(i))...)
 		if c.Name == "" {
 			continue
 		}
 		if j, dup := first[c.Name]; dup {
-			ps.invalid(path+".name", c.Name, fmt.Sprintf("duplicate of clusters[%d].name", j))
+			errs = append(errs, withDetail(field.Duplicate(path.Index(i).Child("name"), c.Name), "duplicate of "+path.Index(j).Child("name").String()))
 		} else {
 			first[c.Name] = i
 		}
 	}
-	switch {
-	case p.DefaultCluster != "":
-		if _, ok := p.Cluster(p.DefaultCluster); !ok {
-			ps.invalid("default_cluster", p.DefaultCluster, "no such cluster")
-		}
-	case len(p.Clusters) > 1:
-		ps.add("default_cluster", "required when there is more than one cluster")
-	}
-	return ps
+	return errs
 }
 
-func (c *Controller) validate(ps *problems) {
-	dnsLabel(ps, "controller.instance", c.Instance)
-	listener(ps, "controller.internal_listen", c.InternalListen, "internal_tls_cert", c.InternalTLSCert != "")
-	certPair(ps, "controller.internal_tls", c.InternalTLSCert, c.InternalTLSKey)
-	listener(ps, "controller.external_listen", c.ExternalListen, "external_tls_cert", c.ExternalTLSCert != "")
-	certPair(ps, "controller.external_tls", c.ExternalTLSCert, c.ExternalTLSKey)
+func validateController(c *Controller, path *field.Path) field.ErrorList {
+	errs := dnsLabel(path.Child("instance"), c.Instance)
+	errs = append(errs, listener(path.Child("internal_listen"), c.InternalListen, "internal_tls_cert", c.InternalTLSCert != "")...)
+	errs = append(errs, certPair(path, "internal_tls", c.InternalTLSCert, c.InternalTLSKey)...)
+	errs = append(errs, listener(path.Child("external_listen"), c.ExternalListen, "external_tls_cert", c.ExternalTLSCert != "")...)
+	errs = append(errs, certPair(path, "external_tls", c.ExternalTLSCert, c.ExternalTLSKey)...)
 	if c.ExternalURL == "" {
-		ps.required("controller.external_url")
+		errs = append(errs, field.Required(path.Child("external_url"), ""))
 	} else {
 		// The mirror serves its two paths at the root of the listener.
-		checkURL(ps, "controller.external_url", c.ExternalURL, true, false)
+		errs = append(errs, checkURL(path.Child("external_url"), c.ExternalURL, true, false)...)
 	}
-	if path, ok := strings.CutPrefix(c.Store, "sqlite:"); ok {
-		if path == "" {
-			ps.invalid("controller.store", c.Store, "sqlite: needs a file path, e.g. \"sqlite:crucible.db\"")
+	store := path.Child("store")
+	if file, ok := strings.CutPrefix(c.Store, "sqlite:"); ok {
+		if file == "" {
+			errs = append(errs, field.Invalid(store, c.Store, "sqlite: needs a file path, e.g. \"sqlite:crucible.db\""))
 		}
 	} else if !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
-		ps.invalid("controller.store", c.Store, "must be \"sqlite:<path>\" or a postgres:// URL")
+		errs = append(errs, field.Invalid(store, c.Store, "must be \"sqlite:<path>\" or a postgres:// URL"))
 	}
-	if c.MaxRequestBytes < 0 {
-		ps.invalid("controller.max_request_bytes", strconv.FormatInt(c.MaxRequestBytes, 10), "must be positive")
-	}
+	errs = append(errs, notNegative(path.Child("max_request_bytes"), c.MaxRequestBytes)...)
 	if c.MetricsListen != MetricsListenOff {
+		metrics := path.Child("metrics_listen")
 		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
-			ps.invalid("controller.metrics_listen", c.MetricsListen, "must be host:port or \"off\"")
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			ps.invalid("controller.metrics_listen", c.MetricsListen, "port must be a number from 0 to 65535")
+			errs = append(errs, field.Invalid(metrics, c.MetricsListen, "must be host:port or \"off\""))
+		} else if !validPort(port) {
+			errs = append(errs, field.Invalid(metrics, c.MetricsListen, "port must be a number from 0 to 65535"))
 		}
 	}
+	return errs
 }
 
-func (h *Hub) validate(ps *problems) {
+func validateHub(h *Hub, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if h.Server == "" {
 		// In-cluster: client-go reads the pod's own CA and token; a file
 		// named here would be silently ignored.
 		if h.CAFile != "" {
-			ps.add("hub.ca_file", "only used with hub.server (in-cluster uses the pod's service-account CA)")
+			errs = append(errs, field.Forbidden(path.Child("ca_file"), "only used with hub.server (in-cluster uses the pod's service-account CA)"))
 		}
 		if h.TokenFile != "" {
-			ps.add("hub.token_file", "only used with hub.server (in-cluster uses the pod's service-account token)")
+			errs = append(errs, field.Forbidden(path.Child("token_file"), "only used with hub.server (in-cluster uses the pod's service-account token)"))
 		}
-		return
+		return errs
 	}
-	checkURL(ps, "hub.server", h.Server, false, true)
+	errs = append(errs, checkURL(path.Child("server"), h.Server, false, true)...)
 	if h.TokenFile == "" {
-		ps.add("hub.token_file", "required when hub.server is set")
+		errs = append(errs, field.Required(path.Child("token_file"), "required when hub.server is set"))
 	}
+	return errs
 }
 
-func (r *Reconcile) validate(ps *problems) {
-	positive(ps, "reconcile.sweep_interval", r.SweepInterval)
-	positive(ps, "reconcile.orphan_grace", r.OrphanGrace)
-	positive(ps, "reconcile.retry_budget", r.RetryBudget)
-	positive(ps, "reconcile.max_backoff", r.MaxBackoff)
-	positive(ps, "reconcile.health_interval", r.HealthInterval)
+func validateReconcile(r *Reconcile, path *field.Path) field.ErrorList {
+	errs := positive(path.Child("sweep_interval"), r.SweepInterval)
+	errs = append(errs, positive(path.Child("orphan_grace"), r.OrphanGrace)...)
+	errs = append(errs, positive(path.Child("retry_budget"), r.RetryBudget)...)
+	errs = append(errs, positive(path.Child("max_backoff"), r.MaxBackoff)...)
+	errs = append(errs, positive(path.Child("health_interval"), r.HealthInterval)...)
 	if r.MaxBackoff.Duration > r.RetryBudget.Duration && r.RetryBudget.Duration > 0 {
-		ps.invalid("reconcile.max_backoff", r.MaxBackoff.String(), "must not exceed reconcile.retry_budget")
+		errs = append(errs, field.Invalid(path.Child("max_backoff"), r.MaxBackoff.Duration, "must not exceed "+path.Child("retry_budget").String()))
 	}
+	return errs
 }
 
-func (in *Ingest) validate(ps *problems) {
-	if in.MaxBodyBytes < 0 {
-		ps.invalid("ingest.max_body_bytes", strconv.FormatInt(in.MaxBodyBytes, 10), "must be positive")
-	}
-	positive(ps, "ingest.accept_ttl", in.AcceptTTL)
-	positive(ps, "ingest.negative_ttl", in.NegativeTTL)
-	if in.CacheSize < 0 {
-		ps.invalid("ingest.cache_size", strconv.Itoa(in.CacheSize), "must be positive")
-	}
-	if in.RatePerSource < 0 {
-		ps.invalid("ingest.rate_per_source", strconv.FormatFloat(float64(in.RatePerSource), 'g', -1, 32), "must be positive")
-	}
-	if in.RateBurst < 0 {
-		ps.invalid("ingest.rate_burst", strconv.Itoa(in.RateBurst), "must be positive")
-	}
-	if in.RatePerPod < 0 {
-		ps.invalid("ingest.rate_per_pod", strconv.FormatFloat(float64(in.RatePerPod), 'g', -1, 32), "must be positive")
-	}
-	if in.RateBurstPerPod < 0 {
-		ps.invalid("ingest.rate_burst_per_pod", strconv.Itoa(in.RateBurstPerPod), "must be positive")
-	}
-	for _, lim := range []struct {
-		path string
-		v    int64
-	}{
-		{"ingest.max_kinds_per_pod", int64(in.MaxKindsPerPod)}, {"ingest.max_bytes_per_pod", in.MaxBytesPerPod},
-		{"ingest.min_free_bytes", in.MinFreeBytes}, {"ingest.max_staging_per_pod", int64(in.MaxStagingPerPod)},
-		{"ingest.min_upload_rate", in.MinUploadRate},
-	} {
-		if lim.v < 0 {
-			ps.invalid(lim.path, strconv.FormatInt(lim.v, 10), "must be positive")
-		}
-	}
-	positive(ps, "ingest.upload_rate_window", in.UploadRateWindow)
-	for i, cidr := range in.TrustedProxies {
-		if _, err := netip.ParsePrefix(cidr); err != nil {
-			ps.invalid(fmt.Sprintf("ingest.trusted_proxies[%d]", i), cidr, "must be a CIDR such as 10.0.0.0/8")
-		}
-	}
+func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
+	errs := notNegative(path.Child("max_body_bytes"), in.MaxBodyBytes)
+	errs = append(errs, positive(path.Child("accept_ttl"), in.AcceptTTL)...)
+	errs = append(errs, positive(path.Child("negative_ttl"), in.NegativeTTL)...)
+	errs = append(errs, notNegative(path.Child("cache_size"), in.CacheSize)...)
+	errs = append(errs, notNegative(path.Child("rate_per_source"), in.RatePerSource)...)
+	errs = append(errs, notNegative(path.Child("rate_burst"), in.RateBurst)...)
+	errs = append(errs, notNegative(path.Child("rate_per_pod"), in.RatePerPod)...)
+	errs = append(errs, notNegative(path.Child("rate_burst_per_pod"), in.RateBurstPerPod)...)
+	errs = append(errs, notNegative(path.Child("max_kinds_per_pod"), in.MaxKindsPerPod)...)
+	errs = append(errs, notNegative(path.Child("max_bytes_per_pod"), in.MaxBytesPerPod)...)
+	errs = append(errs, notNegative(path.Child("min_free_bytes"), in.MinFreeBytes)...)
+	errs = append(errs, notNegative(path.Child("max_staging_per_pod"), in.MaxStagingPerPod)...)
+	errs = append(errs, notNegative(path.Child("min_upload_rate"), in.MinUploadRate)...)
+	errs = append(errs, positive(path.Child("upload_rate_window"), in.UploadRateWindow)...)
+	return append(errs, cidrs(path.Child("trusted_proxies"), in.TrustedProxies)...)
 }
 
-func (p *Pods) validate(ps *problems) {
-	const path = "pods.ingest_token_expiration"
+func validatePods(p *Pods, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	exp := path.Child("ingest_token_expiration")
 	switch d := p.IngestTokenExpiration.Duration; {
 	case d < MinIngestTokenExpiration:
-		ps.invalid(path, d.String(), "must be at least 10m (the kubelet's minimum)")
+		errs = append(errs, field.Invalid(exp, d, "must be at least 10m (the kubelet's minimum)"))
 	case d > MaxIngestTokenExpiration:
-		ps.invalid(path, d.String(), "must be at most 2^32 seconds")
+		errs = append(errs, field.Invalid(exp, d, "must be at most 2^32 seconds"))
 	case d%time.Second != 0:
-		ps.invalid(path, d.String(), "must be whole seconds")
+		errs = append(errs, field.Invalid(exp, d, "must be whole seconds"))
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
-		kp := joinKey("pods.node_selector", k)
+		kp := path.Child("node_selector").Child(tomlKey(k))
 		if len(validation.IsQualifiedName(k)) > 0 {
-			ps.invalid(kp, k, "key must be a label key (an optional DNS-subdomain prefix and '/', then at most 63 of alphanumerics, '-', '_', '.')")
+			errs = append(errs, field.Invalid(kp, k, "key must be a label key (an optional DNS-subdomain prefix and '/', then at most 63 of alphanumerics, '-', '_', '.')"))
 		}
 		if v := p.NodeSelector[k]; len(validation.IsValidLabelValue(v)) > 0 {
-			ps.invalid(kp, v, "must be a label value (at most 63 of alphanumerics, '-', '_', '.', beginning and ending alphanumeric)")
+			errs = append(errs, field.Invalid(kp, v, "must be a label value (at most 63 of alphanumerics, '-', '_', '.', beginning and ending alphanumeric)"))
 		}
 	}
 	switch p.ImagePullPolicy {
 	case "", "Always", "IfNotPresent", "Never":
 	default:
-		ps.invalid("pods.image_pull_policy", p.ImagePullPolicy, "must be Always, IfNotPresent or Never")
+		errs = append(errs, withDetail(field.NotSupported(path.Child("image_pull_policy"), p.ImagePullPolicy, []string{"Always", "IfNotPresent", "Never"}),
+			"must be Always, IfNotPresent or Never"))
 	}
 	if strings.ContainsFunc(p.PushImage, func(r rune) bool { return r <= ' ' || r == 0x7f || r == utf8.RuneError }) {
-		ps.invalid("pods.push_image", p.PushImage, "must be an image reference, without whitespace or control characters")
+		errs = append(errs, field.Invalid(path.Child("push_image"), p.PushImage, "must be an image reference, without whitespace or control characters"))
 	}
+	return errs
 }
 
-func (c *ClusterEntry) validate(ps *problems, path string) {
-	if c.Name == "" {
-		ps.required(path + ".name")
-	} else {
-		dnsLabel(ps, path+".name", c.Name)
+func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	// required reports an empty key; the checks of a present one follow.
+	required := func(key, v string) bool {
+		if v == "" {
+			errs = append(errs, field.Required(path.Child(key), ""))
+		}
+		return v != ""
 	}
-	if c.Server == "" {
-		ps.required(path + ".server")
-	} else {
-		checkURL(ps, path+".server", c.Server, false, true)
+	if required("name", c.Name) {
+		errs = append(errs, dnsLabel(path.Child("name"), c.Name)...)
 	}
-	if c.CAFile == "" {
-		ps.required(path + ".ca_file")
+	if required("server", c.Server) {
+		errs = append(errs, checkURL(path.Child("server"), c.Server, false, true)...)
 	}
-	if c.TokenFile == "" {
-		ps.required(path + ".token_file")
+	required("ca_file", c.CAFile)
+	required("token_file", c.TokenFile)
+	if required("loop_namespace", c.LoopNamespace) {
+		errs = append(errs, dnsLabel(path.Child("loop_namespace"), c.LoopNamespace)...)
 	}
-	if c.LoopNamespace == "" {
-		ps.required(path + ".loop_namespace")
-	} else {
-		dnsLabel(ps, path+".loop_namespace", c.LoopNamespace)
+	if required("turn_service_account", c.TurnServiceAccount) && len(validation.IsDNS1123Subdomain(c.TurnServiceAccount)) > 0 {
+		errs = append(errs, field.Invalid(path.Child("turn_service_account"), c.TurnServiceAccount, "must be a DNS subdomain (a service account name)"))
 	}
-	if c.TurnServiceAccount == "" {
-		ps.required(path + ".turn_service_account")
-	} else if len(validation.IsDNS1123Subdomain(c.TurnServiceAccount)) > 0 {
-		ps.invalid(path+".turn_service_account", c.TurnServiceAccount, "must be a DNS subdomain (a service account name)")
+	if required("ingest_url", c.IngestURL) {
+		errs = append(errs, checkURL(path.Child("ingest_url"), c.IngestURL, true, true)...)
 	}
-	if c.IngestURL == "" {
-		ps.required(path + ".ingest_url")
-	} else {
-		checkURL(ps, path+".ingest_url", c.IngestURL, true, true)
-	}
-	if c.IngestAudience == "" {
-		ps.required(path + ".ingest_audience")
-	} else if strings.ContainsFunc(c.IngestAudience, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		ps.invalid(path+".ingest_audience", c.IngestAudience, "must not contain spaces or control characters")
+	if required("ingest_audience", c.IngestAudience) && strings.ContainsFunc(c.IngestAudience, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		errs = append(errs, field.Invalid(path.Child("ingest_audience"), c.IngestAudience, "must not contain spaces or control characters"))
 	}
 	if !(c.QPS > 0) || math.IsInf(float64(c.QPS), 0) {
-		ps.invalid(path+".qps", strconv.FormatFloat(float64(c.QPS), 'g', -1, 32), "must be positive")
+		errs = append(errs, field.Invalid(path.Child("qps"), c.QPS, "must be positive"))
 	}
 	if c.Burst <= 0 {
-		ps.invalid(path+".burst", strconv.Itoa(c.Burst), "must be positive")
+		errs = append(errs, field.Invalid(path.Child("burst"), c.Burst, "must be positive"))
 	}
+	return errs
 }
 
-func dnsLabel(ps *problems, path, v string) {
+// withDetail words an error whose constructor takes no detail (Duplicate,
+// NotFound) or words it the API-object way (NotSupported), keeping its type.
+func withDetail(e *field.Error, detail string) *field.Error {
+	e.Detail = detail
+	return e
+}
+
+func dnsLabel(path *field.Path, v string) field.ErrorList {
 	if len(validation.IsDNS1123Label(v)) > 0 {
-		ps.invalid(path, v, "must be a DNS label")
+		return field.ErrorList{field.Invalid(path, v, "must be a DNS label")}
 	}
+	return nil
 }
 
-func positive(ps *problems, path string, d Duration) {
+func positive(path *field.Path, d Duration) field.ErrorList {
 	if d.Duration <= 0 {
-		ps.invalid(path, d.String(), "must be positive")
+		return field.ErrorList{field.Invalid(path, d.Duration, "must be positive")}
 	}
+	return nil
 }
 
-// certPair requires a certificate and its key together; prefix is the keys'
-// common stem, e.g. "controller.internal_tls".
-func certPair(ps *problems, prefix, cert, key string) {
+// notNegative checks a limit whose zero took its default: only a negative
+// value is left to refuse.
+func notNegative[T int | int64 | float32](path *field.Path, v T) field.ErrorList {
+	if v < 0 {
+		return field.ErrorList{field.Invalid(path, v, "must be positive")}
+	}
+	return nil
+}
+
+func cidrs(path *field.Path, list []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, cidr := range list {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			errs = append(errs, field.Invalid(path.Index(i), cidr, "must be a CIDR such as 10.0.0.0/8"))
+		}
+	}
+	return errs
+}
+
+// certPair requires a certificate and its key together; stem is the keys'
+// common start under parent, e.g. "internal_tls".
+func certPair(parent *field.Path, stem, cert, key string) field.ErrorList {
 	switch {
 	case cert != "" && key == "":
-		ps.add(prefix+"_key", "required when "+lastKey(prefix)+"_cert is set")
+		return field.ErrorList{field.Required(parent.Child(stem+"_key"), "required when "+stem+"_cert is set")}
 	case cert == "" && key != "":
-		ps.add(prefix+"_cert", "required when "+lastKey(prefix)+"_key is set")
+		return field.ErrorList{field.Required(parent.Child(stem+"_cert"), "required when "+stem+"_key is set")}
 	}
+	return nil
 }
 
-func lastKey(path string) string { return path[strings.LastIndexByte(path, '.')+1:] }
+func validPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
+}
 
 // listener checks a host:port to listen on; without TLS only a loopback
 // address may serve plain HTTP (tokens cross the listeners).
-func listener(ps *problems, path, addr, certKey string, tls bool) {
+func listener(path *field.Path, addr, certKey string, tls bool) field.ErrorList {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		ps.invalid(path, addr, "must be host:port")
-		return
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(path, addr, "must be host:port")}
+	case !validPort(port):
+		return field.ErrorList{field.Invalid(path, addr, "port must be a number from 0 to 65535")}
+	case !tls && !isLoopback(host):
+		return field.ErrorList{field.Invalid(path, addr, "plain HTTP (no "+certKey+") is only allowed on a loopback address")}
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		ps.invalid(path, addr, "port must be a number from 0 to 65535")
-		return
-	}
-	if !tls && !isLoopback(host) {
-		ps.invalid(path, addr, "plain HTTP (no "+certKey+") is only allowed on a loopback address")
-	}
+	return nil
 }
 
 // checkURL accepts an absolute https URL (http too on a loopback host when
 // httpLoopback) without credentials, query or fragment, and without a path
-// unless pathAllowed.
-func checkURL(ps *problems, path, raw string, httpLoopback, pathAllowed bool) {
+// unless pathAllowed. All that is wrong with it is one problem.
+func checkURL(path *field.Path, raw string, httpLoopback, pathAllowed bool) field.ErrorList {
 	u, err := url.Parse(raw)
 	if err != nil {
-		ps.invalid(path, raw, "not a URL")
-		return
+		return field.ErrorList{field.Invalid(path, raw, "not a URL")}
 	}
 	if !u.IsAbs() || u.Host == "" {
-		ps.invalid(path, raw, "must be an absolute URL")
-		return
+		return field.ErrorList{field.Invalid(path, raw, "must be an absolute URL")}
 	}
 	var msgs []string
 	switch {
@@ -342,8 +357,9 @@ func checkURL(ps *problems, path, raw string, httpLoopback, pathAllowed bool) {
 		msgs = append(msgs, "must not have a path")
 	}
 	if len(msgs) > 0 {
-		ps.invalid(path, raw, strings.Join(msgs, "; "))
+		return field.ErrorList{field.Invalid(path, raw, strings.Join(msgs, "; "))}
 	}
+	return nil
 }
 
 func isLoopback(host string) bool {

@@ -237,11 +237,9 @@ func (r *Reconciler) next(ctx context.Context) bool {
 
 func (r *Reconciler) markLost(ctx context.Context, id, reason string) error {
 	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
-		if !p.State.Live() {
+		if !lose(p, reason, time.Now().UTC()) {
 			return errSkip
 		}
-		now := time.Now().UTC()
-		p.State, p.Reason, p.FinishedAt = store.StateLost, reason, &now
 		return nil
 	})
 	if errors.Is(err, errSkip) {

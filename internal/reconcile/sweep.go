@@ -7,10 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"crucible.dev/crucible/internal/metrics"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 )
@@ -53,45 +51,37 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 	for i := range list.Items {
 		pod := &list.Items[i]
 		reason := r.verdict(ctx, cluster, pod)
-		if reason == "" {
+		if reason == sweepKeep {
 			continue
 		}
 		if err := r.Dispatcher.Delete(ctx, cluster, pod.Namespace, pod.Name, pod.UID); err != nil {
 			r.Log.Warn("sweep: delete failed", "cluster", cluster, "pod", pod.Name, "error", err)
 			continue
 		}
-		metrics.SweepDeletions.WithLabelValues(cluster, reason).Inc()
+		metrics.SweepDeletions.WithLabelValues(cluster, string(reason)).Inc()
 		r.Log.Info("sweep deleted pod", "cluster", cluster, "pod", pod.Name, "reason", reason)
 	}
 }
 
-// verdict says why pod should go ("collected", "orphaned") or "" to keep it.
-func (r *Reconciler) verdict(ctx context.Context, cluster string, pod *corev1.Pod) string {
-	if pod.Labels[render.LabelManagedBy] != render.ManagedByValue || pod.Labels[render.LabelInstance] != r.Instance {
-		return "" // never touch what is not ours, whatever the selector returned
-	}
-	if pod.DeletionTimestamp != nil {
-		return ""
+// verdict reads what the sweep needs about pod, then decides (decideSweep).
+func (r *Reconciler) verdict(ctx context.Context, cluster string, pod *corev1.Pod) sweepVerdict {
+	return decideSweep(r.readSweep(ctx, cluster, pod), r.Instance, r.OrphanGrace, time.Now())
+}
+
+// readSweep gathers the row named like a listed pod, if the pod is one the
+// sweep may consider at all.
+func (r *Reconciler) readSweep(ctx context.Context, cluster string, pod *corev1.Pod) sweepFacts {
+	f := sweepFacts{Cluster: cluster, Pod: pod}
+	if !sweepable(pod, r.Instance) {
+		f.RowUnknown = true // not asked
+		return f
 	}
 	row, err := r.Store.GetWorkPod(ctx, pod.Name)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return "" // the store is unsure: keep
-	}
-	orphanedLongEnough := time.Since(pod.CreationTimestamp.Time) > r.OrphanGrace
 	switch {
-	case errors.Is(err, store.ErrNotFound), row.Cluster != cluster,
-		row.PodUID != "" && types.UID(row.PodUID) != pod.UID:
-		if orphanedLongEnough {
-			return "orphaned"
-		}
-	case row.State.Live():
-		// awaited: keep
-	case row.LogCollected:
-		return "collected"
-	case row.State == store.StateCancelled, row.State == store.StateLost:
-		if orphanedLongEnough {
-			return "orphaned"
-		}
+	case err == nil:
+		f.Row = &row
+	case !errors.Is(err, store.ErrNotFound):
+		f.RowUnknown = true
 	}
-	return ""
+	return f
 }

@@ -53,56 +53,56 @@ func (r *Reconciler) logger() *slog.Logger {
 	return r.Log
 }
 
-// sync reads the row and the pod, then decides (read, then act).
+// sync reads the row and the pod, decides with decideSync, then acts.
 func (r *Reconciler) sync(ctx context.Context, k key) error {
-	row, err := r.Store.GetWorkPod(ctx, k.Name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // no row: an orphan, the sweep's business
-	}
+	f, err := r.readSync(ctx, k)
 	if err != nil {
 		return err
 	}
+	switch a := decideSync(f); a.Op {
+	case syncLose:
+		return r.markLost(ctx, f.Row.ID, a.Reason)
+	case syncFinish:
+		return r.finish(ctx, *f.Row, f.Pod)
+	case syncAdvance:
+		return r.transition(ctx, f.Row.ID, f.Pod, a.State)
+	case syncLeave:
+	}
+	return nil
+}
+
+// readSync gathers the row named by k and the pod in k's cluster's informer
+// cache. An error is one of reading (requeued with backoff), never a verdict.
+func (r *Reconciler) readSync(ctx context.Context, k key) (syncFacts, error) {
+	f := syncFacts{Cluster: k.Cluster}
+	row, err := r.Store.GetWorkPod(ctx, k.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return f, nil
+	case err != nil:
+		return f, err
+	}
+	f.Row = &row
 	if row.Cluster != k.Cluster {
-		return nil // a same-named pod on another cluster is not this row's
+		return f, nil // not this cluster's row: its cache is not asked
 	}
 	pod, err := r.lister(k.Cluster).Get(k.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if row.State.Live() && row.PodUID != "" {
-			// Deleted on the spoke before it finished; the informer saw it go.
-			return r.markLost(ctx, row.ID, "pod deleted on "+row.Cluster+" before it finished")
-		}
-		return nil
 	case err != nil:
-		return err
-	}
-	if row.PodUID != "" && row.PodUID != string(pod.UID) {
-		return nil // an older or foreign pod of that name; the sweep decides
-	}
-	switch pod.Status.Phase {
-	case corev1.PodSucceeded, corev1.PodFailed:
-		return r.finish(ctx, row, pod)
-	case corev1.PodRunning:
-		return r.transition(ctx, row.ID, pod, store.StateRunning)
+		return f, err
 	default:
-		return r.transition(ctx, row.ID, pod, store.StateDispatched)
+		f.Pod = pod
 	}
+	return f, nil
 }
 
-// liveRank orders the live states; a row only ever moves up it.
-var liveRank = map[store.State]int{store.StatePending: 0, store.StateDispatched: 1, store.StateRunning: 2}
-
 // transition moves a live row forward (pending → dispatched → running) and
-// records the pod's uid; it never moves a row backwards.
+// records the pod's uid; it never moves a row backwards (advance).
 func (r *Reconciler) transition(ctx context.Context, id string, pod *corev1.Pod, to store.State) error {
 	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
-		cur, live := liveRank[p.State]
-		if !live || (cur >= liveRank[to] && p.PodUID != "") {
+		if !advance(p, pod.UID, to) {
 			return errSkip
-		}
-		p.PodUID = string(pod.UID)
-		if liveRank[to] > cur {
-			p.State = to
 		}
 		return nil
 	})
@@ -118,10 +118,8 @@ func (r *Reconciler) transition(ctx context.Context, id string, pod *corev1.Pod,
 // finish stores the finished pod's log as the log artifact, then records the
 // outcome. The row says LogCollected only once the artifact is stored, and
 // the sweep deletes only collected pods: the log cannot be lost to a delete.
+// decideSync has ruled out a row that recorded its outcome already.
 func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *corev1.Pod) error {
-	if row.State.Terminal() && (row.LogCollected || row.State == store.StateCancelled) {
-		return nil
-	}
 	if err := r.collectLog(ctx, row, pod); err != nil {
 		metrics.LogCollections.WithLabelValues(row.Cluster, "error").Inc()
 		return err // requeued with backoff; the pod stays until collected
@@ -129,13 +127,7 @@ func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *corev1.
 	metrics.LogCollections.WithLabelValues(row.Cluster, "ok").Inc()
 	state, exit, reason := outcome(pod)
 	updated, err := r.Store.UpdateWorkPod(ctx, row.ID, func(p *store.WorkPod) error {
-		p.LogCollected = true
-		p.PodUID = string(pod.UID)
-		if p.State.Terminal() {
-			return nil // cancelled or lost meanwhile: keep that verdict
-		}
-		now := time.Now().UTC()
-		p.State, p.ExitCode, p.Reason, p.FinishedAt = state, exit, reason, &now
+		recordOutcome(p, pod.UID, state, exit, reason, time.Now().UTC())
 		return nil
 	})
 	if err != nil {

@@ -46,7 +46,7 @@ func TestSweepVerdict(t *testing.T) {
 	cases := []struct {
 		name string
 		pod  *corev1.Pod
-		want string
+		want sweepVerdict
 	}{
 		{"awaited", pod("live", "u-live", old, nil), ""},
 		{"finished and collected", pod("collected", "u-collected", young, nil), "collected"},

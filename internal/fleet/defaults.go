@@ -1,0 +1,189 @@
+package fleet
+
+import "time"
+
+// Defaults of the profile, applied by setDefaults to every key that is unset
+// or zero. docs/config.md lists them; keep the two in step.
+const (
+	DefaultInstance        = "crucible"
+	DefaultInternalListen  = "127.0.0.1:8080"
+	DefaultExternalListen  = "127.0.0.1:8443"
+	DefaultStore           = "sqlite:crucible.db"
+	DefaultArtifactsDir    = "artifacts"
+	DefaultMaxRequestBytes = 1 << 20
+
+	DefaultMirrorTTL      = 30 * time.Second
+	DefaultMirrorMaxStale = 10 * time.Minute
+
+	DefaultSweepInterval  = time.Minute
+	DefaultOrphanGrace    = 10 * time.Minute
+	DefaultRetryBudget    = 2 * time.Minute
+	DefaultMaxBackoff     = 10 * time.Second
+	DefaultHealthInterval = 15 * time.Second
+
+	DefaultIngestTokenExpiration = time.Hour
+	// MinIngestTokenExpiration is the kubelet's lower bound for a projected
+	// service-account token's expirationSeconds.
+	MinIngestTokenExpiration = 10 * time.Minute
+	// MaxIngestTokenExpiration is the API server's upper bound (2^32 s).
+	MaxIngestTokenExpiration = (1 << 32) * time.Second
+
+	// Drop-box defaults: 64 MiB artifacts; accepts remembered up to 5m,
+	// rejections 10s; 20 requests/s per source with a burst of 40.
+	DefaultIngestMaxBodyBytes  = 64 << 20
+	DefaultIngestAcceptTTL     = 5 * time.Minute
+	DefaultIngestNegativeTTL   = 10 * time.Second
+	DefaultIngestCacheSize     = 10000
+	DefaultIngestRatePerSource = 20
+	DefaultIngestRateBurst     = 40
+	DefaultIngestRatePerPod    = 10
+	DefaultIngestRateBurstPod  = 20
+
+	// Upload quotas and pacing (R-IN7): 32 kinds and 1 GiB per pod, 1 GiB
+	// kept free on the artifact volume, 2 uploads of a pod staged at once,
+	// at least 4 KiB/s over every 30 s.
+	DefaultIngestMaxKindsPerPod   = 32
+	DefaultIngestMaxBytesPerPod   = 1 << 30
+	DefaultIngestMinFreeBytes     = 1 << 30
+	DefaultIngestMaxStagingPerPod = 2
+	DefaultIngestMinUploadRate    = 4 << 10
+	DefaultIngestUploadRateWindow = 30 * time.Second
+
+	// DefaultQPS and DefaultBurst replace client-go's 5 and 10, which would
+	// throttle dispatch (three requests per work pod) to under two pods a
+	// second. At 500 the client limiter stays above what one spoke API server
+	// takes (~185 pod sets/s measured here), so the server's own priority and
+	// fairness, not a guess in the client, sets the pace.
+	DefaultQPS   = 500
+	DefaultBurst = 1000
+)
+
+// API defaults: no authentication (so loopback only); hub reviews cached
+// briefly (a revoked binding bites within seconds); pages of 500 rows.
+const (
+	DefaultAPIAuth              = AuthNone
+	DefaultAPINamespace         = "crucible"
+	DefaultAPIProxyUserHeader   = "X-Auth-Request-User"
+	DefaultAPIProxyGroupsHeader = "X-Auth-Request-Groups"
+	DefaultAPITokenAcceptTTL    = 10 * time.Second
+	DefaultAPITokenNegativeTTL  = 5 * time.Second
+	DefaultAPIAccessAllowTTL    = 10 * time.Second
+	DefaultAPIAccessDenyTTL     = 5 * time.Second
+	DefaultAPICacheSize         = 10000
+	DefaultAPIPageSize          = 500
+	// MaxAPIPageSize bounds one page of GET /api/pods, whatever ?limit asks.
+	MaxAPIPageSize = 10000
+	// DefaultMetricsListen serves /metrics on its own loopback listener;
+	// MetricsListenOff turns it off.
+	DefaultMetricsListen = "127.0.0.1:9090"
+	MetricsListenOff     = "off"
+)
+
+// The values of [api] auth.
+const (
+	AuthNone       = "none"
+	AuthKubernetes = "kubernetes"
+	AuthProxy      = "proxy"
+)
+
+// DefaultAPIAllowedHosts are the Host names the API answers by default.
+func DefaultAPIAllowedHosts() []string { return []string{"localhost", "127.0.0.1", "::1"} }
+
+// Leader election defaults (R-C10): controller-runtime's and
+// kube-controller-manager's durations. A replica that dies is replaced as
+// leader within LeaseDuration; a leader cut off from the hub stops its loops
+// within RenewDeadline, before anyone else may take over. The lease's name
+// defaults to controller.instance + DefaultLeaseNameSuffix, so the replicas
+// of one deployment (one instance) share one lease.
+const (
+	DefaultLeaseNameSuffix = "-leader"
+	DefaultLeaseNamespace  = "crucible"
+	DefaultLeaseDuration   = 15 * time.Second
+	DefaultRenewDeadline   = 10 * time.Second
+	DefaultRetryPeriod     = 2 * time.Second
+)
+
+// setDefaults fills every key of p that is unset or zero and has a default.
+// It is the one place defaults are applied (kueue's SetDefaults_Configuration
+// is the model): Parse calls it exactly once, before validation, so no other
+// package needs a fallback for a zero profile value. Keys whose default
+// depends on another key (the lease name, the default cluster) are filled
+// after that key's own default.
+func setDefaults(p *Profile) {
+	c := &p.Controller
+	setZero(&c.Instance, DefaultInstance)
+	setZero(&c.InternalListen, DefaultInternalListen)
+	setZero(&c.ExternalListen, DefaultExternalListen)
+	setZero(&c.Store, DefaultStore)
+	setZero(&c.ArtifactsDir, DefaultArtifactsDir)
+	setZero(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	setZero(&c.MetricsListen, DefaultMetricsListen)
+
+	setZero(&p.Mirror.TTL.Duration, DefaultMirrorTTL)
+	setZero(&p.Mirror.MaxStale.Duration, DefaultMirrorMaxStale)
+
+	r := &p.Reconcile
+	setZero(&r.SweepInterval.Duration, DefaultSweepInterval)
+	setZero(&r.OrphanGrace.Duration, DefaultOrphanGrace)
+	setZero(&r.RetryBudget.Duration, DefaultRetryBudget)
+	setZero(&r.MaxBackoff.Duration, DefaultMaxBackoff)
+	setZero(&r.HealthInterval.Duration, DefaultHealthInterval)
+
+	setZero(&p.Pods.IngestTokenExpiration.Duration, DefaultIngestTokenExpiration)
+
+	in := &p.Ingest
+	setZero(&in.MaxBodyBytes, DefaultIngestMaxBodyBytes)
+	setZero(&in.AcceptTTL.Duration, DefaultIngestAcceptTTL)
+	setZero(&in.NegativeTTL.Duration, DefaultIngestNegativeTTL)
+	setZero(&in.CacheSize, DefaultIngestCacheSize)
+	setZero(&in.RatePerSource, DefaultIngestRatePerSource)
+	setZero(&in.RateBurst, DefaultIngestRateBurst)
+	setZero(&in.RatePerPod, DefaultIngestRatePerPod)
+	setZero(&in.RateBurstPerPod, DefaultIngestRateBurstPod)
+	setZero(&in.MaxKindsPerPod, DefaultIngestMaxKindsPerPod)
+	setZero(&in.MaxBytesPerPod, DefaultIngestMaxBytesPerPod)
+	setZero(&in.MinFreeBytes, DefaultIngestMinFreeBytes)
+	setZero(&in.MaxStagingPerPod, DefaultIngestMaxStagingPerPod)
+	setZero(&in.MinUploadRate, DefaultIngestMinUploadRate)
+	setZero(&in.UploadRateWindow.Duration, DefaultIngestUploadRateWindow)
+
+	a := &p.API
+	setZero(&a.Auth, DefaultAPIAuth)
+	setZero(&a.Namespace, DefaultAPINamespace)
+	setZero(&a.ProxyUserHeader, DefaultAPIProxyUserHeader)
+	setZero(&a.ProxyGroupsHeader, DefaultAPIProxyGroupsHeader)
+	if len(a.AllowedHosts) == 0 {
+		a.AllowedHosts = DefaultAPIAllowedHosts()
+	}
+	setZero(&a.TokenAcceptTTL.Duration, DefaultAPITokenAcceptTTL)
+	setZero(&a.TokenNegativeTTL.Duration, DefaultAPITokenNegativeTTL)
+	setZero(&a.AccessAllowTTL.Duration, DefaultAPIAccessAllowTTL)
+	setZero(&a.AccessDenyTTL.Duration, DefaultAPIAccessDenyTTL)
+	setZero(&a.CacheSize, DefaultAPICacheSize)
+	setZero(&a.PageSize, DefaultAPIPageSize)
+
+	l := &p.LeaderElection
+	setZero(&l.LeaseName, c.Instance+DefaultLeaseNameSuffix) // after the instance's default
+	setZero(&l.LeaseNamespace, DefaultLeaseNamespace)
+	setZero(&l.LeaseDuration.Duration, DefaultLeaseDuration)
+	setZero(&l.RenewDeadline.Duration, DefaultRenewDeadline)
+	setZero(&l.RetryPeriod.Duration, DefaultRetryPeriod)
+
+	for i := range p.Clusters {
+		e := &p.Clusters[i]
+		setZero(&e.QPS, DefaultQPS)
+		setZero(&e.Burst, DefaultBurst)
+	}
+	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
+		p.DefaultCluster = p.Clusters[0].Name
+	}
+}
+
+// setZero sets *v to def when it is the zero value: the profile's rule that
+// a key left out, 0 or "" takes its default.
+func setZero[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

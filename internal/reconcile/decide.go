@@ -1,0 +1,187 @@
+package reconcile
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// The reconciler reads, then decides, then acts (kueue multikueue's
+// readGroup/reconcileGroup): sync and the sweep gather what they know into a
+// facts value, a pure function below turns it into an action, and only then
+// is anything written or deleted. The decisions are table-tested without a
+// store or a cluster (decide_test.go).
+
+// syncOp is what sync does for one pod key.
+type syncOp int
+
+const (
+	// syncLeave changes nothing.
+	syncLeave syncOp = iota
+	// syncAdvance moves the live row forward to syncAction.State and records
+	// the pod's uid (transition).
+	syncAdvance
+	// syncFinish collects the finished pod's log, then records its outcome.
+	syncFinish
+	// syncLose marks the row lost for syncAction.Reason.
+	syncLose
+)
+
+func (o syncOp) String() string {
+	switch o {
+	case syncAdvance:
+		return "advance"
+	case syncFinish:
+		return "finish"
+	case syncLose:
+		return "lose"
+	}
+	return "leave"
+}
+
+// syncAction is decideSync's verdict.
+type syncAction struct {
+	Op     syncOp
+	State  store.State // syncAdvance: the live state the pod's phase shows
+	Reason string      // syncLose
+}
+
+// syncFacts is what sync read for one key.
+type syncFacts struct {
+	// Cluster is the cluster whose informer queued the key.
+	Cluster string
+	// Row is the work pod's row; nil when the store has none.
+	Row *store.WorkPod
+	// Pod is the pod in the cluster's informer cache; nil when it is not
+	// there (deleted, or never created).
+	Pod *corev1.Pod
+}
+
+// decideSync decides what one queued pod event means for its row.
+func decideSync(f syncFacts) syncAction {
+	row, pod := f.Row, f.Pod
+	switch {
+	case row == nil:
+		return syncAction{} // no row: an orphan, the sweep's business
+	case row.Cluster != f.Cluster:
+		return syncAction{} // a same-named pod on another cluster is not this row's
+	case pod == nil:
+		if row.State.Live() && row.PodUID != "" {
+			// Deleted on the spoke before it finished; the informer saw it go.
+			return syncAction{Op: syncLose, Reason: "pod deleted on " + row.Cluster + " before it finished"}
+		}
+		return syncAction{} // not created yet, or finished and swept
+	case row.PodUID != "" && row.PodUID != string(pod.UID):
+		return syncAction{} // an older or foreign pod of that name; the sweep decides
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		if row.State.Terminal() && (row.LogCollected || row.State == store.StateCancelled) {
+			return syncAction{} // recorded already; a cancelled pod's log is not collected
+		}
+		return syncAction{Op: syncFinish}
+	case corev1.PodRunning:
+		return syncAction{Op: syncAdvance, State: store.StateRunning}
+	default:
+		return syncAction{Op: syncAdvance, State: store.StateDispatched}
+	}
+}
+
+// liveRank orders the live states; a row only ever moves up it.
+var liveRank = map[store.State]int{store.StatePending: 0, store.StateDispatched: 1, store.StateRunning: 2}
+
+// advance applies a transition to the row as it is in the store now (it may
+// have moved since sync read it): a live row moves up to `to`, never back,
+// and takes the pod's uid. false means the row needs no change.
+func advance(p *store.WorkPod, uid types.UID, to store.State) bool {
+	cur, live := liveRank[p.State]
+	if !live || (cur >= liveRank[to] && p.PodUID != "") {
+		return false
+	}
+	p.PodUID = string(uid)
+	if liveRank[to] > cur {
+		p.State = to
+	}
+	return true
+}
+
+// recordOutcome applies a finished pod's collected log and outcome to the
+// row as it is in the store now: the log is collected whatever the row says,
+// but a row cancelled or lost meanwhile keeps that verdict.
+func recordOutcome(p *store.WorkPod, uid types.UID, state store.State, exit *int32, reason string, now time.Time) {
+	p.LogCollected = true
+	p.PodUID = string(uid)
+	if p.State.Terminal() {
+		return
+	}
+	p.State, p.ExitCode, p.Reason, p.FinishedAt = state, exit, reason, &now
+}
+
+// lose marks a live row lost for reason; false means the row had finished
+// meanwhile and keeps its verdict.
+func lose(p *store.WorkPod, reason string, now time.Time) bool {
+	if !p.State.Live() {
+		return false
+	}
+	p.State, p.Reason, p.FinishedAt = store.StateLost, reason, &now
+	return true
+}
+
+// sweepVerdict is why the sweep deletes a pod, or sweepKeep. The values are
+// the reason label of crucible_sweep_deletions_total.
+type sweepVerdict string
+
+const (
+	sweepKeep      sweepVerdict = ""
+	sweepCollected sweepVerdict = "collected"
+	sweepOrphaned  sweepVerdict = "orphaned"
+)
+
+// sweepFacts is what the sweep read about one pod of a fresh list.
+type sweepFacts struct {
+	// Cluster is the cluster that was listed.
+	Cluster string
+	Pod     *corev1.Pod
+	// Row is the row named like the pod; nil when the store has none.
+	Row *store.WorkPod
+	// RowUnknown is true when the store could not answer (or was not asked,
+	// for a pod that is not sweepable): the sweep never deletes on a guess.
+	RowUnknown bool
+}
+
+// sweepable reports whether the sweep may consider pod at all: it is
+// instance's (never touch what is not ours, whatever the selector returned)
+// and not going already. The sweep reads a row only for such a pod.
+func sweepable(pod *corev1.Pod, instance string) bool {
+	return pod.Labels[render.LabelManagedBy] == render.ManagedByValue && pod.Labels[render.LabelInstance] == instance &&
+		pod.DeletionTimestamp == nil
+}
+
+// decideSweep says whether the sweep deletes one listed pod of instance:
+// finished and collected, or orphaned (no live row of its own) for longer
+// than grace at now.
+func decideSweep(f sweepFacts, instance string, grace time.Duration, now time.Time) sweepVerdict {
+	pod, row := f.Pod, f.Row
+	if !sweepable(pod, instance) || f.RowUnknown {
+		return sweepKeep // not ours, going already, or the store unsure: keep
+	}
+	orphaned := sweepKeep
+	if now.Sub(pod.CreationTimestamp.Time) > grace {
+		orphaned = sweepOrphaned
+	}
+	switch {
+	case row == nil, row.Cluster != f.Cluster, row.PodUID != "" && types.UID(row.PodUID) != pod.UID:
+		return orphaned // not this pod's row
+	case row.State.Live():
+		return sweepKeep // awaited
+	case row.LogCollected:
+		return sweepCollected
+	case row.State == store.StateCancelled, row.State == store.StateLost:
+		return orphaned
+	}
+	return sweepKeep // finished, its log not collected yet
+}
