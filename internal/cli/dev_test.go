@@ -183,7 +183,6 @@ func runDetachedPod(t *testing.T, kubeconfig string) {
 	})
 }
 
-
 func recordedPIDs(t *testing.T, dir string) map[string]int {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "stack.json"))

@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"crucible.dev/crucible/internal/urlcheck"
 )
 
 // Validate checks a profile whose defaults are applied (Parse does both) and
@@ -318,54 +319,17 @@ func listener(path *field.Path, addr, certKey string, tls bool) field.ErrorList 
 		return field.ErrorList{field.Invalid(path, addr, "must be host:port")}
 	case !validPort(port):
 		return field.ErrorList{field.Invalid(path, addr, "port must be a number from 0 to 65535")}
-	case !tls && !isLoopback(host):
+	case !tls && !urlcheck.LoopbackHost(host):
 		return field.ErrorList{field.Invalid(path, addr, "plain HTTP (no "+certKey+") is only allowed on a loopback address")}
 	}
 	return nil
 }
 
-// checkURL accepts an absolute https URL (http too on a loopback host when
-// httpLoopback) without credentials, query or fragment, and without a path
-// unless pathAllowed. All that is wrong with it is one problem.
+// checkURL reports all that is wrong with raw as a base URL as one problem
+// (urlcheck.BaseURL).
 func checkURL(path *field.Path, raw string, httpLoopback, pathAllowed bool) field.ErrorList {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return field.ErrorList{field.Invalid(path, raw, "not a URL")}
-	}
-	if !u.IsAbs() || u.Host == "" {
-		return field.ErrorList{field.Invalid(path, raw, "must be an absolute URL")}
-	}
-	var msgs []string
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && httpLoopback && isLoopback(u.Hostname()):
-	case u.Scheme == "http" && httpLoopback:
-		msgs = append(msgs, "http is only allowed on a loopback host")
-	default:
-		msgs = append(msgs, "scheme must be https")
-	}
-	if u.User != nil {
-		msgs = append(msgs, "must not contain credentials")
-	}
-	if u.RawQuery != "" || u.ForceQuery {
-		msgs = append(msgs, "must not have a query")
-	}
-	if u.Fragment != "" || strings.Contains(raw, "#") {
-		msgs = append(msgs, "must not have a fragment")
-	}
-	if !pathAllowed && u.Path != "" && u.Path != "/" {
-		msgs = append(msgs, "must not have a path")
-	}
-	if len(msgs) > 0 {
-		return field.ErrorList{field.Invalid(path, raw, strings.Join(msgs, "; "))}
+	if problems := urlcheck.BaseURL(raw, httpLoopback, pathAllowed); len(problems) > 0 {
+		return field.ErrorList{field.Invalid(path, raw, strings.Join(problems, "; "))}
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

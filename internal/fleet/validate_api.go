@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"crucible.dev/crucible/internal/urlcheck"
 )
 
 // validateAPI checks [api]. internalListen is the (validated elsewhere)
@@ -17,7 +19,7 @@ func validateAPI(a *API, path *field.Path, internalListen string) field.ErrorLis
 	auth := path.Child("auth")
 	switch a.Auth {
 	case AuthNone:
-		if host, _, err := net.SplitHostPort(internalListen); err == nil && !isLoopback(host) {
+		if host, _, err := net.SplitHostPort(internalListen); err == nil && !urlcheck.LoopbackHost(host) {
 			errs = append(errs, field.Invalid(auth, a.Auth, fmt.Sprintf("only allowed when controller.internal_listen is a loopback address, not %q: anyone reaching it could run any image on the spokes; set api.auth to \"kubernetes\" or \"proxy\"", internalListen)))
 		}
 	case AuthKubernetes:

@@ -15,6 +15,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"crucible.dev/crucible/internal/urlcheck"
 )
 
 // shutdownTimeout bounds how long requests in flight may finish after the
@@ -162,10 +164,7 @@ func requireLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !urlcheck.LoopbackHost(host) {
 		return fmt.Errorf("plain HTTP is only allowed on a loopback address, not %q", addr)
 	}
 	return nil

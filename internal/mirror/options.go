@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"crucible.dev/crucible/internal/urlcheck"
 )
 
 // Defaults for the zero values of Options.
@@ -82,49 +82,15 @@ func (o Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// checkBaseURL accepts an absolute https URL, or plain http on a loopback
-// host, without credentials, query or fragment. The upstream may carry a path
-// prefix (API servers behind a proxy do); the external URL may not, because
-// the mirror serves its two paths at the root of its listener.
+// checkBaseURL: see urlcheck.BaseURL. The upstream may carry a path prefix
+// (API servers behind a proxy do); the external URL may not, because the
+// mirror serves its two paths at the root of its listener.
 func checkBaseURL(raw string, pathAllowed bool) error {
 	if raw == "" {
 		return errors.New("required")
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return errors.New("not a URL")
-	}
-	var problems []string
-	switch {
-	case !u.IsAbs() || u.Host == "":
-		problems = append(problems, "must be absolute")
-	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		problems = append(problems, "http is only allowed on a loopback host")
-	case u.Scheme != "https" && u.Scheme != "http":
-		problems = append(problems, fmt.Sprintf("scheme must be https, got %q", u.Scheme))
-	}
-	if u.User != nil {
-		problems = append(problems, "must not contain credentials")
-	}
-	if u.RawQuery != "" || u.ForceQuery {
-		problems = append(problems, "must not have a query")
-	}
-	if u.Fragment != "" || strings.Contains(raw, "#") {
-		problems = append(problems, "must not have a fragment")
-	}
-	if !pathAllowed && u.Path != "" && u.Path != "/" {
-		problems = append(problems, "must not have a path")
-	}
-	if len(problems) > 0 {
+	if problems := urlcheck.BaseURL(raw, true, pathAllowed); len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
