@@ -93,6 +93,8 @@ func newFixture(t *testing.T) *fixture {
 		"viewer list ": true, "viewer list wharf": true, "viewer get wharf": true, "viewer get/log wharf": true, "viewer get/artifacts wharf": true,
 		"submitter create *": true,
 		"dockonly get dock":  true,
+		"admin create *":     true, "admin list *": true, "admin get *": true, "admin delete *": true,
+		"admin get/log *": true, "admin get/artifacts *": true,
 	}}
 	var logBuf bytes.Buffer
 	s := &Server{
@@ -101,7 +103,7 @@ func newFixture(t *testing.T) *fixture {
 		DispatchTimeout: 10 * time.Second,
 		Log:             slog.New(slog.NewTextHandler(&logBuf, nil)),
 		MaxRequestBytes: 1 << 20,
-		Authn:           fakeAuthn{"tok-viewer": "viewer", "tok-submitter": "submitter", "tok-nobody": "nobody", "tok-flaky": "flaky", "tok-dock": "dockonly"},
+		Authn:           fakeAuthn{"tok-viewer": "viewer", "tok-submitter": "submitter", "tok-nobody": "nobody", "tok-flaky": "flaky", "tok-dock": "dockonly", "tok-admin": "admin"},
 		Authz:           authz,
 		AllowedHosts:    fleet.DefaultAPIAllowedHosts(),
 		PageSize:        3,

@@ -66,26 +66,26 @@ const maxFieldNameBytes = 100
 // structs' fields promoted). data is JSON that already tokenizes.
 func unknownField(data []byte, t reflect.Type) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	name, err := walk(dec, t)
-	if err != nil || name == "" {
+	name, found, err := walk(dec, t)
+	if err != nil || !found {
 		return "", false
 	}
 	return truncate(name, maxFieldNameBytes), true
 }
 
 // walk consumes one JSON value from dec, judged against t; it returns the
-// first unknown key it meets ("" for none).
-func walk(dec *json.Decoder, t reflect.Type) (string, error) {
+// first unknown key it meets, if any.
+func walk(dec *json.Decoder, t reflect.Type) (name string, found bool, err error) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
-		return "", nil // a scalar
+		return "", false, nil // a scalar
 	}
 	var elem func(key string) (reflect.Type, bool)
 	switch {
@@ -101,23 +101,23 @@ func walk(dec *json.Decoder, t reflect.Type) (string, error) {
 		if elem != nil {
 			key, err := dec.Token()
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			k, _ := key.(string)
 			ft, known := elem(k)
 			if !known {
-				return k, nil
+				return k, true, nil
 			}
 			next = ft
 		} else if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			next = t.Elem()
 		}
-		if name, err := walk(dec, next); err != nil || name != "" {
-			return name, err
+		if name, found, err := walk(dec, next); err != nil || found {
+			return name, found, err
 		}
 	}
 	_, err = dec.Token() // the closing delimiter
-	return "", err
+	return "", false, err
 }
 
 // fieldType finds the field of struct t that a JSON key decodes into.

@@ -263,7 +263,7 @@ func (s *Server) row(r *http.Request) (store.WorkPod, error) {
 	id := r.PathValue("pod")
 	p, err := s.Store.GetWorkPod(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return p, notFound(fmt.Sprintf("work pod %q", id))
+		return p, notFound(fmt.Sprintf("work pod %q", truncate(id, 100)))
 	}
 	return p, err
 }
