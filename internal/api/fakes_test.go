@@ -77,7 +77,7 @@ func (f *fakeStore) ListWorkPods(_ context.Context, flt store.Filter) ([]store.W
 		case flt.Cluster != "" && p.Cluster != flt.Cluster,
 			flt.Kind != "" && p.Kind != flt.Kind,
 			len(flt.States) > 0 && !slices.Contains(flt.States, p.State),
-			flt.After != nil && !(p.CreatedAt.Before(flt.After.CreatedAt) || p.CreatedAt.Equal(flt.After.CreatedAt) && p.ID > flt.After.ID):
+			flt.After != nil && !after(p, *flt.After):
 			continue
 		}
 		if flt.WithoutSpec {
@@ -92,6 +92,11 @@ func (f *fakeStore) ListWorkPods(_ context.Context, flt store.Filter) ([]store.W
 		out = out[:flt.Limit]
 	}
 	return out, nil
+}
+
+// after reports whether p comes after c in the list order.
+func after(p store.WorkPod, c store.Cursor) bool {
+	return p.CreatedAt.Before(c.CreatedAt) || p.CreatedAt.Equal(c.CreatedAt) && p.ID > c.ID
 }
 
 func (f *fakeStore) UpdateWorkPod(_ context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error) {

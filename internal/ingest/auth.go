@@ -14,7 +14,7 @@ import (
 
 func rateLimited(retryAfter string) response {
 	res := refuse(http.StatusTooManyRequests, "rate_limited", "too many requests")
-	res.fail.With("Retry-After", retryAfter)
+	res.fail = res.fail.With("Retry-After", retryAfter)
 	return res
 }
 

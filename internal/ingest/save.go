@@ -136,7 +136,7 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 	release, ok := h.staging.acquire(row.ID, h.opts.MaxStagingPerPod)
 	if !ok {
 		res := refuse(http.StatusTooManyRequests, "busy", "too many uploads of this pod at once, retry later")
-		res.fail.With("Retry-After", retryAfterBusy)
+		res.fail = res.fail.With("Retry-After", retryAfterBusy)
 		return res
 	}
 	defer release()
@@ -244,7 +244,7 @@ func quotaExceeded(err error) response {
 
 func insufficientStorage() response {
 	res := refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later")
-	res.fail.With("Retry-After", retryAfterStorage)
+	res.fail = res.fail.With("Retry-After", retryAfterStorage)
 	return res
 }
 

@@ -58,7 +58,7 @@ func unavailable(err error) response {
 func badRequest(code int, msg string) response {
 	res := refuse(code, "bad_request", msg)
 	if code == http.StatusMethodNotAllowed {
-		res.fail.With("Allow", http.MethodPost)
+		res.fail = res.fail.With("Allow", http.MethodPost)
 	}
 	return res
 }
