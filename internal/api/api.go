@@ -2,8 +2,10 @@
 // (R-C9): submit a work pod to a cluster, list/filter/get, cancel, artifacts,
 // clusters with health. Every request passes the guard (auth.go) first: Host
 // allowlist, CSRF and JSON-only checks, authentication and authorization
-// (R-C12). Every error is JSON naming the bad field; what the client sees is
-// kept apart from what is logged.
+// (R-C12). Every error is an httperr.Error answered as JSON naming the bad
+// field: its public message goes to the client, its cause only to the log.
+// The store, the spokes and the drop-box are small interfaces (deps.go), so
+// every refusal is unit-tested with fakes.
 package api
 
 import (
