@@ -2,38 +2,44 @@
 // (R-C9): submit a work pod to a cluster, list/filter/get, cancel, artifacts,
 // clusters with health. Every request passes the guard (auth.go) first: Host
 // allowlist, CSRF and JSON-only checks, authentication and authorization
-// (R-C12). Every error is JSON naming the bad field; what the client sees is
-// kept apart from what is logged.
+// (R-C12). Every error is an httperr.Error answered as JSON naming the bad
+// field: its public message goes to the client, its cause only to the log.
+// The store, the spokes and the drop-box are small interfaces (deps.go), so
+// every refusal is unit-tested with fakes.
 package api
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
-	"crucible.dev/crucible/internal/dispatch"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
-	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/retry"
 )
 
 // Server holds what the handlers need.
 type Server struct {
-	Profile    *fleet.Profile
-	Store      store.Store
-	Dispatcher *dispatch.Dispatcher
-	Clients    *fleet.Clients
+	Profile *fleet.Profile
+	// Store, Dispatcher, Clients, Artifacts and Uploads are what the API
+	// uses of the store, the spokes and the drop-box, each as a small
+	// interface of this package (deps.go), so handlers are unit-tested
+	// with fakes.
+	Store      Store
+	Dispatcher Dispatcher
+	Clients    Clusters
 	Artifacts  ArtifactReader
 	Uploads    Uploads // told when a pod is cancelled (default: nobody)
-	Log        *slog.Logger
+	// Retry bounds reconnecting a live log stream after transient spoke
+	// errors (zero: package live's default).
+	Retry retry.Policy
+	Log   *slog.Logger
 	// MaxRequestBytes bounds request bodies (413 beyond).
 	MaxRequestBytes int64
 	// DispatchTimeout bounds one submit's work on the spoke.
@@ -71,30 +77,8 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/events", s.handle(s.watchEvents))
 	mux.Handle("GET /api/whoami", s.handle(s.whoami))
 	mux.Handle("/api/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
-		return &Error{Code: http.StatusNotFound, Msg: "no such endpoint: " + r.Method + " " + r.URL.Path}
+		return httperr.New(http.StatusNotFound, "no such endpoint: "+r.Method+" "+truncate(r.URL.Path, 200))
 	}))
-}
-
-// Error is an HTTP error: Code and Msg go to the client, Err only to the log.
-type Error struct {
-	Code  int
-	Msg   string
-	Field string
-	Err   error
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Msg + ": " + e.Err.Error()
-	}
-	return e.Msg
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-type errorBody struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
 }
 
 // handle guards fn (auth.go) and turns its error into a JSON answer. Every
@@ -115,21 +99,21 @@ func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 	})
 }
 
+// fail answers err as JSON (httperr.JSON): its public message only. The
+// cause of a 5xx is logged; a 503 always says when to retry and a 401 how to
+// authenticate.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var he *Error
-	if !errors.As(err, &he) {
-		he = &Error{Code: http.StatusInternalServerError, Msg: "internal error", Err: err}
-	}
+	he := httperr.From(err)
 	if he.Code >= 500 {
 		s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
 	}
-	if he.Code == http.StatusServiceUnavailable {
+	if he.Code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	if he.Code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="crucible"`)
 	}
-	writeJSON(w, he.Code, errorBody{Error: he.Msg, Field: he.Field})
+	httperr.Write(w, r, he, httperr.JSON)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -139,38 +123,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// decode reads a JSON body strictly: a size limit (413), unknown fields and
-// trailing data are errors naming what was wrong.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Code: http.StatusUnsupportedMediaType, Msg: "Content-Type must be application/json, not " + ct}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.MaxRequestBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var syntax *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &tooBig):
-			return &Error{Code: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body over %d bytes", tooBig.Limit)}
-		case errors.As(err, &syntax):
-			return &Error{Code: http.StatusBadRequest, Msg: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
-		case errors.As(err, &typ):
-			return &Error{Code: http.StatusBadRequest, Field: typ.Field, Msg: fmt.Sprintf("%s: must be %s, not %s", typ.Field, typ.Type, typ.Value)}
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return &Error{Code: http.StatusBadRequest, Field: field, Msg: "unknown field " + field}
-		default:
-			return &Error{Code: http.StatusBadRequest, Msg: "unreadable JSON body", Err: err}
-		}
-	}
-	if dec.More() {
-		return &Error{Code: http.StatusBadRequest, Msg: "trailing data after the JSON object"}
-	}
-	return nil
 }
 
 // newID makes a work pod's id, which is also its pod's name on the spoke.
@@ -185,7 +137,7 @@ func newID(kind string) string {
 }
 
 func notFound(what string) error {
-	return &Error{Code: http.StatusNotFound, Msg: what + " not found"}
+	return httperr.New(http.StatusNotFound, what+" not found")
 }
 
 func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

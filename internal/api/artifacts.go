@@ -13,6 +13,7 @@ import (
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	}
 	kind := r.PathValue("kind")
 	if !artifact.ValidName(kind) {
-		return &Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", kind)}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", truncate(kind, 100))}
 	}
 	a, err := s.Store.GetArtifact(r.Context(), p.ID, kind)
 	if errors.Is(err, store.ErrNotFound) {
@@ -63,7 +64,7 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	// claim beside it.
 	f, err := s.Artifacts.Open(r.Context(), p.ID, kind, a.SHA256)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
 	}
 	if err != nil {
 		return err
@@ -93,10 +94,25 @@ type Cluster struct {
 func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
 	def, _ := s.Profile.Cluster("")
 	var out []Cluster
-	for _, c := range s.Clients.All() {
+	for _, c := range s.clusterClients().All() {
 		out = append(out, Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
 			Default: c.Entry.Name == def.Name, Health: c.Health()})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// noClusters is the Clusters of a server without a fleet (tests, benches).
+type noClusters struct{}
+
+func (noClusters) All() []*fleet.Client             { return nil }
+func (noClusters) Get(string) (*fleet.Client, bool) { return nil, false }
+
+var _ Clusters = noClusters{}
+
+func (s *Server) clusterClients() Clusters {
+	if s.Clients == nil {
+		return noClusters{}
+	}
+	return s.Clients
 }

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"crucible.dev/crucible/internal/apiauth"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -109,7 +111,7 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, e
 	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	ru, ok := rules[r.Pattern]
 	if !ok {
-		return r, &Error{Code: http.StatusForbidden, Msg: "no authorization rule for " + r.Pattern, Err: errors.New("route without a rule")}
+		return r, &httperr.Error{Code: http.StatusForbidden, Msg: "no authorization rule for " + r.Pattern, Err: errors.New("route without a rule")}
 	}
 	var cluster string
 	switch ru.scope {
@@ -166,11 +168,11 @@ func (s *Server) authz() Authorizer {
 func authError(err error) error {
 	switch {
 	case errors.Is(err, apiauth.ErrUnavailable):
-		return &Error{Code: http.StatusServiceUnavailable, Msg: "cannot check your identity or permissions right now; retry later", Err: err}
+		return &httperr.Error{Code: http.StatusServiceUnavailable, Msg: "cannot check your identity or permissions right now; retry later", Err: err}
 	case errors.Is(err, apiauth.ErrUnauthenticated):
-		return &Error{Code: http.StatusUnauthorized, Msg: err.Error()}
+		return &httperr.Error{Code: http.StatusUnauthorized, Msg: err.Error()}
 	case errors.Is(err, apiauth.ErrForbidden):
-		return &Error{Code: http.StatusForbidden, Msg: err.Error()}
+		return &httperr.Error{Code: http.StatusForbidden, Msg: err.Error()}
 	}
 	return err
 }
@@ -188,7 +190,7 @@ func (s *Server) checkHost(r *http.Request) error {
 			return nil
 		}
 	}
-	return &Error{Code: http.StatusMisdirectedRequest, Msg: fmt.Sprintf("Host %q is not one this API answers to (api.allowed_hosts)", truncate(r.Host, 100))}
+	return &httperr.Error{Code: http.StatusMisdirectedRequest, Msg: fmt.Sprintf("Host %q is not one this API answers to (api.allowed_hosts)", truncate(r.Host, 100))}
 }
 
 // checkCrossSite refuses a state-changing request a browser marked as
@@ -200,11 +202,11 @@ func checkCrossSite(r *http.Request) error {
 		return nil
 	case "":
 		if r.Header.Get(ClientHeader) == "" {
-			return &Error{Code: http.StatusForbidden, Msg: "state-changing requests need the " + ClientHeader + " header"}
+			return &httperr.Error{Code: http.StatusForbidden, Msg: "state-changing requests need the " + ClientHeader + " header"}
 		}
 		return nil
 	default:
-		return &Error{Code: http.StatusForbidden, Msg: fmt.Sprintf("cross-site request refused (Sec-Fetch-Site: %s)", truncate(site, 20))}
+		return &httperr.Error{Code: http.StatusForbidden, Msg: fmt.Sprintf("cross-site request refused (Sec-Fetch-Site: %s)", truncate(site, 20))}
 	}
 }
 
@@ -217,16 +219,21 @@ func checkJSON(r *http.Request) error {
 		if ct == "" {
 			ct = "none"
 		}
-		return &Error{Code: http.StatusUnsupportedMediaType, Msg: "Content-Type must be application/json, not " + truncate(ct, 100)}
+		return &httperr.Error{Code: http.StatusUnsupportedMediaType, Msg: "Content-Type must be application/json, not " + truncate(ct, 100)}
 	}
 	return nil
 }
 
+// truncate shortens a client-supplied string quoted in a message to n
+// bytes, on a rune boundary, marked with "…".
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // recorder remembers the status a handler wrote, for the audit line. It

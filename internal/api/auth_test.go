@@ -3,21 +3,22 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
@@ -80,35 +81,36 @@ type fixture struct {
 	mux   *http.ServeMux
 	authz *fakeAuthz
 	log   *bytes.Buffer
+	st    *fakeStore
+	arts  *fakeArtifacts
+	disp  *fakeDispatcher
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(dir, "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st, arts, disp := newFakeStore(), &fakeArtifacts{}, &fakeDispatcher{}
 	authz := &fakeAuthz{allowed: map[string]bool{
 		"viewer list ": true, "viewer list wharf": true, "viewer get wharf": true, "viewer get/log wharf": true, "viewer get/artifacts wharf": true,
 		"submitter create *": true,
 		"dockonly get dock":  true,
+		"admin create *":     true, "admin list *": true, "admin get *": true, "admin delete *": true,
+		"admin get/log *": true, "admin get/artifacts *": true,
 	}}
 	var logBuf bytes.Buffer
 	s := &Server{
 		Profile: &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf", LoopNamespace: "loops"}, {Name: "dock", LoopNamespace: "loops"}}},
-		Store:   st, Artifacts: artifact.Dir{Root: filepath.Join(dir, "artifacts")},
+		Store:   st, Artifacts: arts, Dispatcher: disp,
+		DispatchTimeout: 10 * time.Second,
 		Log:             slog.New(slog.NewTextHandler(&logBuf, nil)),
 		MaxRequestBytes: 1 << 20,
-		Authn:           fakeAuthn{"tok-viewer": "viewer", "tok-submitter": "submitter", "tok-nobody": "nobody", "tok-flaky": "flaky", "tok-dock": "dockonly"},
+		Authn:           fakeAuthn{"tok-viewer": "viewer", "tok-submitter": "submitter", "tok-nobody": "nobody", "tok-flaky": "flaky", "tok-dock": "dockonly", "tok-admin": "admin"},
 		Authz:           authz,
 		AllowedHosts:    fleet.DefaultAPIAllowedHosts(),
 		PageSize:        3,
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)
-	return &fixture{srv: s, mux: mux, authz: authz, log: &logBuf}
+	return &fixture{srv: s, mux: mux, authz: authz, log: &logBuf, st: st, arts: arts, disp: disp}
 }
 
 // req describes one request; zero fields take the well-behaved CLI's values.
@@ -159,9 +161,21 @@ func (f *fixture) row(t *testing.T, id, cluster string) {
 	}
 }
 
+// artifact records content as artifact kind of pod, as the drop-box does.
+func (f *fixture) artifact(t *testing.T, pod, kind, content string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(content))
+	digest := hex.EncodeToString(sum[:])
+	f.arts.put(pod, kind, digest, []byte(content))
+	a := store.Artifact{PodID: pod, Kind: kind, Size: int64(len(content)), SHA256: digest, Source: store.SourcePod}
+	if _, err := f.st.PutArtifact(t.Context(), a, store.Quota{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func errorOf(t *testing.T, w *httptest.ResponseRecorder) string {
 	t.Helper()
-	var e errorBody
+	var e struct{ Error, Field string }
 	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
 		t.Fatalf("error body %q: %v", w.Body.String(), err)
 	}
@@ -297,13 +311,7 @@ func TestGetShowsSubmitterAndLogsChanges(t *testing.T) {
 func TestArtifactDownloadHeaders(t *testing.T) {
 	f := newFixture(t)
 	f.row(t, "p-wharf", "wharf")
-	written, err := f.srv.Artifacts.(artifact.Dir).Write(t.Context(), "p-wharf", "report", strings.NewReader("<script>alert(1)</script>"), 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.srv.Store.PutArtifact(t.Context(), store.Artifact{PodID: "p-wharf", Kind: "report", Size: written.Size, SHA256: written.SHA256, Source: store.SourcePod}, store.Quota{}); err != nil {
-		t.Fatal(err)
-	}
+	f.artifact(t, "p-wharf", "report", "<script>alert(1)</script>")
 	w := f.do(t, req{path: "/api/pods/p-wharf/artifacts/report", token: "tok-viewer"})
 	if w.Code != 200 || w.Body.String() != "<script>alert(1)</script>" {
 		t.Fatalf("download: %d %q", w.Code, w.Body)

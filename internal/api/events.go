@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	podevents "crucible.dev/crucible/internal/events"
+	"crucible.dev/crucible/internal/httperr"
 )
 
 // maxEventIDBytes bounds a Last-Event-ID of GET /api/events; a real one is
@@ -26,32 +26,23 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 	cluster, kind := q.Get("cluster"), q.Get("kind")
 	if cluster != "" {
 		if _, ok := s.Profile.Cluster(cluster); !ok {
-			return &Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", truncate(cluster, 100))}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", truncate(cluster, 100))}
 		}
 	}
 	if kind != "" && kind != "loop" && kind != "turn" {
-		return &Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", truncate(kind, 20))}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", truncate(kind, 20))}
 	}
 	if !acceptsEventStream(r.Header.Values("Accept")) {
-		return &Error{Code: http.StatusNotAcceptable, Msg: "GET /api/events is a stream: send Accept: text/event-stream"}
+		return &httperr.Error{Code: http.StatusNotAcceptable, Msg: "GET /api/events is a stream: send Accept: text/event-stream"}
 	}
 	last := r.Header.Get("Last-Event-ID")
 	if len(last) > maxEventIDBytes {
-		return &Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID over %d bytes", maxEventIDBytes)}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID over %d bytes", maxEventIDBytes)}
 	}
 	sub, reset := s.eventBus().Subscribe(last)
 	defer sub.Close()
 
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a watch lasts as long as the client stays
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	sse := &sseWriter{w: w, rc: rc}
-	sse.comment("crucible work-pod changes")
+	sse := startSSE(w, "crucible work-pod changes") // a watch lasts as long as the client stays
 	if reset {
 		sse.event("reset", "", struct{}{})
 	}

@@ -77,7 +77,7 @@ func TestEventsStream(t *testing.T) {
 	f := newFixture(t)
 	bus := podevents.NewBus()
 	f.srv.Events = bus
-	f.srv.Store = podevents.Store{Store: f.srv.Store, Pub: bus}
+	f.srv.Store = podevents.Store{Store: f.st, Pub: bus}
 	srv := httptest.NewServer(f.mux)
 	t.Cleanup(srv.Close)
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
@@ -76,17 +76,9 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Headers first: from here on, failures are events.
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream lasts as long as the pod
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	sse := &sseWriter{w: w, rc: rc}
-	sse.comment("crucible live log of " + p.ID)
+	// Headers first: from here on, failures are events. A stream lasts as
+	// long as the pod.
+	sse := startSSE(w, "crucible live log of "+p.ID)
 	if p.State.Terminal() {
 		return s.replay(r.Context(), sse, p, after)
 	}
@@ -129,7 +121,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 			sse.event("error", "", ErrorEvent{Error: err.Error()})
 		default:
 			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
-			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + err.Error()})
+			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + spokeMessage(err)})
 		}
 		_ = sse.flush()
 		return nil
@@ -195,14 +187,14 @@ func (s *Server) settled(ctx context.Context, p store.WorkPod, done func(store.W
 // plainLog answers a request that does not take a stream.
 func (s *Server) plainLog(w http.ResponseWriter, r *http.Request, p store.WorkPod) error {
 	if p.State.Live() {
-		return &Error{Code: http.StatusNotAcceptable, Msg: fmt.Sprintf("work pod %s is %s: its log is a stream, ask with Accept: text/event-stream (crucible logs -f)", p.ID, p.State)}
+		return &httperr.Error{Code: http.StatusNotAcceptable, Msg: fmt.Sprintf("work pod %s is %s: its log is a stream, ask with Accept: text/event-stream (crucible logs -f)", p.ID, p.State)}
 	}
 	if !p.LogCollected {
 		return notFound(fmt.Sprintf("collected log of %s (%s)", p.ID, p.State))
 	}
 	f, err := s.openLog(r.Context(), p.ID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Error{Code: http.StatusInternalServerError, Msg: "log recorded but its file is missing", Err: err}
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "log recorded but its file is missing", Err: err}
 	}
 	if err != nil {
 		return err
@@ -240,7 +232,7 @@ func lastEventID(v string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 || len(v) > 19 || strings.TrimLeft(v, "0123456789") != "" {
-		return 0, &Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID %.40q: must be a line number", v)}
+		return 0, &httperr.Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID %.40q: must be a line number", v)}
 	}
 	return n, nil
 }
@@ -251,7 +243,7 @@ func (s *Server) liveHub() *live.Hub {
 	s.liveOnce.Do(func() {
 		if s.Live == nil {
 			s.Live = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} },
-				live.Options{Retry: s.Dispatcher.Retry, Log: s.Log.With("component", "live")})
+				live.Options{Retry: s.Retry, Log: s.Log.With("component", "live")})
 		}
 	})
 	return s.Live
@@ -276,7 +268,7 @@ func (ps *podSource) Open(ctx context.Context, since time.Time, follow bool) (io
 // Status reads the pod on its spoke. A pod not found is not started while
 // its row is live (not yet created), and finished otherwise (deleted).
 func (ps *podSource) Status(ctx context.Context) (live.Status, error) {
-	c, ok := ps.s.Clients.Get(ps.key.Cluster)
+	c, ok := ps.s.clusterClients().Get(ps.key.Cluster)
 	if !ok {
 		return live.Status{}, fmt.Errorf("cluster %q: no such cluster", ps.key.Cluster)
 	}
@@ -310,52 +302,6 @@ func containerStatus(pod *corev1.Pod) live.Status {
 		}
 	}
 	return live.Status{}
-}
-
-// sseWriter writes events; the first write error sticks and ends the stream.
-type sseWriter struct {
-	w   io.Writer
-	rc  *http.ResponseController
-	err error
-}
-
-func (e *sseWriter) write(s string) {
-	if e.err == nil {
-		_, e.err = io.WriteString(e.w, s)
-	}
-}
-
-func (e *sseWriter) comment(text string) { e.write(": " + text + "\n\n") }
-
-func (e *sseWriter) event(name, id string, data any) {
-	b, err := json.Marshal(data)
-	if err != nil {
-		e.err = err
-		return
-	}
-	var sb strings.Builder
-	if id != "" {
-		sb.WriteString("id: " + id + "\n")
-	}
-	sb.WriteString("event: " + name + "\ndata: ")
-	sb.Write(b)
-	sb.WriteString("\n\n")
-	e.write(sb.String())
-}
-
-func (e *sseWriter) line(l live.Line) {
-	ev := LineEvent{Text: l.Text}
-	if !l.TS.IsZero() {
-		ev.TS = l.TS.UTC().Format(time.RFC3339Nano)
-	}
-	e.event("line", strconv.FormatInt(l.N, 10), ev)
-}
-
-func (e *sseWriter) flush() error {
-	if e.err == nil {
-		e.err = e.rc.Flush()
-	}
-	return e.err
 }
 
 // openLog opens the stored log of pod: the file the store's record names.

@@ -3,18 +3,18 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
@@ -33,12 +33,7 @@ func (f fixedSource) Open(_ context.Context, _ time.Time, _ bool) (io.ReadCloser
 
 func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	t.Helper()
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s := &Server{Store: st, Artifacts: artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
+	s := &Server{Store: newFakeStore(), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
 	s.Live = live.NewHub(func(live.Key) live.Source { return src }, live.Options{Poll: 10 * time.Millisecond})
 	mux := http.NewServeMux()
 	s.Routes(mux)
@@ -57,12 +52,10 @@ func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, l
 		t.Fatal(err)
 	}
 	if log != "" {
-		w, err := s.Artifacts.(artifact.Dir).Write(t.Context(), id, "log", strings.NewReader(log), 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := store.Artifact{PodID: id, Kind: "log", Size: w.Size, SHA256: w.SHA256, Source: store.SourceController}
-		if _, err := s.Store.PutArtifact(t.Context(), a, store.Quota{}); err != nil {
+		digest := fmt.Sprintf("%x", sha256.Sum256([]byte(log)))
+		s.Artifacts.(*fakeArtifacts).put(id, "log", digest, []byte(log))
+		a := store.Artifact{PodID: id, Kind: "log", Size: int64(len(log)), SHA256: digest, Source: store.SourceController}
+		if _, err := s.Store.(*fakeStore).PutArtifact(t.Context(), a, store.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
 )
@@ -142,7 +143,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		for _, c := range s.Profile.Clusters {
 			names = append(names, c.Name)
 		}
-		return &Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", req.Cluster, strings.Join(names, ", "))}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", truncate(req.Cluster, 100), strings.Join(names, ", "))}
 	}
 	prefix := req.Kind
 	if prefix != "loop" && prefix != "turn" {
@@ -153,7 +154,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
 	}
 	if errs := wp.Validate(); len(errs) > 0 {
-		return &Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: errs.ToAggregate().Error()}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 	}
 	spec, err := specForStore(wp)
 	if err != nil {
@@ -172,7 +173,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	updated, err := s.Store.UpdateWorkPod(ctx, wp.ID, func(p *store.WorkPod) error {
 		if derr != nil {
 			now := time.Now().UTC()
-			p.State, p.Reason, p.FinishedAt = store.StateFailed, "dispatch: "+derr.Error(), &now
+			p.State, p.Reason, p.FinishedAt = store.StateFailed, "dispatch: "+spokeMessage(derr), &now
 			return nil
 		}
 		if p.PodUID == "" {
@@ -188,7 +189,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		if errors.Is(derr, dispatch.ErrNotOurs) {
 			code = http.StatusConflict
 		}
-		return &Error{Code: code, Msg: "dispatch to " + cluster.Name + " failed: " + derr.Error(), Err: derr}
+		return httperr.Wrap(code, "dispatch to "+cluster.Name+" failed: "+spokeMessage(derr), derr)
 	}
 	if err != nil {
 		return fmt.Errorf("record dispatch of %s: %w", wp.ID, err)
@@ -205,16 +206,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	f := store.Filter{Cluster: q.Get("cluster"), Kind: q.Get("kind")}
 	if f.Cluster != "" {
 		if _, ok := s.Profile.Cluster(f.Cluster); !ok {
-			return &Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", f.Cluster)}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", truncate(f.Cluster, 100))}
 		}
 	}
 	if f.Kind != "" && f.Kind != "loop" && f.Kind != "turn" {
-		return &Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", f.Kind)}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", truncate(f.Kind, 20))}
 	}
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			if !slices.Contains(knownStates, store.State(one)) {
-				return &Error{Code: http.StatusBadRequest, Field: "state", Msg: fmt.Sprintf("state %q: must be one of %v", one, knownStates)}
+				return &httperr.Error{Code: http.StatusBadRequest, Field: "state", Msg: fmt.Sprintf("state %q: must be one of %v", truncate(one, 20), knownStates)}
 			}
 			f.States = append(f.States, store.State(one))
 		}
@@ -226,14 +227,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > fleet.MaxAPIPageSize {
-			return &Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", truncate(l, 20), fleet.MaxAPIPageSize)}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", truncate(l, 20), fleet.MaxAPIPageSize)}
 		}
 		f.Limit = n
 	}
 	if c := q.Get("continue"); c != "" {
 		after, err := decodeContinue(c)
 		if err != nil {
-			return &Error{Code: http.StatusBadRequest, Field: "continue", Msg: "continue: not a token this API issued"}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "continue", Msg: "continue: not a token this API issued"}
 		}
 		f.After = &after
 	}
@@ -262,7 +263,7 @@ func (s *Server) row(r *http.Request) (store.WorkPod, error) {
 	id := r.PathValue("pod")
 	p, err := s.Store.GetWorkPod(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return p, notFound(fmt.Sprintf("work pod %q", id))
+		return p, notFound(fmt.Sprintf("work pod %q", truncate(id, 100)))
 	}
 	return p, err
 }
@@ -289,7 +290,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	updated, err := s.Store.UpdateWorkPod(ctx, p.ID, func(row *store.WorkPod) error {
 		if !row.State.Live() {
-			return &Error{Code: http.StatusConflict, Msg: fmt.Sprintf("work pod %s is already %s", row.ID, row.State)}
+			return &httperr.Error{Code: http.StatusConflict, Msg: fmt.Sprintf("work pod %s is already %s", row.ID, row.State)}
 		}
 		now := time.Now().UTC()
 		row.State, row.Reason, row.FinishedAt = store.StateCancelled, "cancelled through the API", &now
@@ -300,7 +301,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.uploads().Forget(p.ID)
 	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
-		return &Error{Code: http.StatusBadGateway, Msg: "cancelled, but deleting the pod on " + p.Cluster + " failed (the sweep will retry): " + err.Error(), Err: err}
+		return httperr.Wrap(http.StatusBadGateway, "cancelled, but deleting the pod on "+p.Cluster+" failed (the sweep will retry): "+spokeMessage(err), err)
 	}
 	writeJSON(w, http.StatusOK, view(updated))
 	return nil

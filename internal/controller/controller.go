@@ -96,7 +96,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		return err
 	}
 	apiSrv := &api.Server{
-		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Log: log.With("component", "api"),
+		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
 		Events: bus,

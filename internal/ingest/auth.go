@@ -13,7 +13,9 @@ import (
 )
 
 func rateLimited(retryAfter string) response {
-	return response{code: http.StatusTooManyRequests, outcome: "rate_limited", body: map[string]string{"error": "too many requests"}, retryAfter: retryAfter}
+	res := refuse(http.StatusTooManyRequests, "rate_limited", "too many requests")
+	res.fail = res.fail.With("Retry-After", retryAfter)
+	return res
 }
 
 // authorize runs the per-source limit, checks 1–5 and the per-pod limit,

@@ -123,6 +123,14 @@ func TestCheckOrder(t *testing.T) {
 			if tt.want == 405 && w.Header().Get("Allow") != "POST" {
 				t.Errorf("Allow = %q, want POST", w.Header().Get("Allow"))
 			}
+			if tt.want == 401 && w.Header().Get("WWW-Authenticate") != "Bearer" {
+				t.Errorf("WWW-Authenticate = %q, want Bearer", w.Header().Get("WWW-Authenticate"))
+			}
+			for k, v := range map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"} {
+				if got := w.Header().Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
 			if bodies[w.Code] == nil {
 				bodies[w.Code] = map[string]bool{}
 			}
@@ -132,6 +140,14 @@ func TestCheckOrder(t *testing.T) {
 	for _, code := range []int{401, 403} {
 		if len(bodies[code]) != 1 {
 			t.Errorf("%d answers have %d different bodies, want 1: %v", code, len(bodies[code]), bodies[code])
+		}
+	}
+	// The exact bytes clients have always seen (httperr.CompactJSON).
+	for code, want := range map[int]string{401: `{"error":"unauthorized"}` + "\n", 403: `{"error":"forbidden"}` + "\n",
+		404: `{"error":"not found"}` + "\n", 405: `{"error":"method not allowed"}` + "\n",
+		400: `{"error":"pod and kind must be DNS-1123 labels"}` + "\n"} {
+		if !bodies[code][want] || len(bodies[code]) != 1 {
+			t.Errorf("%d bodies %v, want only %q", code, bodies[code], want)
 		}
 	}
 	// Only the valid token reached the spoke for wp-1 with a correct identity;
@@ -168,6 +184,9 @@ func TestSpokeUnavailable(t *testing.T) {
 				w := e.post("wp-1", "result", tok, []byte("data"))
 				if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
 					t.Fatalf("request %d: status %d, Retry-After %q; want 503 with Retry-After", i, w.Code, w.Header().Get("Retry-After"))
+				}
+				if want := `{"error":"temporarily unavailable, retry later"}` + "\n"; w.Body.String() != want || w.Header().Get("Retry-After") != "5" {
+					t.Errorf("503 answer %q, Retry-After %q; want %q, 5", w.Body, w.Header().Get("Retry-After"), want)
 				}
 				if got := e.spoke.reviews.Load(); got != int64(i+1) {
 					t.Errorf("after request %d: %d reviews, want %d", i, got, i+1)

@@ -82,10 +82,10 @@ func (p *pacedBody) timedOut() bool {
 func (p *pacedBody) refusal(err error) response {
 	if p.timedOut() {
 		res := refuse(http.StatusRequestTimeout, "timeout", "upload too slow: the body must keep a minimum transfer rate")
-		res.closeConn, res.err = true, err
+		res.closeConn, res.fail.Err = true, err
 		return res
 	}
 	res := refuse(http.StatusBadRequest, "bad_request", "reading the body failed")
-	res.closeConn, res.err = true, err
+	res.closeConn, res.fail.Err = true, err
 	return res
 }

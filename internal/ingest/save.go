@@ -64,14 +64,13 @@ func (o *Options) setUploadDefaults() {
 	}
 }
 
-func refuse(code int, outcome, msg string) response {
-	return response{code: code, outcome: outcome, body: map[string]string{"error": msg}}
+func conflict() response {
+	return refuse(http.StatusConflict, "conflict", "a different artifact of this kind is already stored")
 }
 
-var (
-	resConflict = refuse(http.StatusConflict, "conflict", "a different artifact of this kind is already stored")
-	resTooLarge = refuse(http.StatusRequestEntityTooLarge, "too_large", "artifact too large")
-)
+func tooLarge() response {
+	return refuse(http.StatusRequestEntityTooLarge, "too_large", "artifact too large")
+}
 
 // refuseReserved answers 403 for a kind the controller owns ("log",
 // "crucible-*"). It names the kind: whether a kind is reserved is no secret,
@@ -115,7 +114,7 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 		return res
 	}
 	if r.ContentLength > h.opts.MaxBodyBytes {
-		return resTooLarge
+		return tooLarge()
 	}
 	unlock := h.locks.lock(row.ID + "/" + kind)
 	defer unlock()
@@ -137,7 +136,7 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 	release, ok := h.staging.acquire(row.ID, h.opts.MaxStagingPerPod)
 	if !ok {
 		res := refuse(http.StatusTooManyRequests, "busy", "too many uploads of this pod at once, retry later")
-		res.retryAfter = retryAfterBusy
+		res.fail = res.fail.With("Retry-After", retryAfterBusy)
 		return res
 	}
 	defer release()
@@ -167,7 +166,7 @@ func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr 
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica recorded other bytes meanwhile
-		return resConflict
+		return conflict()
 	case errors.Is(err, store.ErrQuota):
 		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica took the room meanwhile
 		return quotaExceeded(err)
@@ -197,16 +196,16 @@ func (h *Handler) removeUnclaimed(ctx context.Context, podID, kind, digest strin
 // body is hashed as it streams past and compared, 200 or 409.
 func (h *Handler) compare(r *http.Request, body *pacedBody, prev store.Artifact) response {
 	if r.ContentLength >= 0 && r.ContentLength != prev.Size {
-		return resConflict
+		return conflict()
 	}
 	got, err := artifact.Digest(body, prev.Size)
 	switch {
 	case errors.Is(err, artifact.ErrTooLarge):
-		return resConflict
+		return conflict()
 	case err != nil:
 		return body.refusal(err)
 	case got.SHA256 != prev.SHA256:
-		return resConflict
+		return conflict()
 	}
 	return response{code: http.StatusOK, outcome: "duplicate", body: uploaded{Pod: prev.PodID, Kind: prev.Kind, Size: prev.Size, SHA256: prev.SHA256}}
 }
@@ -234,18 +233,18 @@ func (rm room) refusal() response {
 	case boundSpace:
 		return insufficientStorage()
 	}
-	return resTooLarge
+	return tooLarge()
 }
 
 func quotaExceeded(err error) response {
 	res := refuse(http.StatusRequestEntityTooLarge, "quota", "quota exceeded: this pod may store no more artifacts of this size (limits on kinds and total bytes per pod)")
-	res.err = err
+	res.fail.Err = err
 	return res
 }
 
 func insufficientStorage() response {
 	res := refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later")
-	res.retryAfter = retryAfterStorage
+	res.fail = res.fail.With("Retry-After", retryAfterStorage)
 	return res
 }
 

@@ -7,47 +7,60 @@ import (
 	"strings"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
 )
 
 // retryAfterUnavailable is the Retry-After of a 503.
 const retryAfterUnavailable = "5"
 
-// response is what the client sees; err and the log fields are what is
-// logged (never shown to the client).
+// response is one answer: a success (code and body) or a refusal (fail:
+// status, public message, headers, and the cause that is logged, never
+// shown to the client).
 type response struct {
-	code       int
-	outcome    string // metric label
-	body       any
-	retryAfter string
-	closeConn  bool // the body was not read to its end (a body timeout)
-	err        error
+	outcome   string // metric label
+	code      int    // a success's status
+	body      any    // a success's body
+	fail      *httperr.Error
+	closeConn bool // the body was not read to its end (a body timeout)
 }
 
-// The fixed answers. Every 401 is byte for byte the same, and so is every
-// 403: an outsider cannot tell an unknown pod from a known one.
-var (
-	bodyUnauthorized = map[string]string{"error": "unauthorized"}
-	bodyForbidden    = map[string]string{"error": "forbidden"}
-	bodyUnavailable  = map[string]string{"error": "temporarily unavailable, retry later"}
+// The fixed public messages. Every 401 is byte for byte the same, and so is
+// every 403: an outsider cannot tell an unknown pod from a known one.
+const (
+	msgUnauthorized = "unauthorized"
+	msgForbidden    = "forbidden"
+	msgUnavailable  = "temporarily unavailable, retry later"
 )
 
+// refuse is a refusal with a public message and no cause to log.
+func refuse(code int, outcome, msg string) response {
+	return response{outcome: outcome, fail: httperr.New(code, msg)}
+}
+
+// deny is a 401 or 403 with the fixed message, err only logged; any other
+// code is unavailable.
 func deny(code int, err error) response {
 	switch code {
 	case http.StatusUnauthorized:
-		return response{code: code, outcome: "unauthorized", body: bodyUnauthorized, err: err}
+		return response{outcome: "unauthorized", fail: httperr.Wrap(code, msgUnauthorized, err).With("WWW-Authenticate", "Bearer")}
 	case http.StatusForbidden:
-		return response{code: code, outcome: "forbidden", body: bodyForbidden, err: err}
+		return response{outcome: "forbidden", fail: httperr.Wrap(code, msgForbidden, err)}
 	}
 	return unavailable(err)
 }
 
 func unavailable(err error) response {
-	return response{code: http.StatusServiceUnavailable, outcome: "unavailable", body: bodyUnavailable, retryAfter: retryAfterUnavailable, err: err}
+	return response{outcome: "unavailable",
+		fail: httperr.Wrap(http.StatusServiceUnavailable, msgUnavailable, err).With("Retry-After", retryAfterUnavailable)}
 }
 
 func badRequest(code int, msg string) response {
-	return response{code: code, outcome: "bad_request", body: map[string]string{"error": msg}}
+	res := refuse(code, "bad_request", msg)
+	if code == http.StatusMethodNotAllowed {
+		res.fail = res.fail.With("Allow", http.MethodPost)
+	}
+	return res
 }
 
 // uploaded is the body of 201 and 200.
@@ -62,29 +75,24 @@ type uploaded struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := h.serve(http.NewResponseController(w), r)
 	metrics.IngestRequests.WithLabelValues(res.outcome).Inc()
-	if res.err != nil {
-		level := h.log.Debug
-		if res.code >= 500 {
-			level = h.log.Warn
-		}
-		level("drop-box request refused", "status", res.code, "outcome", res.outcome, "remote", r.RemoteAddr, "error", res.err)
-	}
 	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	switch res.code {
-	case http.StatusMethodNotAllowed:
-		hdr.Set("Allow", http.MethodPost)
-	case http.StatusUnauthorized:
-		hdr.Set("WWW-Authenticate", "Bearer")
-	}
-	if res.retryAfter != "" {
-		hdr.Set("Retry-After", res.retryAfter)
-	}
 	if res.closeConn {
 		hdr.Set("Connection", "close")
 	}
+	if res.fail != nil {
+		if res.fail.Err != nil {
+			level := h.log.Debug
+			if res.fail.Code >= 500 {
+				level = h.log.Warn
+			}
+			level("drop-box request refused", "status", res.fail.Code, "outcome", res.outcome, "remote", r.RemoteAddr, "error", res.fail.Err)
+		}
+		httperr.Write(w, r, res.fail, httperr.CompactJSON)
+		return
+	}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(res.code)
 	_ = json.NewEncoder(w).Encode(res.body)
 }

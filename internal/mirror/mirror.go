@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -116,12 +117,11 @@ func (m *Mirror) route(escapedPath string) *cache {
 func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := m.route(r.URL.EscapedPath())
 	if c == nil {
-		writeError(w, r, http.StatusNotFound, "not found")
+		httperr.Write(w, r, httperr.New(http.StatusNotFound, "not found"), httperr.CompactJSON)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, r, http.StatusMethodNotAllowed, "method not allowed")
+		httperr.Write(w, r, httperr.New(http.StatusMethodNotAllowed, "method not allowed").With("Allow", "GET, HEAD"), httperr.CompactJSON)
 		return
 	}
 	s := c.get(r.Context())
@@ -132,9 +132,10 @@ func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src, freshFor := c.judge(s, now)
 	metrics.MirrorResponses.WithLabelValues(c.doc.name, string(src)).Inc()
 	if src == sourceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(c.retryAfter(now))))
-		w.Header().Set("Cache-Control", "no-store")
-		writeError(w, r, http.StatusServiceUnavailable, c.doc.name+" temporarily unavailable")
+		// Never upstream text: what went wrong upstream is in the log.
+		he := httperr.New(http.StatusServiceUnavailable, c.doc.name+" temporarily unavailable").
+			With("Retry-After", strconv.Itoa(retryAfterSeconds(c.retryAfter(now)))).With("Cache-Control", "no-store")
+		httperr.Write(w, r, he, httperr.CompactJSON)
 		return
 	}
 	h := w.Header()
@@ -161,20 +162,6 @@ func cacheControl(src source, freshFor time.Duration) string {
 // retryAfterSeconds rounds up, and never says 0: clients read 0 as "now".
 func retryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
-}
-
-// writeError writes a short JSON error. It never carries upstream text: what
-// went wrong upstream is in the log.
-func writeError(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	body, _ := encodeJSON(map[string]string{"error": msg})
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(body)
-	}
 }
 
 // DocumentStatus is what the mirror knows about one upstream document.

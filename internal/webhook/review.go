@@ -10,6 +10,8 @@ import (
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
+
+	"crucible.dev/crucible/internal/httperr"
 )
 
 // maxRequestBytes bounds a TokenReview request; a real one is the token
@@ -24,14 +26,6 @@ const (
 	reviewV1      = "authentication.k8s.io/v1"
 	reviewV1beta1 = "authentication.k8s.io/v1beta1"
 )
-
-// httpError is a refused request: Msg is what the client sees, Err what is
-// logged.
-type httpError struct {
-	Code int
-	Msg  string
-	Err  error
-}
 
 // reviewRequest is the part of a TokenReview the webhook reads; the rest
 // (metadata, spec.audiences) is ignored, as encoding/json ignored it in
@@ -68,7 +62,7 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 	req, herr := decodeReview(w, r, buf)
 	if herr != nil {
 		s.refusals.note(r.Context(), s.log, refusedRequest, "refused TokenReview request", "status", herr.Code, "reason", herr.Msg, "error", herr.Err)
-		http.Error(w, herr.Msg, herr.Code)
+		httperr.Write(w, r, herr, httperr.Text) // kube-apiserver reads a plain-text refusal
 		return
 	}
 	start := time.Now()
@@ -89,25 +83,25 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 
 // decodeReview reads a TokenReview request into buf and refuses anything
 // that is not one; no answer is written here.
-func decodeReview(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (*reviewRequest, *httpError) {
+func decodeReview(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (*reviewRequest, *httperr.Error) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if maxErr := (*http.MaxBytesError)(nil); errors.As(err, &maxErr) {
-		return nil, &httpError{http.StatusRequestEntityTooLarge, "request body larger than 64 KiB", err}
+		return nil, httperr.Wrap(http.StatusRequestEntityTooLarge, "request body larger than 64 KiB", err)
 	} else if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "cannot read request body", err}
+		return nil, httperr.Wrap(http.StatusBadRequest, "cannot read request body", err)
 	}
 	var req reviewRequest
 	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
-		return nil, &httpError{http.StatusBadRequest, "request body is not a TokenReview JSON document", err}
+		return nil, httperr.Wrap(http.StatusBadRequest, "request body is not a TokenReview JSON document", err)
 	}
 	if req.Kind != kindTokenReview {
-		return nil, &httpError{http.StatusBadRequest, "kind must be TokenReview", nil}
+		return nil, httperr.New(http.StatusBadRequest, "kind must be TokenReview")
 	}
 	if req.APIVersion != reviewV1 && req.APIVersion != reviewV1beta1 {
-		return nil, &httpError{http.StatusBadRequest, "apiVersion must be authentication.k8s.io/v1 or authentication.k8s.io/v1beta1", nil}
+		return nil, httperr.New(http.StatusBadRequest, "apiVersion must be authentication.k8s.io/v1 or authentication.k8s.io/v1beta1")
 	}
 	if req.Spec.Token == "" {
-		return nil, &httpError{http.StatusBadRequest, "spec.token is empty", nil}
+		return nil, httperr.New(http.StatusBadRequest, "spec.token is empty")
 	}
 	return &req, nil
 }

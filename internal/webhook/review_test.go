@@ -299,14 +299,14 @@ func TestReviewBadRequests(t *testing.T) {
 		wantCode int
 		wantBody string
 	}{
-		{"not JSON", http.MethodPost, "/", "token=abc", http.StatusBadRequest, "not a TokenReview JSON document"},
-		{"wrong kind", http.MethodPost, "/", `{"apiVersion":"authentication.k8s.io/v1","kind":"SubjectAccessReview","spec":{"token":"a.b.c"}}`, http.StatusBadRequest, "kind must be TokenReview"},
-		{"wrong apiVersion", http.MethodPost, "/", `{"apiVersion":"authentication.k8s.io/v2","kind":"TokenReview","spec":{"token":"a.b.c"}}`, http.StatusBadRequest, "apiVersion must be"},
-		{"empty token", http.MethodPost, "/authenticate", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{}}`, http.StatusBadRequest, "spec.token is empty"},
-		{"body too large", http.MethodPost, "/", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"` + strings.Repeat("a", maxRequestBytes) + `"}}`, http.StatusRequestEntityTooLarge, "larger than 64 KiB"},
-		{"GET on the review path", http.MethodGet, "/", "", http.StatusMethodNotAllowed, "Method Not Allowed"},
-		{"PUT on /authenticate", http.MethodPut, "/authenticate", "", http.StatusMethodNotAllowed, "Method Not Allowed"},
-		{"unknown path", http.MethodPost, "/apis", "", http.StatusNotFound, "404 page not found"},
+		{"not JSON", http.MethodPost, "/", "token=abc", http.StatusBadRequest, "request body is not a TokenReview JSON document\n"},
+		{"wrong kind", http.MethodPost, "/", `{"apiVersion":"authentication.k8s.io/v1","kind":"SubjectAccessReview","spec":{"token":"a.b.c"}}`, http.StatusBadRequest, "kind must be TokenReview\n"},
+		{"wrong apiVersion", http.MethodPost, "/", `{"apiVersion":"authentication.k8s.io/v2","kind":"TokenReview","spec":{"token":"a.b.c"}}`, http.StatusBadRequest, "apiVersion must be authentication.k8s.io/v1 or authentication.k8s.io/v1beta1\n"},
+		{"empty token", http.MethodPost, "/authenticate", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{}}`, http.StatusBadRequest, "spec.token is empty\n"},
+		{"body too large", http.MethodPost, "/", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"` + strings.Repeat("a", maxRequestBytes) + `"}}`, http.StatusRequestEntityTooLarge, "request body larger than 64 KiB\n"},
+		{"GET on the review path", http.MethodGet, "/", "", http.StatusMethodNotAllowed, "Method Not Allowed\n"},
+		{"PUT on /authenticate", http.MethodPut, "/authenticate", "", http.StatusMethodNotAllowed, "Method Not Allowed\n"},
+		{"unknown path", http.MethodPost, "/apis", "", http.StatusNotFound, "404 page not found\n"},
 		{"healthz", http.MethodGet, "/healthz", "", http.StatusOK, "ok\n"},
 	}
 	for _, tt := range tests {
@@ -314,8 +314,13 @@ func TestReviewBadRequests(t *testing.T) {
 			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
 			rec := httptest.NewRecorder()
 			f.h.ServeHTTP(rec, req)
-			if rec.Code != tt.wantCode || !strings.Contains(rec.Body.String(), tt.wantBody) {
-				t.Errorf("%s %s = %d %q, want %d containing %q", tt.method, tt.path, rec.Code, rec.Body, tt.wantCode, tt.wantBody)
+			// Exact: the public message as text (http.Error's format), never
+			// the decoder's error.
+			if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
+				t.Errorf("%s %s = %d %q, want %d %q", tt.method, tt.path, rec.Code, rec.Body, tt.wantCode, tt.wantBody)
+			}
+			if ct := rec.Header().Get("Content-Type"); tt.wantCode >= 400 && ct != "text/plain; charset=utf-8" {
+				t.Errorf("Content-Type = %q", ct)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -216,7 +217,7 @@ func (s *Server) warm(ctx context.Context) {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, "encode response", http.StatusInternalServerError)
+		httperr.Write(w, nil, httperr.Wrap(http.StatusInternalServerError, "encode response", err), httperr.Text)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,47 @@
+package api
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Store is what the API reads and writes of the store: work-pod rows and
+// artifact records (store.Store; events.Store when changes are published).
+// It never writes artifacts or closes the store.
+type Store interface {
+	CreateWorkPod(ctx context.Context, p store.WorkPod) error
+	GetWorkPod(ctx context.Context, id string) (store.WorkPod, error)
+	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
+	UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error)
+	GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error)
+	ListArtifacts(ctx context.Context, podID string) ([]store.Artifact, error)
+}
+
+// Dispatcher is the spoke side of submit, cancel and the live log
+// (*dispatch.Dispatcher).
+type Dispatcher interface {
+	Dispatch(ctx context.Context, cluster string, w render.WorkPod) (dispatch.Result, error)
+	Delete(ctx context.Context, cluster, namespace, name string, uid types.UID) error
+	FollowLogs(ctx context.Context, cluster, namespace, name string, since time.Time, follow bool) (io.ReadCloser, error)
+}
+
+// Clusters is the fleet's clients as GET /api/clusters and the live log's
+// pod status read them (*fleet.Clients).
+type Clusters interface {
+	All() []*fleet.Client
+	Get(name string) (*fleet.Client, bool)
+}
+
+var (
+	_ Store      = store.Store(nil)
+	_ Dispatcher = (*dispatch.Dispatcher)(nil)
+	_ Clusters   = (*fleet.Clients)(nil)
+)

@@ -1,0 +1,136 @@
+// Package httperr is the one HTTP error of every edge (the API, the
+// drop-box, the mirror, the authn webhook): a status and a public message
+// the client sees, optional response headers (Retry-After, Allow,
+// WWW-Authenticate), and an internal cause that only the edge's log sees.
+// Keeping the cause out of the answer is the point: upstream and store
+// errors carry hostnames, paths and SQL that an outsider must not read.
+// tailscale's tsweb.HTTPError is the model.
+//
+// Each edge keeps its own body format (clients parse them): Write takes the
+// edge's Format. Whether a cause is logged, and how loudly, stays the edge's
+// decision (each has its own refusal budget); Write never logs.
+package httperr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Error is a refused or failed request. Code, Msg, Field and Header go to
+// the client; Err only to the log.
+type Error struct {
+	Code int
+	// Msg is the public message: never built from an internal error's text.
+	Msg string
+	// Field names the request field at fault (JSON formats only).
+	Field string
+	// Header is set on the response before the status is written.
+	Header http.Header
+	// Err is the internal cause, for the log.
+	Err error
+}
+
+// New is a refusal without an internal cause.
+func New(code int, msg string) *Error { return &Error{Code: code, Msg: msg} }
+
+// Wrap is an answer with the internal cause err, which is logged, never sent.
+func Wrap(code int, msg string, err error) *Error { return &Error{Code: code, Msg: msg, Err: err} }
+
+// With sets a response header of e and returns e.
+func (e *Error) With(key, value string) *Error {
+	if e.Header == nil {
+		e.Header = http.Header{}
+	}
+	e.Header.Set(key, value)
+	return e
+}
+
+// Error is for logs: the status, the public message and the cause.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%d %s: %v", e.Code, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("%d %s", e.Code, e.Msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// InternalMessage is the public message of an error that is no *Error.
+const InternalMessage = "internal error"
+
+// From returns the *Error in err's chain, or a 500 with a fixed public
+// message and err as its cause: an error nobody classified never reaches the
+// client as text.
+func From(err error) *Error {
+	if he, ok := errors.AsType[*Error](err); ok {
+		return he
+	}
+	return Wrap(http.StatusInternalServerError, InternalMessage, err)
+}
+
+// Format is how an edge writes its error bodies.
+type Format int
+
+const (
+	// JSON is {"error": msg, "field": f} indented by two spaces, as the API
+	// answers (the CLI and the web UI parse it).
+	JSON Format = iota
+	// CompactJSON is {"error":"msg"} on one line, as the drop-box and the
+	// mirror answer.
+	CompactJSON
+	// Text is the message as text/plain, as http.Error writes it (the authn
+	// webhook, whose client is kube-apiserver).
+	Text
+)
+
+// body is the JSON formats' error body.
+type body struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// Write answers err in format f: From(err)'s headers, status and public
+// message, with nosniff and a Content-Length; no body for HEAD. Headers the
+// edge set on w before are kept.
+func Write(w http.ResponseWriter, r *http.Request, err error, f Format) {
+	he := From(err)
+	data, contentType := encode(he, f)
+	h := w.Header()
+	for k, vs := range he.Header {
+		h[k] = vs
+	}
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(he.Code)
+	if r == nil || r.Method != http.MethodHead {
+		_, _ = w.Write(data)
+	}
+}
+
+// Body is the bytes Write sends for err in format f.
+func Body(err error, f Format) []byte {
+	data, _ := encode(From(err), f)
+	return data
+}
+
+func encode(he *Error, f Format) ([]byte, string) {
+	if f == Text {
+		return []byte(he.Msg + "\n"), "text/plain; charset=utf-8"
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if f == JSON {
+		enc.SetIndent("", "  ")
+	}
+	b := body{Error: he.Msg}
+	if f == JSON {
+		b.Field = he.Field
+	}
+	_ = enc.Encode(b) // two strings always encode
+	return buf.Bytes(), "application/json"
+}
