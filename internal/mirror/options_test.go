@@ -44,13 +44,13 @@ func TestOptionsValidation(t *testing.T) {
 		}},
 		{"not absolute", func(o *Options) { o.UpstreamURL, o.ExternalURL = "127.0.0.1:6443/x", "https://" }, []string{
 			"UpstreamURL: not a URL",
-			"ExternalURL: must be absolute",
+			"ExternalURL: must be an absolute URL",
 		}},
 		{"relative", func(o *Options) { o.ExternalURL = "/crucible" }, []string{
-			"ExternalURL: must be absolute; must not have a path",
+			"ExternalURL: must be an absolute URL",
 		}},
 		{"other scheme", func(o *Options) { o.UpstreamURL = "ftp://127.0.0.1" }, []string{
-			`UpstreamURL: scheme must be https, got "ftp"`,
+			"UpstreamURL: scheme must be https",
 		}},
 		{"credentials, query and fragment", func(o *Options) {
 			o.ExternalURL = "https://u:p@crucible.example.com/?a=1#f"
