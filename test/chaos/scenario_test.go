@@ -93,7 +93,7 @@ func (sc scenario) run(t *testing.T) {
 		t.Logf("row of a submit not answered 201: %s", why)
 	}
 	res := result{
-		Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
+		Num: sc.num, Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
 		Load:     fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done; crucible push result`", cfg.Pods, submitters),
 		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Problems: o.Problems,
 		Pods: podCounts{Submitted: o.Submitted, Accepted: o.Acked, Interrupted: o.Interrupted, Resubmitted: o.Resubmitted, Completed: o.Completed,
