@@ -31,6 +31,7 @@ type result struct {
 	Requests  map[string]int `json:"requests_by_status"`
 	Before    procStats      `json:"controller_before"`
 	After     procStats      `json:"controller_after"`
+	Notes     []string       `json:"notes,omitempty"`
 	Problems  []string       `json:"problems,omitempty"`
 }
 
@@ -137,6 +138,9 @@ func markdown() string {
 		fmt.Fprintf(&b, "- requests by status: %s\n", counts(r.Requests))
 		fmt.Fprintf(&b, "- controller goroutines %d → %d, fds %d → %d; its transient retries (crucible_transient_retries_total) %d → %d\n",
 			r.Before.Goroutines, r.After.Goroutines, r.Before.FDs, r.After.FDs, r.Before.Retries, r.After.Retries)
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- observed: %s\n", n)
+		}
 		for _, pr := range r.Problems {
 			fmt.Fprintf(&b, "- problem: %s\n", pr)
 		}

@@ -26,6 +26,11 @@ type scenario struct {
 	// (crucible_transient_retries_total); a fault that never bites tests
 	// nothing.
 	bites bool
+	// stack, if set, starts a stack of the scenario's own (a fault that
+	// must not reach the other scenarios); nil: the package's shared one.
+	stack func(t *testing.T) *devstack.Stack
+	// command replaces every pod's work (default: command).
+	command []string
 	// inject runs alongside the wave and returns how many faults it
 	// injected, with everything it broke restored.
 	inject func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error)
@@ -43,7 +48,12 @@ func between(ctx context.Context, r *rand.Rand, lo, hi time.Duration) {
 // run runs the scenario: baseline, wave plus faults, checks, baseline again;
 // it records the result and fails the test on any shortfall.
 func (sc scenario) run(t *testing.T) {
-	s := devstacktest.Shared(t)
+	var s *devstack.Stack
+	if sc.stack != nil {
+		s = sc.stack(t)
+	} else {
+		s = devstacktest.Shared(t)
+	}
 	r, seed := rng(t, sc.num)
 	ctx := t.Context()
 	base, err := controllerStats(ctx, s)
@@ -52,6 +62,9 @@ func (sc scenario) run(t *testing.T) {
 	}
 	w := newWave(t, s, cfg.Pods)
 	w.pace = sc.spread / time.Duration(cfg.Pods)
+	if sc.command != nil {
+		w.command = sc.command
+	}
 	began := time.Now()
 	w.start(ctx, fmt.Sprintf("s%d-%d", sc.num, seed))
 	faults, injErr := sc.inject(ctx, t, s, r, w)
@@ -95,7 +108,7 @@ func (sc scenario) run(t *testing.T) {
 	res := result{
 		Num: sc.num, Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
 		Load:     fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done; crucible push result`", cfg.Pods, submitters),
-		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Problems: o.Problems,
+		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Notes: o.Notes, Problems: o.Problems,
 		Pods: podCounts{Submitted: o.Submitted, Accepted: o.Acked, Interrupted: o.Interrupted, Resubmitted: o.Resubmitted, Completed: o.Completed,
 			Failed: o.Failed, Duplicated: o.Duplicated, Lost: o.Lost, LogsWithOneRun: o.LogsWithOneRun, OrphansAfter: o.OrphansAfterSweep, UnansweredRows: o.UnackedRows},
 		Artifacts: artifactCounts{Pushed: o.ArtifactsPushed, Stored: o.ArtifactsStored, Lost: o.ArtifactsPushed - o.ArtifactsStored},
