@@ -183,8 +183,8 @@ type mirrorProbe struct {
 }
 
 type mirrorAnswer struct {
-	at                        time.Time
-	code                      int // 0: no answer
+	at                       time.Time
+	code                     int // 0: no answer
 	cacheControl, retryAfter string
 }
 
