@@ -27,7 +27,7 @@ import (
 	"crucible.dev/crucible/internal/jwt/jwttest"
 )
 
-// mirrorMaxStale is the chaos stack's MirrorMaxStale (main_test.go).
+// mirrorMaxStale is the chaos stacks' MirrorMaxStale.
 const mirrorMaxStale = 30 * time.Second
 
 // The hub's API server is stopped under load for longer than the mirror's

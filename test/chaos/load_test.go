@@ -285,10 +285,6 @@ func (w *wave) finish(ctx context.Context, within time.Duration) outcome {
 		problem("%d pods of the wave still on the spokes after the sweep had its chance", o.OrphansAfterSweep)
 	}
 	o.Requests = w.c.statuses()
-	w.mu.Lock()
-	o.Notes = append(o.Notes, w.notes...)
-	o.Problems = append(o.Problems, w.problems...)
-	w.mu.Unlock()
 	return o
 }
 

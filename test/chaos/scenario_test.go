@@ -31,6 +31,9 @@ type scenario struct {
 	stack func(t *testing.T) *devstack.Stack
 	// command replaces every pod's work (default: command).
 	command []string
+	// check, if set, runs once the wave has ended and reports through w's
+	// note and problem, as inject does.
+	check func(ctx context.Context, s *devstack.Stack, w *wave)
 	// inject runs alongside the wave and returns how many faults it
 	// injected, with everything it broke restored.
 	inject func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error)
@@ -76,6 +79,13 @@ func (sc scenario) run(t *testing.T) {
 		within = 15 * time.Minute
 	}
 	o := w.finish(ctx, within)
+	if sc.check != nil {
+		sc.check(ctx, s, w)
+	}
+	w.mu.Lock()
+	o.Notes = append(o.Notes, w.notes...)
+	o.Problems = append(o.Problems, w.problems...)
+	w.mu.Unlock()
 	w.c.http.CloseIdleConnections()
 	after, settled := settle(ctx, s, base, 90*time.Second)
 	if !settled {
@@ -107,7 +117,7 @@ func (sc scenario) run(t *testing.T) {
 	}
 	res := result{
 		Num: sc.num, Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
-		Load:     fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done; crucible push result`", cfg.Pods, submitters),
+		Load:     fmt.Sprintf("%d pods over %d spokes, %d concurrent submitters; each `%s`", cfg.Pods, len(s.Spokes), submitters, w.command[len(w.command)-1]),
 		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Notes: o.Notes, Problems: o.Problems,
 		Pods: podCounts{Submitted: o.Submitted, Accepted: o.Acked, Interrupted: o.Interrupted, Resubmitted: o.Resubmitted, Completed: o.Completed,
 			Failed: o.Failed, Duplicated: o.Duplicated, Lost: o.Lost, LogsWithOneRun: o.LogsWithOneRun, OrphansAfter: o.OrphansAfterSweep, UnansweredRows: o.UnackedRows},
