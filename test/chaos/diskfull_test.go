@@ -31,9 +31,9 @@ const (
 // this scenario's own keeps its artifacts on a 16 MiB tmpfs, which a ballast
 // file fills completely mid-wave and leaves again once pushes were refused.
 // Pushes meanwhile get the drop-box's retryable 507 (and `crucible push`
-// waits as its Retry-After says, 60 s); nothing partial is stored — every file on the volume has the bytes its
-// name's digest says and no staging file is left — and every push succeeds
-// once the space is back.
+// waits as its Retry-After says, 60 s); nothing partial is stored — every
+// file on the volume has the bytes its name's digest says and no staging
+// file is left — and every push succeeds once the space is back.
 func TestChaos9ArtifactVolumeFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("scenario 9 mounts a size-limited tmpfs as the artifact volume, which needs root")
