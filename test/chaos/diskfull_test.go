@@ -35,6 +35,9 @@ const (
 // file on the volume has the bytes its name's digest says and no staging
 // file is left — and every push succeeds once the space is back.
 func TestChaos9ArtifactVolumeFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs real API servers; run without -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("scenario 9 mounts a size-limited tmpfs as the artifact volume, which needs root")
 	}

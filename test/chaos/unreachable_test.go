@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/fleet"
@@ -118,10 +121,36 @@ func unreachable(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, 
 	if swept[other.Name] == 0 {
 		w.problem("no pod of %s was swept while %s was unreachable: a hung cluster stalls the sweep of the others", other.Name, down.Name)
 	}
-	return retryUntil(ctx, func() (bool, error) {
+	err = retryUntil(ctx, func() (bool, error) {
 		h, err := health(ctx, w.c, down.Name)
 		return err == nil && h.Reachable && h.CredentialsValid && h.CheckedAt.After(time.Now().Add(-5*time.Second)), nil
 	})
+	if err != nil {
+		return err
+	}
+	noteNode(ctx, w, down, paused)
+	return nil
+}
+
+// noteNode records whether the spoke's node changed its Ready condition
+// since the outage began: kube-controller-manager, blind during the pause,
+// may mark it NotReady (and taint it for eviction) once it sees again.
+func noteNode(ctx context.Context, w *wave, c *devstack.Cluster, since time.Time) {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		w.note("%s's node: %v", c.Name, err)
+		return
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type != corev1.NodeReady {
+			continue
+		}
+		changed := "unchanged since before the outage"
+		if cond.LastTransitionTime.After(since) {
+			changed = fmt.Sprintf("changed %s after the outage began (%s)", cond.LastTransitionTime.Sub(since).Round(time.Second), cond.Reason)
+		}
+		w.note("%s's node after the outage: Ready=%s, %s; taints %v", c.Name, cond.Status, changed, node.Spec.Taints)
+	}
 }
 
 // health is the controller's view of cluster (GET /api/clusters).
