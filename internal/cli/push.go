@@ -70,8 +70,9 @@ standard input is first spooled to a temporary file (in $TMPDIR) so that it can
 be sent again. The token file is read again before every try, so a token the
 kubelet rotated meanwhile is used.
 
-503, 429, 408, 502, 504 and connection errors are retried, waiting as
-Retry-After says (at most 60s) or with exponential backoff, until --timeout.
+503, 429, 408, 502, 504, 507 (the artifact volume is below its free-space
+floor) and connection errors are retried, waiting as Retry-After says (at
+most 60s) or with exponential backoff, until --timeout.
 201 (stored) and 200 (the same bytes were already stored) are success; push
 then prints the size and sha256, computed locally and checked against the
 drop-box's answer.

@@ -116,7 +116,10 @@ func pushOnce(ctx context.Context, client *http.Client, target, tokenFile string
 			return 0, exit(ExitRefused, fmt.Errorf("the drop-box stored %d bytes sha256:%s, but %d bytes sha256:%s were sent", answer.Size, answer.SHA256, body.size, body.sha256))
 		}
 		return code, nil
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusRequestTimeout, http.StatusBadGateway, http.StatusGatewayTimeout:
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusRequestTimeout, http.StatusBadGateway, http.StatusGatewayTimeout,
+		// The drop-box's free-space floor: the volume fills and empties
+		// again (a sweep, an operator), so the pod waits as told.
+		http.StatusInsufficientStorage:
 		return 0, &errRetry{wait: retryAfter(resp.Header.Get("Retry-After")), err: fmt.Errorf("drop-box answered %s: %s", resp.Status, msg)}
 	case http.StatusConflict:
 		return 0, exit(ExitRefused, fmt.Errorf("a different artifact of this kind is already stored for this pod (409): %s", msg))

@@ -199,6 +199,29 @@ func TestPushRetriesHonouringRetryAfterAndRereadsToken(t *testing.T) {
 	}
 }
 
+// 507 is the drop-box's free-space floor, answered with Retry-After: the
+// volume empties again, so push waits and tries again instead of failing
+// the pod.
+func TestPushRetriesInsufficientStorage(t *testing.T) {
+	e := newPushEnv(t, func(n int, w http.ResponseWriter, body []byte) {
+		if n == 1 {
+			refuse(http.StatusInsufficientStorage, "insufficient storage for artifacts, retry later", "Retry-After", "1")(n, w, body)
+			return
+		}
+		answerStored(w, 201, body)
+	})
+	if _, err := e.run(t, "result", e.file); err != nil {
+		t.Fatalf("push after a 507: %v (exit %d), want stored on the second try", err, exitCode(err))
+	}
+	tries := e.box.all()
+	if len(tries) != 2 {
+		t.Fatalf("%d tries, want 2", len(tries))
+	}
+	if gap := tries[1].at.Sub(tries[0].at); gap < 900*time.Millisecond {
+		t.Errorf("second try %s after a 507 with Retry-After: 1", gap)
+	}
+}
+
 func TestPushRetriesConnectionErrors(t *testing.T) {
 	e := newPushEnv(t, func(n int, w http.ResponseWriter, body []byte) {
 		if n == 1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Tests use these to take parts of a running stack away and bring them back:
@@ -125,4 +126,31 @@ func (s *Stack) WebhookReady(spoke string) func(context.Context) error {
 		}
 		return get(ctx, c, s.Federation.WebhookURLs[spoke]+"/readyz")
 	}
+}
+
+// PauseProcess stops a process of the stack with SIGSTOP: it keeps its
+// sockets, so clients connect and then hear nothing — an unreachable host,
+// not a refused connection. ResumeProcess continues it.
+func (s *Stack) PauseProcess(name string) error {
+	return s.signal(name, syscall.SIGSTOP)
+}
+
+// ResumeProcess continues a process PauseProcess stopped (SIGCONT).
+func (s *Stack) ResumeProcess(name string) error {
+	return s.signal(name, syscall.SIGCONT)
+}
+
+// signal sends sig to a running process of the stack, by its PID only.
+func (s *Stack) signal(name string, sig syscall.Signal) error {
+	p := s.proc(name)
+	if p == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	if p.exited() {
+		return fmt.Errorf("signal %s: %w", name, ErrProcessExited)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", name, err)
+	}
+	return nil
 }

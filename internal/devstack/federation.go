@@ -281,6 +281,9 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 	// The stack's clients all come from loopback: let tests name their
 	// source in X-Forwarded-For, as a router in front of the drop-box would.
 	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\"]\n")
+	if s.opts.IngestMinFreeBytes > 0 {
+		fmt.Fprintf(&b, "min_free_bytes = %d\n", s.opts.IngestMinFreeBytes)
+	}
 	for _, c := range s.Spokes {
 		e := s.clusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it

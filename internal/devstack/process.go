@@ -98,6 +98,7 @@ func (p *process) stop(grace time.Duration) {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process (PauseProcess) handles SIGTERM only once continued
 	select {
 	case <-p.done:
 		return

@@ -69,6 +69,10 @@ type Options struct {
 	// SweepInterval, OrphanGrace and RetryBudget tune the controller's
 	// reconciler (defaults 5s, 30s, 2m).
 	SweepInterval, OrphanGrace, RetryBudget time.Duration
+	// IngestMinFreeBytes is the drop-box's free-space floor on the artifact
+	// volume (zero: the controller's default, 1 GiB). Tests that fill a
+	// small volume set it low.
+	IngestMinFreeBytes int64
 
 	// ControllerStore is the controller's store DSN; empty: SQLite in the
 	// stack's directory. With a postgres:// DSN artifacts live there too.

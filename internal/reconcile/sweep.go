@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,9 @@ import (
 	"crucible.dev/crucible/internal/store"
 )
 
+// sweepListTimeout bounds a sweep's list of one cluster, retries included.
+const sweepListTimeout = 15 * time.Second
+
 func (r *Reconciler) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(r.SweepInterval)
 	defer t.Stop()
@@ -21,9 +25,13 @@ func (r *Reconciler) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// Clusters are swept side by side: one whose API server hangs
+			// delays the others by at most its list's bound, not forever.
+			var wg sync.WaitGroup
 			for _, c := range r.Clients.All() {
-				r.Sweep(ctx, c.Entry.Name)
+				wg.Go(func() { r.Sweep(ctx, c.Entry.Name) })
 			}
+			wg.Wait()
 		}
 	}
 }
@@ -38,7 +46,12 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 		return
 	}
 	var list *corev1.PodList
-	err := retry.Do(ctx, retry.Policy{Initial: r.Retry.Initial, Max: r.Retry.Max, Budget: 5 * time.Second}, "list-pods", func(ctx context.Context) error {
+	// An API server that takes connections and never answers (a host gone
+	// from the network) would hold an unbounded list for good: the sweep is
+	// then skipped, as for any failed list.
+	lctx, cancel := context.WithTimeout(ctx, sweepListTimeout)
+	defer cancel()
+	err := retry.Do(lctx, retry.Policy{Initial: r.Retry.Initial, Max: r.Retry.Max, Budget: 5 * time.Second}, "list-pods", func(ctx context.Context) error {
 		var err error
 		list, err = c.Kube.CoreV1().Pods(c.Entry.LoopNamespace).List(ctx, metav1.ListOptions{LabelSelector: Selector(r.Instance).String()})
 		return err

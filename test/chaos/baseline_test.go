@@ -31,46 +31,99 @@ func controllerStats(ctx context.Context, s *devstack.Stack) (procStats, error) 
 	if err != nil {
 		return procStats{}, fmt.Errorf("count fds: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Federation.ControllerMetricsURL+"/metrics", nil)
+	// The metrics request itself holds a connection (one fd, a goroutine or
+	// two) either way; both readings include it.
+	m, err := scrape(ctx, s.Federation.ControllerMetricsURL)
 	if err != nil {
 		return procStats{}, err
 	}
+	g, ok := m["go_goroutines"]
+	if !ok {
+		return procStats{}, fmt.Errorf("no go_goroutines in the controller's metrics")
+	}
+	return procStats{Goroutines: int(g), FDs: len(fds), Retries: int(sum(m, "crucible_transient_retries_total"))}, nil
+}
+
+// metrics is one scrape: each series ("name{labels}") and its value.
+type metrics map[string]float64
+
+// scrape reads base/metrics (Prometheus text format; comments skipped).
+func scrape(ctx context.Context, base string) (metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
-		return procStats{}, fmt.Errorf("read metrics: %w", err)
+		return nil, fmt.Errorf("read metrics: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read metrics: %s", resp.Status)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	// The metrics request itself holds a connection (one fd, a goroutine or
-	// two) either way; both readings include it.
-	st := procStats{Goroutines: -1, FDs: len(fds)}
+	m := metrics{}
 	for sc.Scan() {
 		line := sc.Text()
-		name, v, ok := strings.Cut(line, " ")
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		f, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse metric line %q: %w", line, err)
+		}
+		m[line[:i]] = f
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	return m, nil
+}
+
+// sum adds the series of metric name whose labels contain every one of
+// labels (each written as in the exposition: outcome="created").
+func sum(m metrics, name string, labels ...string) float64 {
+	var total float64
+	for series, v := range m {
+		n, lbl, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		all := true
+		for _, l := range labels {
+			all = all && strings.Contains(lbl, l)
+		}
+		if all {
+			total += v
+		}
+	}
+	return total
+}
+
+// byLabel is the rise of metric name from before to after per value of
+// label (series whose value did not change are left out).
+func byLabel(before, after metrics, name, label string) map[string]int {
+	out := map[string]int{}
+	for series, v := range after {
+		n, lbl, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		_, val, ok := strings.Cut(lbl, label+`="`)
 		if !ok {
 			continue
 		}
-		switch {
-		case name == "go_goroutines", strings.HasPrefix(name, "crucible_transient_retries_total"):
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return procStats{}, fmt.Errorf("parse %s %q: %w", name, v, err)
-			}
-			if name == "go_goroutines" {
-				st.Goroutines = int(f)
-			} else {
-				st.Retries += int(f)
-			}
+		val, _, _ = strings.Cut(val, `"`)
+		if d := int(v - before[series]); d != 0 {
+			out[val] += d
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return procStats{}, fmt.Errorf("read metrics: %w", err)
-	}
-	if st.Goroutines < 0 {
-		return procStats{}, fmt.Errorf("no go_goroutines in the controller's metrics")
-	}
-	return st, nil
+	return out
 }
 
 // Slack over the baseline that is not a leak: idle keep-alive connections of

@@ -82,43 +82,14 @@ func TestChaos2SpokeAPIServerDown(t *testing.T) {
 	}.run(t)
 }
 
-// wharf's authn webhook is killed and stays down past kube-apiserver's 10 s
-// cache of its answers while submits keep coming: the spoke refuses the
-// controller's token meanwhile (401), the controller retries, and every pod
-// still runs once.
-func TestChaos3SpokeWebhookKilled(t *testing.T) {
-	scenario{
-		num: 3, name: "spoke webhook killed and restarted",
-		injected: "SIGKILL of crucible-webhook-wharf, down 12–15 s (past the 10 s authn cache), restarted; submits paced across the outage",
-		expected: "every submit answered 201; the controller retries (transient retries rise); every pod completes once with its log and artifact",
-		strict:   true,
-		spread:   time.Duration(faultsFor(20, 40)) * time.Second,
-		bites:    true,
-		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
-			n := faultsFor(1, 2)
-			for range n {
-				between(ctx, r, time.Second, 3*time.Second)
-				if err := s.KillProcess("crucible-webhook-wharf"); err != nil {
-					return 0, err
-				}
-				between(ctx, r, 12*time.Second, 15*time.Second)
-				if err := s.RestartProcess(context.WithoutCancel(ctx), "crucible-webhook-wharf", s.WebhookReady("wharf")); err != nil {
-					return 0, err
-				}
-			}
-			return n, nil
-		},
-	}.run(t)
-}
-
 // The hub's signing key is rotated while pods are dispatched (the hub's API
 // server restarts with a new key), and the controller's tokens are then
 // re-issued with the new key id: the webhooks learn the key through the
 // mirror and no 401 reaches a caller.
-func TestChaos4HubKeyRotated(t *testing.T) {
+func TestChaos5HubKeyRotated(t *testing.T) {
 	fullOnly(t)
 	scenario{
-		num: 4, name: "hub signing key rotated during dispatch",
+		num: 5, name: "hub signing key rotated during dispatch",
 		injected: "RotateServiceAccountKey on the hub (its kube-apiserver restarts with a new signing key), then the controller's tokens re-issued under the new key",
 		expected: "every submit answered 201 (no 401 reaches a caller); every pod completes once",
 		strict:   true,
@@ -139,9 +110,9 @@ func TestChaos4HubKeyRotated(t *testing.T) {
 
 // The controller's token files are replaced every few seconds and the old
 // tokens revoked while the wave runs.
-func TestChaos5TokensRotated(t *testing.T) {
+func TestChaos6TokensRotated(t *testing.T) {
 	scenario{
-		num: 5, name: "controller tokens rotated and revoked every few seconds",
+		num: 6, name: "controller tokens rotated and revoked every few seconds",
 		injected: "RotateControllerTokens (new token files, old ones revoked) every 2–4 s until the wave is submitted, three more times after",
 		expected: "every submit answered 201; every pod completes once",
 		strict:   true,
@@ -157,6 +128,35 @@ func TestChaos5TokensRotated(t *testing.T) {
 				case <-w.submitted:
 					after++
 				default:
+				}
+			}
+			return n, nil
+		},
+	}.run(t)
+}
+
+// wharf's authn webhook is killed and stays down past kube-apiserver's 10 s
+// cache of its answers while submits keep coming: the spoke refuses the
+// controller's token meanwhile (401), the controller retries, and every pod
+// still runs once.
+func TestChaos7SpokeWebhookKilled(t *testing.T) {
+	scenario{
+		num: 7, name: "spoke webhook killed and restarted",
+		injected: "SIGKILL of crucible-webhook-wharf, down 12–15 s (past the 10 s authn cache), restarted; submits paced across the outage",
+		expected: "every submit answered 201; the controller retries (transient retries rise); every pod completes once with its log and artifact",
+		strict:   true,
+		spread:   time.Duration(faultsFor(20, 40)) * time.Second,
+		bites:    true,
+		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
+			n := faultsFor(1, 2)
+			for range n {
+				between(ctx, r, time.Second, 3*time.Second)
+				if err := s.KillProcess("crucible-webhook-wharf"); err != nil {
+					return 0, err
+				}
+				between(ctx, r, 12*time.Second, 15*time.Second)
+				if err := s.RestartProcess(context.WithoutCancel(ctx), "crucible-webhook-wharf", s.WebhookReady("wharf")); err != nil {
+					return 0, err
 				}
 			}
 			return n, nil

@@ -43,6 +43,25 @@ type wave struct {
 	// pace, if set, spreads the submits: one every pace, so that the wave's
 	// dispatches span a fault instead of all landing before it.
 	pace time.Duration
+	// command is every pod's work (default the package's command).
+	command []string
+	// notes and problems are what a scenario's injection observed beside
+	// the wave's own counts; problems fail the scenario.
+	notes, problems []string
+}
+
+// note records an observation of the scenario for its report.
+func (w *wave) note(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notes = append(w.notes, fmt.Sprintf(format, args...))
+}
+
+// problem records a shortfall the injection saw; the scenario fails.
+func (w *wave) problem(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.problems = append(w.problems, fmt.Sprintf(format, args...))
 }
 
 const submitters = 8
@@ -58,11 +77,20 @@ func newWave(t *testing.T, s *devstack.Stack, n int) *wave {
 	for _, r := range rows {
 		before[r.ID] = true
 	}
-	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{})}
+	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{}), command: command}
 }
 
 // command is each pod's work: it runs, prints done, pushes its result.
-var command = []string{"sh", "-c", `set -e; sleep 2; echo done; printf '%s\n' "$CHAOS_KEY" > result.txt; crucible push result result.txt`}
+var command = commandWith("")
+
+// commandWith is command with flags for crucible push (say, a --timeout
+// longer than an outage the scenario holds).
+func commandWith(pushFlags string) []string {
+	if pushFlags != "" {
+		pushFlags += " "
+	}
+	return []string{"sh", "-c", `set -e; sleep 2; echo done; printf '%s\n' "$CHAOS_KEY" > result.txt; crucible push ` + pushFlags + `result result.txt`}
+}
 
 // start submits the wave in the background, spread over both spokes;
 // submitted is closed when every pod has been accepted.
@@ -98,7 +126,7 @@ func (w *wave) start(ctx context.Context, tag string) {
 func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 	cluster := w.s.Spokes[i%len(w.s.Spokes)].Name
 	key := fmt.Sprintf("%s-%d", tag, i)
-	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
+	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
 	for ctx.Err() == nil {
 		code, _, body, err := w.c.do(ctx, http.MethodPost, "/api/pods", req)
 		switch {
@@ -150,7 +178,7 @@ type outcome struct {
 	LogsWithOneRun                             int
 	OrphansAfterSweep                          int
 	Requests                                   map[string]int
-	Problems                                   []string
+	Notes, Problems                            []string
 }
 
 // finish waits for every row of the wave to end and counts: completed =

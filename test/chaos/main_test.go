@@ -16,16 +16,22 @@ import (
 // so "no orphan after a sweep" is checked within a scenario.
 const orphanGrace = 10 * time.Second
 
-func TestMain(m *testing.M) {
-	code := devstacktest.Main(m, devstack.Options{
+// stackOptions are the shared stack's; a scenario with a stack of its own
+// starts from them.
+func stackOptions() devstack.Options {
+	return devstack.Options{
 		Crucible:       devstacktest.BuildCrucible,
 		Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
 		MirrorTTL:      time.Second,
-		MirrorMaxStale: 30 * time.Second,
+		MirrorMaxStale: mirrorMaxStale,
 		SweepInterval:  2 * time.Second,
 		OrphanGrace:    orphanGrace,
 		RetryBudget:    90 * time.Second,
-	})
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := devstacktest.Main(m, stackOptions())
 	if err := writeResults(os.Getenv("CRUCIBLE_CHAOS_RESULTS")); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: write results:", err)
 		if code == 0 {

@@ -26,6 +26,14 @@ type scenario struct {
 	// (crucible_transient_retries_total); a fault that never bites tests
 	// nothing.
 	bites bool
+	// stack, if set, starts a stack of the scenario's own (a fault that
+	// must not reach the other scenarios); nil: the package's shared one.
+	stack func(t *testing.T) *devstack.Stack
+	// command replaces every pod's work (default: command).
+	command []string
+	// check, if set, runs once the wave has ended and reports through w's
+	// note and problem, as inject does.
+	check func(ctx context.Context, s *devstack.Stack, w *wave)
 	// inject runs alongside the wave and returns how many faults it
 	// injected, with everything it broke restored.
 	inject func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error)
@@ -43,7 +51,12 @@ func between(ctx context.Context, r *rand.Rand, lo, hi time.Duration) {
 // run runs the scenario: baseline, wave plus faults, checks, baseline again;
 // it records the result and fails the test on any shortfall.
 func (sc scenario) run(t *testing.T) {
-	s := devstacktest.Shared(t)
+	var s *devstack.Stack
+	if sc.stack != nil {
+		s = sc.stack(t)
+	} else {
+		s = devstacktest.Shared(t)
+	}
 	r, seed := rng(t, sc.num)
 	ctx := t.Context()
 	base, err := controllerStats(ctx, s)
@@ -52,6 +65,9 @@ func (sc scenario) run(t *testing.T) {
 	}
 	w := newWave(t, s, cfg.Pods)
 	w.pace = sc.spread / time.Duration(cfg.Pods)
+	if sc.command != nil {
+		w.command = sc.command
+	}
 	began := time.Now()
 	w.start(ctx, fmt.Sprintf("s%d-%d", sc.num, seed))
 	faults, injErr := sc.inject(ctx, t, s, r, w)
@@ -63,6 +79,13 @@ func (sc scenario) run(t *testing.T) {
 		within = 15 * time.Minute
 	}
 	o := w.finish(ctx, within)
+	if sc.check != nil {
+		sc.check(ctx, s, w)
+	}
+	w.mu.Lock()
+	o.Notes = append(o.Notes, w.notes...)
+	o.Problems = append(o.Problems, w.problems...)
+	w.mu.Unlock()
 	w.c.http.CloseIdleConnections()
 	after, settled := settle(ctx, s, base, 90*time.Second)
 	if !settled {
@@ -93,9 +116,9 @@ func (sc scenario) run(t *testing.T) {
 		t.Logf("row of a submit not answered 201: %s", why)
 	}
 	res := result{
-		Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
-		Load:     fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done; crucible push result`", cfg.Pods, submitters),
-		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Problems: o.Problems,
+		Num: sc.num, Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
+		Load:     fmt.Sprintf("%d pods over %d spokes, %d concurrent submitters; each `%s`", cfg.Pods, len(s.Spokes), submitters, w.command[len(w.command)-1]),
+		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Notes: o.Notes, Problems: o.Problems,
 		Pods: podCounts{Submitted: o.Submitted, Accepted: o.Acked, Interrupted: o.Interrupted, Resubmitted: o.Resubmitted, Completed: o.Completed,
 			Failed: o.Failed, Duplicated: o.Duplicated, Lost: o.Lost, LogsWithOneRun: o.LogsWithOneRun, OrphansAfter: o.OrphansAfterSweep, UnansweredRows: o.UnackedRows},
 		Artifacts: artifactCounts{Pushed: o.ArtifactsPushed, Stored: o.ArtifactsStored, Lost: o.ArtifactsPushed - o.ArtifactsStored},

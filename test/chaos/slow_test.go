@@ -25,7 +25,7 @@ const slowClients = 50
 // are still connected. A server that handled connections one at a time, or
 // behind a shared lock held while reading, would answer only after they
 // were cut (its header timeout), so the check fails.
-func TestChaos7SlowClients(t *testing.T) {
+func TestChaos12SlowClients(t *testing.T) {
 	s := devstacktest.Shared(t)
 	ctx := t.Context()
 	c := newClient(s)
@@ -100,7 +100,7 @@ func TestChaos7SlowClients(t *testing.T) {
 		}
 	}
 	res := result{
-		Scenario: "7. a slow client on each listener", Seed: cfg.Seed, Faults: len(listeners) * slowClients,
+		Num: 12, Scenario: "12 (S). a slow client on each listener", Seed: cfg.Seed, Faults: len(listeners) * slowClients,
 		Injected: fmt.Sprintf("%d stalled connections (half a request line; no TLS ClientHello) on each of the controller's internal, external and metrics listeners and wharf's webhook and its operations listener", slowClients),
 		Load:     "one ordinary request per listener while its slow clients hold their connections",
 		Expected: "every ordinary request answered while at least half the slow clients are still connected",
