@@ -12,7 +12,11 @@ const (
 	DefaultArtifactsDir    = "artifacts"
 	DefaultMaxRequestBytes = 1 << 20
 
-	DefaultMirrorTTL      = 30 * time.Second
+	// DefaultMirrorTTL is short because consumers honour Cache-Control: the
+	// TTL bounds how long a rotated hub key takes to reach the spokes.
+	DefaultMirrorTTL = 30 * time.Second
+	// DefaultMirrorMaxStale lets the spokes ride out a hub API outage of this
+	// length before token validation stops.
 	DefaultMirrorMaxStale = 10 * time.Minute
 
 	DefaultSweepInterval  = time.Minute

@@ -119,44 +119,38 @@ type Options struct {
 	reviewTimeout time.Duration
 }
 
-// Defaults.
+// Defaults of the zero Options that are not profile settings; those that
+// are (body size, caches, rates, quotas) are package fleet's, the one home of
+// the profile's defaults.
 const (
-	DefaultMaxBodyBytes    = 64 << 20
-	DefaultAcceptTTL       = 5 * time.Minute
-	DefaultNegativeTTL     = 10 * time.Second
-	DefaultCacheSize       = 10000
-	DefaultRatePerSource   = 20
-	DefaultRateBurst       = 40
-	DefaultRatePerPod      = 10
-	DefaultRateBurstPerPod = 20
-	DefaultJWKSMinRefresh  = 10 * time.Second
-	defaultReviewTimeout   = 10 * time.Second
+	DefaultJWKSMinRefresh = 10 * time.Second
+	defaultReviewTimeout  = 10 * time.Second
 )
 
 func (o *Options) setDefaults() {
 	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = DefaultMaxBodyBytes
+		o.MaxBodyBytes = fleet.DefaultIngestMaxBodyBytes
 	}
 	if o.AcceptTTL == 0 {
-		o.AcceptTTL = DefaultAcceptTTL
+		o.AcceptTTL = fleet.DefaultIngestAcceptTTL
 	}
 	if o.NegativeTTL == 0 {
-		o.NegativeTTL = DefaultNegativeTTL
+		o.NegativeTTL = fleet.DefaultIngestNegativeTTL
 	}
 	if o.CacheSize == 0 {
-		o.CacheSize = DefaultCacheSize
+		o.CacheSize = fleet.DefaultIngestCacheSize
 	}
 	if o.RatePerSource == 0 {
-		o.RatePerSource = DefaultRatePerSource
+		o.RatePerSource = fleet.DefaultIngestRatePerSource
 	}
 	if o.RateBurst == 0 {
-		o.RateBurst = DefaultRateBurst
+		o.RateBurst = fleet.DefaultIngestRateBurst
 	}
 	if o.RatePerPod == 0 {
-		o.RatePerPod = DefaultRatePerPod
+		o.RatePerPod = fleet.DefaultIngestRatePerPod
 	}
 	if o.RateBurstPerPod == 0 {
-		o.RateBurstPerPod = DefaultRateBurstPerPod
+		o.RateBurstPerPod = fleet.DefaultIngestRateBurstPod
 	}
 	if o.JWKSMinRefresh == 0 {
 		o.JWKSMinRefresh = DefaultJWKSMinRefresh

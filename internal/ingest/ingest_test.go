@@ -19,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/store"
 )
@@ -284,7 +285,7 @@ func TestRejectedTokenFlood(t *testing.T) {
 		if got := e.spoke.reviews.Load(); got != int64(round) {
 			t.Errorf("after round %d: %d TokenReviews, want %d (one per NegativeTTL)", round, got, round)
 		}
-		e.clock.Step(DefaultNegativeTTL)
+		e.clock.Step(fleet.DefaultIngestNegativeTTL)
 	}
 }
 

@@ -6,21 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
 )
 
-// Upload defaults (R-IN7).
 const (
-	DefaultMaxKindsPerPod   = 32
-	DefaultMaxBytesPerPod   = 1 << 30
-	DefaultMinFreeBytes     = 1 << 30
-	DefaultMaxStagingPerPod = 2
-	DefaultMinUploadRate    = 4 << 10
-	DefaultUploadRateWindow = 30 * time.Second
-
 	// retryAfterBusy answers a pod that already has MaxStagingPerPod
 	// uploads in flight; retryAfterStorage a volume below its floor, which
 	// an operator (or a sweep) has to free.
@@ -42,22 +34,22 @@ type freeSpacer interface{ FreeBytes() (uint64, error) }
 
 func (o *Options) setUploadDefaults() {
 	if o.MaxKindsPerPod == 0 {
-		o.MaxKindsPerPod = DefaultMaxKindsPerPod
+		o.MaxKindsPerPod = fleet.DefaultIngestMaxKindsPerPod
 	}
 	if o.MaxBytesPerPod == 0 {
-		o.MaxBytesPerPod = DefaultMaxBytesPerPod
+		o.MaxBytesPerPod = fleet.DefaultIngestMaxBytesPerPod
 	}
 	if o.MinFreeBytes == 0 {
-		o.MinFreeBytes = DefaultMinFreeBytes
+		o.MinFreeBytes = fleet.DefaultIngestMinFreeBytes
 	}
 	if o.MaxStagingPerPod == 0 {
-		o.MaxStagingPerPod = DefaultMaxStagingPerPod
+		o.MaxStagingPerPod = fleet.DefaultIngestMaxStagingPerPod
 	}
 	if o.MinUploadRate == 0 {
-		o.MinUploadRate = DefaultMinUploadRate
+		o.MinUploadRate = fleet.DefaultIngestMinUploadRate
 	}
 	if o.UploadRateWindow == 0 {
-		o.UploadRateWindow = DefaultUploadRateWindow
+		o.UploadRateWindow = fleet.DefaultIngestUploadRateWindow
 	}
 	if fs, ok := o.Artifacts.(freeSpacer); ok && o.freeBytes == nil {
 		o.freeBytes = fs.FreeBytes

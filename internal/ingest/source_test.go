@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"crucible.dev/crucible/internal/fleet"
 )
 
 func TestParseHop(t *testing.T) {
@@ -139,8 +141,8 @@ func TestPerPodLimit(t *testing.T) {
 
 func TestDefaultRates(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.RatePerPod, o.RateBurstPerPod = 0, 0 })
-	if e.h.opts.RatePerPod != DefaultRatePerPod || e.h.opts.RateBurstPerPod != DefaultRateBurstPerPod {
-		t.Errorf("per-pod defaults = %v/%d, want %v/%d", e.h.opts.RatePerPod, e.h.opts.RateBurstPerPod, DefaultRatePerPod, DefaultRateBurstPerPod)
+	if e.h.opts.RatePerPod != fleet.DefaultIngestRatePerPod || e.h.opts.RateBurstPerPod != fleet.DefaultIngestRateBurstPod {
+		t.Errorf("per-pod defaults = %v/%d, want %v/%d", e.h.opts.RatePerPod, e.h.opts.RateBurstPerPod, fleet.DefaultIngestRatePerPod, fleet.DefaultIngestRateBurstPod)
 	}
 	if _, err := New(Options{RatePerPod: -1}); err == nil {
 		t.Error("a negative ratePerPod was accepted")

@@ -8,17 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/urlcheck"
-)
-
-// Defaults for the zero values of Options.
-const (
-	// DefaultTTL is short because consumers honour Cache-Control: the TTL
-	// bounds how long a rotated hub key takes to reach the spokes.
-	DefaultTTL = 30 * time.Second
-	// DefaultMaxStale lets the spokes ride out a hub API outage of this
-	// length before token validation stops.
-	DefaultMaxStale = 10 * time.Minute
 )
 
 // Options configure a Mirror. Zero durations, Now and Logger take defaults.
@@ -33,10 +24,10 @@ type Options struct {
 	// ExternalURL is the mirror's own base URL as the spokes reach it; the
 	// served discovery document's jwks_uri points below it.
 	ExternalURL string
-	// TTL is how long a fetched document is served as fresh (DefaultTTL).
+	// TTL is how long a fetched document is served as fresh (the profile's default, fleet.DefaultMirrorTTL).
 	TTL time.Duration
 	// MaxStale is how long past its TTL the last good document is still
-	// served while the hub API fails (DefaultMaxStale).
+	// served while the hub API fails (fleet.DefaultMirrorMaxStale).
 	MaxStale time.Duration
 	// Now is the clock (time.Now); tests set it.
 	Now func() time.Time
@@ -47,10 +38,10 @@ type Options struct {
 // withDefaults returns o with every zero field that has a default filled in.
 func (o Options) withDefaults() Options {
 	if o.TTL == 0 {
-		o.TTL = DefaultTTL
+		o.TTL = fleet.DefaultMirrorTTL
 	}
 	if o.MaxStale == 0 {
-		o.MaxStale = DefaultMaxStale
+		o.MaxStale = fleet.DefaultMirrorMaxStale
 	}
 	if o.Now == nil {
 		o.Now = time.Now

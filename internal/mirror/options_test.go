@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"crucible.dev/crucible/internal/fleet"
 )
 
 func TestOptionsValidation(t *testing.T) {
@@ -93,7 +95,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	got := Options{}.withDefaults()
-	if got.TTL != DefaultTTL || got.MaxStale != DefaultMaxStale || got.Now == nil || got.Logger == nil {
+	if got.TTL != fleet.DefaultMirrorTTL || got.MaxStale != fleet.DefaultMirrorMaxStale || got.Now == nil || got.Logger == nil {
 		t.Errorf("defaults: TTL %s, MaxStale %s, Now set %t, Logger set %t",
 			got.TTL, got.MaxStale, got.Now != nil, got.Logger != nil)
 	}
