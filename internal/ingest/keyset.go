@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -23,8 +22,6 @@ const (
 	jwksPath = "/openid/v1/jwks"
 	// fetchTimeout bounds one discovery+JWKS fetch.
 	fetchTimeout = 10 * time.Second
-	// maxDocumentBytes bounds a discovery document or JWKS.
-	maxDocumentBytes = 1 << 20
 )
 
 // keyFetcher reads one cluster's service-account signing keys through the
@@ -98,28 +95,5 @@ func (k *keyFetcher) fetchKeys(ctx context.Context, path string) ([]jose.JSONWeb
 }
 
 func (k *keyFetcher) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.server+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json, application/jwk-set+json")
-	resp, err := k.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes+1))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	if len(body) > maxDocumentBytes {
-		return fmt.Errorf("GET %s: larger than %d bytes", path, maxDocumentBytes)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
+	return jwt.GetJSON(ctx, k.http, k.server+path, v)
 }

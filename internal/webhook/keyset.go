@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -23,8 +22,6 @@ const (
 	// fetchTimeout bounds one discovery+JWKS fetch. Waiting requests give up
 	// earlier if their own context ends.
 	fetchTimeout = 10 * time.Second
-	// maxDocumentBytes bounds a discovery document or JWKS.
-	maxDocumentBytes = 1 << 20
 )
 
 // errIssuerMismatch marks a discovery document naming another issuer.
@@ -139,28 +136,5 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 }
 
 func (k *keySet) getJSON(ctx context.Context, rawURL string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := k.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", rawURL, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentBytes+1))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", rawURL, err)
-	}
-	if len(body) > maxDocumentBytes {
-		return fmt.Errorf("GET %s: larger than %d bytes", rawURL, maxDocumentBytes)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: %w", rawURL, err)
-	}
-	return nil
+	return jwt.GetJSON(ctx, k.client, rawURL, v)
 }
