@@ -117,7 +117,12 @@ func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *Error
-	if !errors.As(err, &he) {
+	switch {
+	case errors.As(err, &he):
+	case store.IsUnavailable(err):
+		// The database restarting or out of connections: transient.
+		he = &Error{Code: http.StatusServiceUnavailable, Msg: "the store is unavailable; retry later", Err: err}
+	default:
 		he = &Error{Code: http.StatusInternalServerError, Msg: "internal error", Err: err}
 	}
 	if he.Code >= 500 {
