@@ -43,6 +43,9 @@ type wave struct {
 	// pace, if set, spreads the submits: one every pace, so that the wave's
 	// dispatches span a fault instead of all landing before it.
 	pace time.Duration
+	// command is each pod's work (default command): it must print done once
+	// and push the result artifact with its CHAOS_KEY.
+	command []string
 }
 
 const submitters = 8
@@ -58,7 +61,7 @@ func newWave(t *testing.T, s *devstack.Stack, n int) *wave {
 	for _, r := range rows {
 		before[r.ID] = true
 	}
-	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{})}
+	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{}), command: command}
 }
 
 // command is each pod's work: it runs, prints done, pushes its result.
@@ -98,7 +101,7 @@ func (w *wave) start(ctx context.Context, tag string) {
 func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 	cluster := w.s.Spokes[i%len(w.s.Spokes)].Name
 	key := fmt.Sprintf("%s-%d", tag, i)
-	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
+	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
 	for ctx.Err() == nil {
 		code, _, body, err := w.c.do(ctx, http.MethodPost, "/api/pods", req)
 		switch {

@@ -1,0 +1,150 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"crucible.dev/crucible/internal/devstack"
+)
+
+// haLease is the HA scenario's lease, as test/e2e's: short, so a takeover
+// fits a wave, long enough that a loaded 2-core machine renews in time.
+const haLease = 8 * time.Second
+
+// haTakeover bounds a takeover after SIGKILL: the lease plus two jittered
+// retry periods (client-go polls every lease/6 with up to 120 % jitter) and
+// a little for the metric poll (see test/e2e/ha_test.go).
+const haTakeover = haLease + 2*(haLease/6)*22/10 + 2*time.Second
+
+// member is one controller replica as the scenario reaches it.
+type member struct {
+	process, internal, metrics string
+}
+
+// leads reads the replica's crucible_leader gauge; one that does not answer
+// does not lead.
+func (m member) leads(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.metrics+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if sc.Text() == "crucible_leader 1" {
+			return true
+		}
+	}
+	return false
+}
+
+// ready answers nil once the replica's API reports ready.
+func (m member) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.internal+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz of %s: %s", m.process, resp.Status)
+	}
+	return nil
+}
+
+// soleLeader polls until exactly one of ms leads and returns it.
+func soleLeader(ctx context.Context, within time.Duration, ms ...member) (member, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var leader member
+	err := retryUntil(ctx, func() (bool, error) {
+		n := 0
+		for _, m := range ms {
+			if m.leads(ctx) {
+				n, leader = n+1, m
+			}
+		}
+		return n == 1, nil
+	})
+	if err != nil {
+		return member{}, fmt.Errorf("no single leader among %d replicas within %s: %w", len(ms), within, err)
+	}
+	return leader, nil
+}
+
+// Two controller replicas share one PostgreSQL; submits go to both in turn.
+// The leader (the replica running await, reconcile and the sweep) is
+// SIGKILLed mid-wave; the other takes the lease over and finishes the work,
+// and the killed one is started again (as its Deployment would) so that the
+// pods it dispatched can push through it. No pod runs twice, nothing is
+// lost, every row ends.
+func TestChaos10LeaderKilled(t *testing.T) {
+	var ms []member
+	scenario{
+		num: 10, name: "HA: the leader killed under load",
+		injected: fmt.Sprintf("two controller replicas on one PostgreSQL (lease %s); SIGKILL of the leader at a seeded moment of the wave, then restarted once the other led", haLease),
+		expected: "the other replica takes over within the lease; every accepted pod runs once, ends succeeded with its log and artifact; only submits in flight at the kill go unanswered",
+		spread:   time.Duration(faultsFor(10, 40)) * time.Second,
+		stack: func(t *testing.T) *devstack.Stack {
+			s, _ := pgStack(t, true, haLease)
+			b, err := s.StartController(t.Context(), "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := s.Federation
+			ms = []member{
+				{process: "crucible-controller", internal: f.ControllerInternalURL, metrics: f.ControllerMetricsURL},
+				{process: b.Process, internal: b.InternalURL, metrics: b.MetricsURL},
+			}
+			if _, err := soleLeader(t.Context(), 3*haLease, ms...); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		setup: func(t *testing.T, s *devstack.Stack, w *wave) {
+			w.c.bases = []string{ms[0].internal, ms[1].internal}
+		},
+		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
+			n := faultsFor(1, 3)
+			for i := range n {
+				between(ctx, r, time.Second, time.Duration(faultsFor(6, 20))*time.Second)
+				leader, err := soleLeader(ctx, haTakeover, ms...)
+				if err != nil {
+					return i, err
+				}
+				other := ms[0]
+				if other == leader {
+					other = ms[1]
+				}
+				killed := time.Now()
+				if err := s.KillProcess(leader.process); err != nil {
+					return i, err
+				}
+				if _, err := soleLeader(ctx, haTakeover, other); err != nil {
+					return i, fmt.Errorf("takeover by %s after killing %s: %w", other.process, leader.process, err)
+				}
+				t.Logf("kill %d: %s took over from %s %s after the SIGKILL (lease %s)", i+1, other.process, leader.process,
+					time.Since(killed).Round(100*time.Millisecond), haLease)
+				if err := s.RestartProcess(context.WithoutCancel(ctx), leader.process, leader.ready); err != nil {
+					return i, err
+				}
+			}
+			return n, nil
+		},
+	}.run(t)
+}
