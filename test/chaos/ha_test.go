@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +69,79 @@ func (m member) ready(ctx context.Context) error {
 	return nil
 }
 
+// loopMetrics are the counters only the loops that must run once move
+// (await, log collection, reconcile, sweep): a replica that never held the
+// lease must show none of them.
+var loopMetrics = []string{"crucible_work_pod_transitions_total", "crucible_log_collections_total", "crucible_sweep_deletions_total", "crucible_reconcile_lost_total"}
+
+// loopWork reads how often the replica acquired the lease in its life and
+// how much loop work it did.
+func (m member) loopWork(ctx context.Context) (acquired, work int, err error) {
+	sums, err := metricSums(ctx, m.metrics)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, name := range loopMetrics {
+		work += sums[name]
+	}
+	return sums[`crucible_leader_transitions_total{event="acquired"}`], work, nil
+}
+
+// metricSums reads a /metrics page and sums each metric over its series
+// (the leader's acquired events are kept by their own line).
+func metricSums(ctx context.Context, base string) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sums := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		series, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(series, "#") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", series, err)
+		}
+		name, _, _ := strings.Cut(series, "{")
+		sums[name] += int(f)
+		if name != series {
+			sums[series] += int(f)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	return sums, nil
+}
+
+// idleFollowers checks that every replica that never led did no loop work:
+// loops running without the lease would otherwise go unnoticed, as their
+// writes mostly repeat the leader's.
+func idleFollowers(ctx context.Context, when string, ms ...member) []string {
+	var problems []string
+	for _, m := range ms {
+		acquired, work, err := m.loopWork(ctx)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s, %s: %v", when, m.process, err))
+		case acquired == 0 && work > 0:
+			problems = append(problems, fmt.Sprintf("%s, %s never held the lease but did %d pieces of loop work (%v)", when, m.process, work, loopMetrics))
+		}
+	}
+	return problems
+}
+
 // soleLeader polls until exactly one of ms leads and returns it.
 func soleLeader(ctx context.Context, within time.Duration, ms ...member) (member, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
@@ -95,10 +170,11 @@ func soleLeader(ctx context.Context, within time.Duration, ms ...member) (member
 // lost, every row ends.
 func TestChaos10LeaderKilled(t *testing.T) {
 	var ms []member
+	var followerProblems []string
 	scenario{
 		num: 10, name: "HA: the leader killed under load",
 		injected: fmt.Sprintf("two controller replicas on one PostgreSQL (lease %s); SIGKILL of the leader at a seeded moment of the wave, then restarted once the other led", haLease),
-		expected: "the other replica takes over within the lease; every accepted pod runs once, ends succeeded with its log and artifact; only submits in flight at the kill go unanswered",
+		expected: "the other replica takes over within the lease; a replica that never led does no loop work (no transitions, log collections, sweeps); every accepted pod runs once, ends succeeded with its log and artifact; only submits in flight at the kill go unanswered",
 		spread:   time.Duration(faultsFor(10, 40)) * time.Second,
 		stack: func(t *testing.T) *devstack.Stack {
 			s, _ := pgStack(t, true, haLease)
@@ -119,6 +195,10 @@ func TestChaos10LeaderKilled(t *testing.T) {
 		setup: func(t *testing.T, s *devstack.Stack, w *wave) {
 			w.c.bases = []string{ms[0].internal, ms[1].internal}
 		},
+		check: func(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, o *outcome) {
+			o.Problems = append(o.Problems, followerProblems...)
+			o.Problems = append(o.Problems, idleFollowers(ctx, "after the wave", ms...)...)
+		},
 		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
 			n := faultsFor(1, 3)
 			for i := range n {
@@ -131,6 +211,7 @@ func TestChaos10LeaderKilled(t *testing.T) {
 				if other == leader {
 					other = ms[1]
 				}
+				followerProblems = append(followerProblems, idleFollowers(ctx, fmt.Sprintf("before kill %d", i+1), other)...)
 				killed := time.Now()
 				if err := s.KillProcess(leader.process); err != nil {
 					return i, err

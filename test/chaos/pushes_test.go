@@ -123,6 +123,9 @@ func checkPushes(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, 
 			problem("the drop-box answered %d pushes %s", delta[bad], bad)
 		}
 	}
+	if delta["unavailable"] == 0 {
+		problem("no push was answered 503: the flaps never reached the drop-box")
+	}
 	// Every row's pod pushed each kind once, stored once (a retry of a push
 	// whose answer was lost is a duplicate, 200).
 	rows := len(acked) + o.UnackedRows["succeeded"]
