@@ -21,6 +21,9 @@ import (
 // with leader election for HA. Both stop when the test ends, the stack first.
 func pgStack(t *testing.T, leaderElect bool, lease time.Duration) (*devstack.Stack, *pgtest.Server) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs real API servers and PostgreSQL; run without -short")
+	}
 	pg, err := pgtest.Start(t.Context())
 	if err != nil {
 		t.Fatalf("PostgreSQL: %v; %s", err, pgtest.InstallHint)
@@ -171,26 +174,21 @@ func sqlitePath(s *devstack.Stack) string { return filepath.Join(s.Dir, "crucibl
 // atAcked waits until at least n of the wave's submits were acknowledged, or
 // all were submitted, or ctx ends.
 func atAcked(ctx context.Context, w *wave, n int) {
-	_ = retryUntilEvery(ctx, 20*time.Millisecond, func() bool {
+	for {
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.acked) >= n
-	}, w.submitted)
-}
-
-// retryUntilEvery polls done every period until it holds, stop is closed
-// or ctx ends.
-func retryUntilEvery(ctx context.Context, period time.Duration, done func() bool, stop <-chan struct{}) error {
-	for !done() {
+		acked := len(w.acked)
+		w.mu.Unlock()
+		if acked >= n {
+			return
+		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-stop:
-			return nil
-		case <-time.After(period):
+			return
+		case <-w.submitted:
+			return
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // crashView is the SQLite database as one look found it.
