@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/retry"
+	"crucible.dev/crucible/internal/store"
 )
 
 // Server holds what the handlers need.
@@ -103,7 +105,15 @@ func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 // cause of a 5xx is logged; a 503 always says when to retry and a 401 how to
 // authenticate.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	he := httperr.From(err)
+	he, classified := errors.AsType[*httperr.Error](err)
+	switch {
+	case classified:
+	case store.IsUnavailable(err):
+		// The database restarting or out of connections: transient.
+		he = httperr.Wrap(http.StatusServiceUnavailable, "the store is unavailable; retry later", err)
+	default:
+		he = httperr.From(err)
+	}
 	if he.Code >= 500 {
 		s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"crucible.dev/crucible/internal/api"
@@ -22,13 +23,17 @@ import (
 type client struct {
 	s    *devstack.Stack
 	http *http.Client
+	// bases are the controllers' internal URLs, taken in turn (several
+	// replicas under HA); one by default.
+	bases []string
+	next  atomic.Uint64
 
 	mu       sync.Mutex
 	byStatus map[string]int
 }
 
 func newClient(s *devstack.Stack) *client {
-	return &client{s: s, http: &http.Client{Timeout: 4 * time.Minute}, byStatus: map[string]int{}}
+	return &client{s: s, http: &http.Client{Timeout: 4 * time.Minute}, bases: []string{s.Federation.ControllerInternalURL}, byStatus: map[string]int{}}
 }
 
 func (c *client) count(code int, err error) {
@@ -51,8 +56,14 @@ func (c *client) statuses() map[string]int {
 	return m
 }
 
-// do sends one request; err is a transport error (no answer).
+// do sends one request to the next controller; err is a transport error
+// (no answer).
 func (c *client) do(ctx context.Context, method, path string, body any) (int, http.Header, []byte, error) {
+	return c.doAt(ctx, c.bases[c.next.Add(1)%uint64(len(c.bases))], method, path, body)
+}
+
+// doAt sends one request to the controller at base.
+func (c *client) doAt(ctx context.Context, base, method, path string, body any) (int, http.Header, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -61,7 +72,7 @@ func (c *client) do(ctx context.Context, method, path string, body any) (int, ht
 		}
 		r = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.s.Federation.ControllerInternalURL+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, r)
 	if err != nil {
 		return 0, nil, nil, err
 	}

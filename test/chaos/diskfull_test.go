@@ -58,7 +58,7 @@ func TestChaos9ArtifactVolumeFull(t *testing.T) {
 			between(ctx, r, 500*time.Millisecond, 1500*time.Millisecond)
 			return 1, fillVolume(ctx, s, w, volume)
 		},
-		check: func(ctx context.Context, s *devstack.Stack, w *wave) {
+		check: func(ctx context.Context, _ *testing.T, s *devstack.Stack, w *wave, _ *outcome) {
 			n, problems := partialFiles(volume)
 			for _, p := range problems {
 				w.problem("%s", p)

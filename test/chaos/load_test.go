@@ -43,7 +43,8 @@ type wave struct {
 	// pace, if set, spreads the submits: one every pace, so that the wave's
 	// dispatches span a fault instead of all landing before it.
 	pace time.Duration
-	// command is every pod's work (default the package's command).
+	// command is each pod's work (default command): it must print done once
+	// and push the result artifact with its CHAOS_KEY.
 	command []string
 	// notes and problems are what a scenario's injection observed beside
 	// the wave's own counts; problems fail the scenario.

@@ -103,3 +103,44 @@ func uidLine(status string) string {
 	}
 	return ""
 }
+
+// TestHaltResume: a halted server refuses connections, and Resume brings the
+// same data back on the same DSN with a new postmaster; the old one is gone.
+func TestHaltResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL tests skipped in -short mode")
+	}
+	s, err := Start(t.Context())
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	dsn := s.DSN("postgres")
+	if _, err := execSQL(t, dsn, `CREATE TABLE kept (x int); INSERT INTO kept VALUES (41), (1)`); err != nil {
+		t.Fatal(err)
+	}
+	pid := s.cmd.Process.Pid
+	if err := s.Halt(); err != nil {
+		t.Fatalf("halt: %v", err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("postgres %d still exists after Halt: %v", pid, err)
+	}
+	if _, err := execSQL(t, dsn, `SELECT 1`); err == nil {
+		t.Error("a halted server answered a query")
+	}
+	if err := s.Resume(t.Context()); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if err := s.Resume(t.Context()); err == nil {
+		t.Error("resume of a running server: no error")
+	}
+	if s.DSN("postgres") != dsn || s.cmd.Process.Pid == pid {
+		t.Errorf("after resume: DSN %s (was %s), pid %d (was %d)", s.DSN("postgres"), dsn, s.cmd.Process.Pid, pid)
+	}
+	var sum int
+	query(t, dsn, `SELECT SUM(x) FROM kept`, &sum)
+	if sum != 42 {
+		t.Errorf("after resume the table sums to %d, want 42", sum)
+	}
+}

@@ -30,6 +30,9 @@ type Server struct {
 	port int
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the postgres process has exited
+	// bin and cred are how the server was started, for Resume.
+	bin  string
+	cred *syscall.Credential
 }
 
 // DSN returns the URL of database db on the server (user postgres, trust
@@ -53,12 +56,15 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir}
+	s := &Server{dir: dir, bin: bin, cred: cred}
 	if err := s.initdb(ctx, bin, cred); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	for attempt := 1; ; attempt++ {
-		err = s.start(ctx, bin, cred)
+		port, err := freePort()
+		if err == nil {
+			err = s.start(ctx, port)
+		}
 		if err == nil {
 			return s, nil
 		}
@@ -119,27 +125,27 @@ func (s *Server) initdb(ctx context.Context, bin string, cred *syscall.Credentia
 	return nil
 }
 
-// start runs postgres on a free loopback port and waits until it accepts
-// connections. Durability is traded for speed: the data is thrown away.
-func (s *Server) start(ctx context.Context, bin string, cred *syscall.Credential) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+// start runs postgres on loopback port and waits until it accepts
+// connections. Durability against a machine crash is traded for speed
+// (fsync off: the data is thrown away), but not against a crash of the
+// server: a commit is written to the WAL before it is acknowledged
+// (synchronous_commit stays on), so a halted and resumed server has every
+// committed row, as a real one restarted under load must.
+func (s *Server) start(ctx context.Context, port int) error {
 	logPath := filepath.Join(s.dir, "postgres.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	// Appended: a resumed server's log follows the halted one's.
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close() // the child has its own copy
 	// Not CommandContext's ctx: the server must outlive Start's context.
-	cmd := s.command(context.WithoutCancel(ctx), cred, filepath.Join(bin, "postgres"),
+	cmd := s.command(context.WithoutCancel(ctx), s.cred, filepath.Join(s.bin, "postgres"),
 		"-D", filepath.Join(s.dir, "data"),
 		"-p", strconv.Itoa(port),
 		"-k", filepath.Join(s.dir, "sock"),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -189,6 +195,26 @@ func (s *Server) waitReady(ctx context.Context) error {
 // lingers) and removes its directory.
 func (s *Server) Stop() error {
 	return errors.Join(s.kill(), os.RemoveAll(s.dir))
+}
+
+// Halt stops the server as a crash would (SIGQUIT to the postmaster: an
+// immediate shutdown, no checkpoint) and keeps its data, so that Resume can
+// start it again: clients see their connections cut and new ones refused
+// meanwhile, as during a database restart or failover.
+func (s *Server) Halt() error {
+	return s.kill()
+}
+
+// Resume starts a halted server again on the same port and data (PostgreSQL
+// runs crash recovery), so DSNs handed out before stay valid, and waits
+// until it accepts connections.
+func (s *Server) Resume(ctx context.Context) error {
+	select {
+	case <-s.done:
+	default:
+		return fmt.Errorf("resume postgres: %d still runs", s.cmd.Process.Pid)
+	}
+	return s.start(ctx, s.port)
 }
 
 func (s *Server) kill() error {

@@ -1,0 +1,50 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/store"
+)
+
+// A store that cannot serve right now (the database restarting, refusing
+// connections) is answered 503 with Retry-After, so clients retry; a store
+// error that is no such thing stays a 500 with a fixed message; neither
+// leaks the cause.
+func TestFailStoreUnavailable(t *testing.T) {
+	s := &Server{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cases := map[string]struct {
+		err        error
+		code       int
+		retryAfter bool
+	}{
+		"connection refused": {fmt.Errorf("record work pod: %w", syscall.ECONNREFUSED), http.StatusServiceUnavailable, true},
+		"server shutting down": {fmt.Errorf("record work pod: %w", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}),
+			http.StatusServiceUnavailable, true},
+		"constraint":     {fmt.Errorf("record work pod: %w", &pgconn.PgError{Code: "23502", Message: "secret column"}), http.StatusInternalServerError, false},
+		"not classified": {errors.New("secret detail"), http.StatusInternalServerError, false},
+		"not found":      {httperr.Wrap(http.StatusNotFound, "no such work pod", store.ErrNotFound), http.StatusNotFound, false},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			s.fail(rec, httptest.NewRequest(http.MethodPost, "/api/pods", nil), c.err)
+			if rec.Code != c.code || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
+				t.Errorf("answered %d, Retry-After %q; want %d, Retry-After set %v", rec.Code, rec.Header().Get("Retry-After"), c.code, c.retryAfter)
+			}
+			if body := rec.Body.String(); strings.Contains(body, "secret") || strings.Contains(body, "refused") || strings.Contains(body, "administrator") {
+				t.Errorf("the answer leaks the cause: %s", body)
+			}
+		})
+	}
+}

@@ -1,0 +1,231 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"crucible.dev/crucible/internal/devstack"
+)
+
+// haLease is the HA scenario's lease, as test/e2e's: short, so a takeover
+// fits a wave, long enough that a loaded 2-core machine renews in time.
+const haLease = 8 * time.Second
+
+// haTakeover bounds a takeover after SIGKILL: the lease plus two jittered
+// retry periods (client-go polls every lease/6 with up to 120 % jitter) and
+// a little for the metric poll (see test/e2e/ha_test.go).
+const haTakeover = haLease + 2*(haLease/6)*22/10 + 2*time.Second
+
+// member is one controller replica as the scenario reaches it.
+type member struct {
+	process, internal, metrics string
+}
+
+// leads reads the replica's crucible_leader gauge; one that does not answer
+// does not lead.
+func (m member) leads(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.metrics+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if sc.Text() == "crucible_leader 1" {
+			return true
+		}
+	}
+	return false
+}
+
+// ready answers nil once the replica's API reports ready.
+func (m member) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.internal+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz of %s: %s", m.process, resp.Status)
+	}
+	return nil
+}
+
+// loopMetrics are the counters only the loops that must run once move
+// (await, log collection, reconcile, sweep): a replica that never held the
+// lease must show none of them.
+var loopMetrics = []string{"crucible_work_pod_transitions_total", "crucible_log_collections_total", "crucible_sweep_deletions_total", "crucible_reconcile_lost_total"}
+
+// loopWork reads how often the replica acquired the lease in its life and
+// how much loop work it did.
+func (m member) loopWork(ctx context.Context) (acquired, work int, err error) {
+	sums, err := metricSums(ctx, m.metrics)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, name := range loopMetrics {
+		work += sums[name]
+	}
+	return sums[`crucible_leader_transitions_total{event="acquired"}`], work, nil
+}
+
+// metricSums reads a /metrics page and sums each metric over its series
+// (the leader's acquired events are kept by their own line).
+func metricSums(ctx context.Context, base string) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sums := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		series, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(series, "#") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", series, err)
+		}
+		name, _, _ := strings.Cut(series, "{")
+		sums[name] += int(f)
+		if name != series {
+			sums[series] += int(f)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	return sums, nil
+}
+
+// idleFollowers checks that every replica that never led did no loop work:
+// loops running without the lease would otherwise go unnoticed, as their
+// writes mostly repeat the leader's.
+func idleFollowers(ctx context.Context, when string, ms ...member) []string {
+	var problems []string
+	for _, m := range ms {
+		acquired, work, err := m.loopWork(ctx)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s, %s: %v", when, m.process, err))
+		case acquired == 0 && work > 0:
+			problems = append(problems, fmt.Sprintf("%s, %s never held the lease but did %d pieces of loop work (%v)", when, m.process, work, loopMetrics))
+		}
+	}
+	return problems
+}
+
+// soleLeader polls until exactly one of ms leads and returns it.
+func soleLeader(ctx context.Context, within time.Duration, ms ...member) (member, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var leader member
+	err := retryUntil(ctx, func() (bool, error) {
+		n := 0
+		for _, m := range ms {
+			if m.leads(ctx) {
+				n, leader = n+1, m
+			}
+		}
+		return n == 1, nil
+	})
+	if err != nil {
+		return member{}, fmt.Errorf("no single leader among %d replicas within %s: %w", len(ms), within, err)
+	}
+	return leader, nil
+}
+
+// Two controller replicas share one PostgreSQL; submits go to both in turn.
+// The leader (the replica running await, reconcile and the sweep) is
+// SIGKILLed mid-wave; the other takes the lease over and finishes the work,
+// and the killed one is started again (as its Deployment would) so that the
+// pods it dispatched can push through it. No pod runs twice, nothing is
+// lost, every row ends.
+func TestChaos10LeaderKilled(t *testing.T) {
+	var ms []member
+	var followerProblems []string
+	scenario{
+		num: 10, name: "HA: the leader killed under load",
+		injected: fmt.Sprintf("two controller replicas on one PostgreSQL (lease %s); SIGKILL of the leader at a seeded moment of the wave, then restarted once the other led", haLease),
+		expected: "the other replica takes over within the lease; a replica that never led does no loop work (no transitions, log collections, sweeps); every accepted pod runs once, ends succeeded with its log and artifact; only submits in flight at the kill go unanswered",
+		spread:   time.Duration(faultsFor(10, 40)) * time.Second,
+		stack: func(t *testing.T) *devstack.Stack {
+			s, _ := pgStack(t, true, haLease)
+			b, err := s.StartController(t.Context(), "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := s.Federation
+			ms = []member{
+				{process: "crucible-controller", internal: f.ControllerInternalURL, metrics: f.ControllerMetricsURL},
+				{process: b.Process, internal: b.InternalURL, metrics: b.MetricsURL},
+			}
+			if _, err := soleLeader(t.Context(), 3*haLease, ms...); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		setup: func(t *testing.T, s *devstack.Stack, w *wave) {
+			w.c.bases = []string{ms[0].internal, ms[1].internal}
+		},
+		check: func(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, o *outcome) {
+			o.Problems = append(o.Problems, followerProblems...)
+			o.Problems = append(o.Problems, idleFollowers(ctx, "after the wave", ms...)...)
+		},
+		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
+			n := faultsFor(1, 3)
+			for i := range n {
+				between(ctx, r, time.Second, time.Duration(faultsFor(6, 20))*time.Second)
+				leader, err := soleLeader(ctx, haTakeover, ms...)
+				if err != nil {
+					return i, err
+				}
+				other := ms[0]
+				if other == leader {
+					other = ms[1]
+				}
+				followerProblems = append(followerProblems, idleFollowers(ctx, fmt.Sprintf("before kill %d", i+1), other)...)
+				killed := time.Now()
+				if err := s.KillProcess(leader.process); err != nil {
+					return i, err
+				}
+				if _, err := soleLeader(ctx, haTakeover, other); err != nil {
+					return i, fmt.Errorf("takeover by %s after killing %s: %w", other.process, leader.process, err)
+				}
+				t.Logf("kill %d: %s took over from %s %s after the SIGKILL (lease %s)", i+1, other.process, leader.process,
+					time.Since(killed).Round(100*time.Millisecond), haLease)
+				if err := s.RestartProcess(context.WithoutCancel(ctx), leader.process, leader.ready); err != nil {
+					return i, err
+				}
+			}
+			return n, nil
+		},
+	}.run(t)
+}
