@@ -61,12 +61,6 @@ func Labels(instance string, w WorkPod) map[string]string {
 	}
 }
 
-// OriginSelector selects every object a controller instance created, for
-// list and watch calls.
-func OriginSelector(instance string) string {
-	return LabelManagedBy + "=" + ManagedByValue + "," + LabelInstance + "=" + instance
-}
-
 // Turn renders work pod w for cluster c (R-C3): a pod in the loop namespace
 // running as the turn service account without the API token, with the
 // ingest URL, an ingest token projected for the ingest audience, and the

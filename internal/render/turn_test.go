@@ -266,9 +266,3 @@ func TestOwn(t *testing.T) {
 	}
 }
 
-func TestOriginSelector(t *testing.T) {
-	want := "app.kubernetes.io/managed-by=crucible,crucible.dev/instance=crucible"
-	if got := OriginSelector("crucible"); got != want {
-		t.Errorf("OriginSelector = %q, want %q", got, want)
-	}
-}
