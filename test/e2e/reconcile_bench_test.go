@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,9 +29,17 @@ import (
 // BenchmarkStartupReconcile10k restarts the controller over 10,000 live rows
 // whose pods (5,000 per spoke) exist, and measures how long the startup
 // reconcile takes, how many LIST (and WATCH) requests for pods each spoke
-// served meanwhile (goal: one list per cluster), and the controller's RSS.
-func BenchmarkStartupReconcile10k(b *testing.B) {
-	const perSpoke = 5000
+// served meanwhile (goal: none beyond the informers' watches), and the
+// controller's RSS.
+func BenchmarkStartupReconcile10k(b *testing.B) { benchStartupReconcile(b, 5_000) }
+
+// BenchmarkStartupReconcile100k is the same over 100,000 rows and pods
+// (50,000 per spoke), the issue's RSS goal's size. The pods are fixtures,
+// created by an unthrottled client-go loop and held unscheduled; what is
+// measured is crucible's startup over them.
+func BenchmarkStartupReconcile100k(b *testing.B) { benchStartupReconcile(b, 50_000) }
+
+func benchStartupReconcile(b *testing.B, perSpoke int) {
 	s := devstacktest.Start(b, devstack.Options{
 		Crucible:      devstacktest.CrucibleBinary(b),
 		Spokes:        []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
@@ -42,6 +53,7 @@ func BenchmarkStartupReconcile10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	fixtures := time.Now()
 	for _, spoke := range s.Spokes {
 		uids := createLabelledPods(b, spoke, perSpoke)
 		for name, uid := range uids {
@@ -52,6 +64,7 @@ func BenchmarkStartupReconcile10k(b *testing.B) {
 		}
 	}
 	st.Close()
+	b.Logf("fixtures: %d pods and rows over 2 spokes in %s", 2*perSpoke, time.Since(fixtures).Round(time.Second))
 
 	before := map[string][2]int{}
 	for _, spoke := range s.Spokes {
@@ -66,9 +79,13 @@ func BenchmarkStartupReconcile10k(b *testing.B) {
 	}
 	done := regexp.MustCompile(`"msg":"startup reconcile done".*"cluster":"(\w+)","rows":(\d+),"resumed":(\d+),"lost":(\d+)`)
 	finished := map[string]bool{}
+	tail := &logTail{path: logFile, pos: offset}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
-		data, _ := os.ReadFile(logFile)
-		for _, m := range done.FindAllStringSubmatch(string(data[offset:]), -1) {
+		for _, line := range tail.lines() {
+			m := done.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
 			if m[2] != strconv.Itoa(perSpoke) || m[3] != strconv.Itoa(perSpoke) || m[4] != "0" {
 				return false, fmt.Errorf("cluster %s: rows %s resumed %s lost %s, want %d resumed and none lost", m[1], m[2], m[3], m[4], perSpoke)
 			}
@@ -97,9 +114,14 @@ func BenchmarkStartupReconcile10k(b *testing.B) {
 	b.ReportMetric(rss, "controller-rss-MiB")
 	rec := benchreport.Record{ID: "reconcile", Case: fmt.Sprintf("%d rows and pods over 2 spokes", 2*perSpoke), Unit: "s", Value: elapsed.Seconds(),
 		Goal: "LISTs = 0 beyond the watch, RSS ≤ 300 MB at 100k", Extra: map[string]float64{"pod_lists": float64(lists), "pod_watches_opened": float64(watches), "controller_rss_mib": rss},
-		Method: fmt.Sprintf("controller restarted over %d running rows whose pods exist (%d per spoke); time until both clusters log the startup reconcile done, "+
-			"LIST and WATCH requests for pods counted from the spokes' metrics; the 100,000-row case is not run (time)", 2*perSpoke, perSpoke)}
-	if err := benchreport.Append(rec.Judged(lists == 0)); err != nil {
+		Method: fmt.Sprintf("controller restarted over %d running rows whose pods exist (%d per spoke, created as fixtures by an unthrottled client-go loop, "+
+			"held unscheduled); time until both clusters log the startup reconcile done, LIST and WATCH requests for pods counted from the spokes' metrics, "+
+			"RSS from /proc right after", 2*perSpoke, perSpoke)}
+	met := lists == 0
+	if 2*perSpoke >= 100_000 { // the RSS bound is the 100k row's
+		met = met && rss*1.048576 <= 300
+	}
+	if err := benchreport.Append(rec.Judged(met)); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -113,9 +135,12 @@ func createLabelledPods(b *testing.B, spoke *devstack.Cluster, n int) map[string
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	for range 16 {
+	for range 32 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if failed.Load() != nil {
+					return
+				}
 				name := fmt.Sprintf("turn-%s-%05d", spoke.Name, i)
 				pod := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devstack.SpokeNamespace,
@@ -164,4 +189,33 @@ func fileSize(b *testing.B, path string) int64 {
 		b.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// logTail reads the lines appended to a log file since pos, so polling a
+// log that grows by a line per pod costs only what is new.
+type logTail struct {
+	path    string
+	pos     int64
+	partial []byte
+}
+
+func (t *logTail) lines() []string {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.NewSectionReader(f, t.pos, 1<<40))
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	t.pos += int64(len(data))
+	data = append(t.partial, data...)
+	end := bytes.LastIndexByte(data, '\n')
+	if end < 0 {
+		t.partial = data
+		return nil
+	}
+	t.partial = append([]byte(nil), data[end+1:]...)
+	return strings.Split(string(data[:end]), "\n")
 }
