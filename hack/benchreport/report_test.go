@@ -93,6 +93,20 @@ func TestSelectBenches(t *testing.T) {
 	if got, err := selectBenches("webhook, flood"); err != nil || len(got) != 2 || got[1].ID != "flood" {
 		t.Errorf("two: %+v, %v", got, err)
 	}
+	all, _ := selectBenches("")
+	var heavySeen bool
+	for _, b := range all {
+		if heavySeen && !b.Heavy {
+			t.Errorf("light benchmark %s runs after a heavy one", b.ID)
+		}
+		heavySeen = heavySeen || b.Heavy
+	}
+	if !heavySeen {
+		t.Error("no heavy benchmark in the suite")
+	}
+	if got, _ := selectBenches("reconcile,store"); len(got) != 2 || got[0].ID != "store" {
+		t.Errorf("reconcile,store run as %+v, want store first", got)
+	}
 	if _, err := selectBenches("webhook,nosuch"); err == nil {
 		t.Error("an unknown benchmark was accepted")
 	}

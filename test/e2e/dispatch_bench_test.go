@@ -128,6 +128,8 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 			*total += d
 		}
 		var allTerminal time.Duration
+		ctlPID := s.Processes()["crucible-controller"]
+		cpuBefore := cpuSeconds(b, ctlPID)
 		if hold {
 			half := n / 2
 			timed("raw loop", &rawTime, rawSet, 0, half)
@@ -145,12 +147,15 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 			allTerminal = time.Since(start)
 		}
 		rawRate, crucibleRate := float64(n)/rawTime.Seconds(), float64(n)/crucibleTime.Seconds()
-		rss := rssMiB(b, s.Processes()["crucible-controller"])
-		b.Logf("raw client-go %.0f sets/s, crucible %.0f pods/s (ratio %.2f), all terminal after %s, controller RSS %.0f MiB",
-			rawRate, crucibleRate, crucibleRate/rawRate, allTerminal.Round(time.Second), rss)
+		// The controller's CPU per pod: what crucible spends besides the
+		// spokes' work (API, store, dispatch, and watching what it created).
+		cpuPerPod := (cpuSeconds(b, ctlPID) - cpuBefore) / float64(n) * 1000
+		rss := rssMiB(b, ctlPID)
+		b.Logf("raw client-go %.0f sets/s, crucible %.0f pods/s (ratio %.2f), all terminal after %s, controller RSS %.0f MiB, controller CPU %.2f ms/pod",
+			rawRate, crucibleRate, crucibleRate/rawRate, allTerminal.Round(time.Second), rss, cpuPerPod)
 		b.ReportMetric(crucibleRate/rawRate, "ratio")
 		b.ReportMetric(rss, "controller-rss-MiB")
-		extra := map[string]float64{"controller_rss_mib": rss}
+		extra := map[string]float64{"controller_rss_mib": rss, "controller_cpu_ms_per_pod": cpuPerPod}
 		method := fmt.Sprintf("%d POST /api/pods from %d workers to the controller, alternating the 2 spokes, vs a raw client-go loop from %d workers "+
 			"creating the same Pod, ConfigMap and Secret on the same spokes with the same federated identities and no client rate limit; ", n, workers, workers)
 		if hold {
@@ -266,6 +271,27 @@ func awaitNoLiveRows(b *testing.B, controller string) {
 	if err != nil {
 		b.Fatalf("rows not all terminal: %v", err)
 	}
+}
+
+// cpuSeconds is the user and system CPU time pid has used (/proc/pid/stat,
+// in clock ticks of 1/100 s, USER_HZ on Linux).
+func cpuSeconds(b testing.TB, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces) start after its ')'.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(fields) < 13 {
+		b.Fatalf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		b.Fatal(err)
+	}
+	return (utime + stime) / 100
 }
 
 func rssMiB(b testing.TB, pid int) float64 {
