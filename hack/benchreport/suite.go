@@ -42,7 +42,7 @@ var suite = []Bench{
 		What: "accepted 4 KiB uploads/s, warm caches, vs the same server with auth off"},
 	{ID: "flood", Package: "./internal/ingest", Pattern: "^BenchmarkFlood$", BenchTime: "1x", Timeout: 2 * time.Minute,
 		What: "TokenReviews per 10,000 requests: forged / one rejected token / 100 valid tokens"},
-	{ID: "dispatch", Package: "./test/e2e", Pattern: "^BenchmarkDispatch(1000|10000)$", BenchTime: "1x", Timeout: 12 * time.Minute,
+	{ID: "dispatch", Package: "./test/e2e", Pattern: "^BenchmarkDispatch(1000|10000)$", BenchTime: "1x", Timeout: 15 * time.Minute,
 		What:  "1,000 (run to the end) and 10,000 (held unscheduled) turn pods over 2 spokes vs a raw client-go create loop",
 		Cases: []string{"1000 turn pods", "10000 turn pods"}, Heavy: true},
 	{ID: "reconcile", Package: "./test/e2e", Pattern: "^BenchmarkStartupReconcile(10k|100k)$", BenchTime: "1x", Timeout: 12 * time.Minute,

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -126,6 +127,14 @@ func BenchmarkUIFirstPage(b *testing.B) {
 			b.Fatalf("search: %q", got)
 		}
 		keep("log-search-ms", ms)
+		// Close both tabs: their event and log streams would otherwise
+		// stay open and, past the browser's six connections per host,
+		// stall the next iteration's requests.
+		for _, t := range []context.Context{tab, logTab} {
+			if err := chromedp.Cancel(t); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	rec := benchreport.Record{ID: "ui", Case: fmt.Sprintf("pod list first page, %d rows", benchRows), Unit: "ms", Value: best["list-first-page-ms"], Goal: "report",
 		Extra: map[string]float64{"log_first_lines_ms": best["log-first-lines-ms"], "log_all_lines_ms": best["log-all-lines-ms"], "log_search_ms": best["log-search-ms"]},
