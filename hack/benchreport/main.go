@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,7 +124,7 @@ func writeMarkdown(dir string, report Report) error {
 
 func selectBenches(only string) ([]Bench, error) {
 	if only == "" || only == "all" {
-		return suite, nil
+		return runOrder(suite), nil
 	}
 	var out []Bench
 	for id := range strings.SplitSeq(only, ",") {
@@ -133,7 +134,22 @@ func selectBenches(only string) ([]Bench, error) {
 		}
 		out = append(out, b)
 	}
-	return out, nil
+	return runOrder(out), nil
+}
+
+// runOrder puts the heavy benchmarks last, keeping the order otherwise.
+func runOrder(benches []Bench) []Bench {
+	out := slices.Clone(benches)
+	slices.SortStableFunc(out, func(a, b Bench) int {
+		switch {
+		case a.Heavy == b.Heavy:
+			return 0
+		case a.Heavy:
+			return 1
+		}
+		return -1
+	})
+	return out
 }
 
 // run runs one benchmark's go test, streaming its output.

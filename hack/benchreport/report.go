@@ -76,6 +76,14 @@ func (r *Report) merge(ran []Bench, runs []Run, recs []benchreport.Record, start
 	for _, b := range suite {
 		if !slices.ContainsFunc(r.Rows, func(x benchreport.Record) bool { return x.ID == b.ID }) {
 			r.Rows = append(r.Rows, benchreport.Record{ID: b.ID, Goal: goals[b.ID], Method: "not run: " + runState(r.Runs, b.ID)})
+			continue
+		}
+		// A benchmark of several sizes that wrote only some still shows
+		// the sizes it did not reach.
+		for _, c := range b.Cases {
+			if !slices.ContainsFunc(r.Rows, func(x benchreport.Record) bool { return x.ID == b.ID && x.Case == c }) {
+				r.Rows = append(r.Rows, benchreport.Record{ID: b.ID, Case: c, Goal: goals[b.ID], Method: "not run: " + runState(r.Runs, b.ID)})
+			}
 		}
 	}
 	order := map[string]int{}

@@ -47,6 +47,28 @@ func TestMergeReplacesOnlyRerunRows(t *testing.T) {
 	}
 }
 
+// TestMergeShowsMissingCases: a benchmark of several sizes that wrote one
+// row gets a placeholder for each size it did not reach.
+func TestMergeShowsMissingCases(t *testing.T) {
+	reconcile, _ := byID("reconcile")
+	if len(reconcile.Cases) != 2 {
+		t.Fatalf("reconcile cases %v, want the 10k and the 100k rows", reconcile.Cases)
+	}
+	var r Report
+	small := benchreport.Record{ID: "reconcile", Case: reconcile.Cases[0], Value: 1, Unit: "s"}
+	r.merge([]Bench{reconcile}, []Run{{ID: "reconcile", Error: "exit status 1"}}, []benchreport.Record{small}, time.Unix(0, 0), "")
+	var got []string
+	for _, row := range r.Rows {
+		if row.ID == "reconcile" {
+			got = append(got, row.Case+": "+row.Method)
+		}
+	}
+	want := []string{reconcile.Cases[0] + ": ", reconcile.Cases[1] + ": not run: failed: exit status 1"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("reconcile rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestReadRecords(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.jsonl")
 	if err := os.WriteFile(path, []byte(`{"id":"flood","value":0,"unit":"TokenReviews"}`+"\n"), 0o644); err != nil {
@@ -70,6 +92,20 @@ func TestSelectBenches(t *testing.T) {
 	}
 	if got, err := selectBenches("webhook, flood"); err != nil || len(got) != 2 || got[1].ID != "flood" {
 		t.Errorf("two: %+v, %v", got, err)
+	}
+	all, _ := selectBenches("")
+	var heavySeen bool
+	for _, b := range all {
+		if heavySeen && !b.Heavy {
+			t.Errorf("light benchmark %s runs after a heavy one", b.ID)
+		}
+		heavySeen = heavySeen || b.Heavy
+	}
+	if !heavySeen {
+		t.Error("no heavy benchmark in the suite")
+	}
+	if got, _ := selectBenches("reconcile,store"); len(got) != 2 || got[0].ID != "store" {
+		t.Errorf("reconcile,store run as %+v, want store first", got)
 	}
 	if _, err := selectBenches("webhook,nosuch"); err == nil {
 		t.Error("an unknown benchmark was accepted")

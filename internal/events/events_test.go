@@ -221,3 +221,29 @@ func TestStoreWithoutPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A transition that matched publishes the row it wrote; one that did not
+// publishes nothing.
+func TestStorePublishesTransitions(t *testing.T) {
+	b := NewBus()
+	st := Store{Store: openSQLite(t), Pub: b}
+	sub, _ := b.Subscribe("")
+	defer sub.Close()
+	ctx := t.Context()
+	if err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); err != nil {
+		t.Fatal(err)
+	}
+	next(t, sub)
+	if _, err := st.TransitionWorkPod(ctx, "a", store.Transition{From: []store.State{store.StatePending}, To: store.StateDispatched, PodUID: "uid-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, sub); got.Pod.State != store.StateDispatched || got.Pod.PodUID != "uid-a" {
+		t.Fatalf("transition event: %+v", got.Pod)
+	}
+	if _, err := st.TransitionWorkPod(ctx, "a", store.Transition{From: []store.State{store.StatePending}, To: store.StateRunning}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("transition from a state the row is not in: %v, want ErrConflict", err)
+	}
+	if n := len(b.ring); n != 2 {
+		t.Fatalf("published %d changes, want 2 (create, dispatched)", n)
+	}
+}

@@ -45,6 +45,16 @@ func (s Store) UpdateWorkPod(ctx context.Context, id string, fn func(*store.Work
 	return p, err
 }
 
+// TransitionWorkPod applies t and publishes the row it wrote: a transition
+// that matched always sets a state or a field a watcher sees.
+func (s Store) TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error) {
+	p, err := s.Store.TransitionWorkPod(ctx, id, t)
+	if err == nil {
+		s.pub().Publish(p)
+	}
+	return p, err
+}
+
 func (s Store) pub() Publisher {
 	if s.Pub == nil {
 		return Discard{}

@@ -18,6 +18,8 @@ type sqlStore struct {
 	w     *sql.DB // writes and read-modify-writes
 	r     *sql.DB // plain reads; the same pool as w on PostgreSQL
 	clock clock
+	// transitions caches TransitionWorkPod's statements by shape.
+	transitions sync.Map
 }
 
 var _ Store = (*sqlStore)(nil)

@@ -149,6 +149,13 @@ type Store interface {
 	// change ID, Cluster or CreatedAt (ErrImmutable) and must not call the
 	// Store: on SQLite it runs while holding the only write connection.
 	UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error)
+	// TransitionWorkPod applies t in one conditional statement and returns
+	// the row as written, with Spec nil (a transition never changes it):
+	// ErrConflict (and the row unchanged) when the row's
+	// state is not one of t.From, ErrNotFound when there is no row. The
+	// store sets UpdatedAt (and FinishedAt when t.Finish). Updates that
+	// depend on more than the state use UpdateWorkPod.
+	TransitionWorkPod(ctx context.Context, id string, t Transition) (WorkPod, error)
 	// PutArtifact records an artifact. The same (PodID, Kind) with the same
 	// SHA256 and Source again is (false, nil), with a different SHA256
 	// ErrConflict; an unknown PodID is ErrNotFound. created is true when the

@@ -1,11 +1,13 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/ui"
@@ -86,25 +89,58 @@ func untilMs(cond string) string {
 // BenchmarkUIFirstPage reports, in headless chromium, the time from
 // navigation to the first rendered page of the pod list with 10,000 rows,
 // and to the first and to all lines of a pod whose log has 100,000 lines
-// (plus a search through them). Reported, not asserted.
+// (plus a search through them). Reported, not asserted; as a row of `make
+// bench` it is the best of its iterations. Without chromium the row says
+// so and the benchmark is skipped.
 func BenchmarkUIFirstPage(b *testing.B) {
+	if _, err := exec.LookPath("chromium"); err != nil {
+		if _, err2 := exec.LookPath("chromium-browser"); err2 != nil {
+			const why = "skipped: chromium is not installed (.ci/install-chromium.sh)"
+			if err := benchreport.Append(benchreport.Record{ID: "ui", Case: "pod list first page, 10,000 rows", Goal: "report", Method: why}); err != nil {
+				b.Fatal(err)
+			}
+			b.Skip(why)
+		}
+	}
 	url, logPod := benchServer(b)
 	br := newBrowser(b, b.TempDir())
+	best := map[string]float64{}
+	keep := func(name string, ms float64) {
+		b.ReportMetric(ms, name)
+		if old, ok := best[name]; !ok || ms < old {
+			best[name] = ms
+		}
+	}
 	for b.Loop() {
 		tab := br.tab(b)
 		run(b, tab, "open the pod list", chromedp.Navigate(url+"/#/pods"))
-		b.ReportMetric(eval[float64](b, tab, untilMs(`document.querySelectorAll('#pod-rows tr').length >= 50`)), "list-first-page-ms")
+		keep("list-first-page-ms", eval[float64](b, tab, untilMs(`document.querySelectorAll('#pod-rows tr').length >= 50`)))
 
 		logTab := br.tab(b)
 		run(b, logTab, "open the pod", chromedp.Navigate(url+"/#/pods/"+logPod))
-		b.ReportMetric(eval[float64](b, logTab, untilMs(`document.querySelectorAll('#log .logline').length > 0`)), "log-first-lines-ms")
-		b.ReportMetric(eval[float64](b, logTab, untilMs(fmt.Sprintf(`(document.getElementById('log-status')||{}).textContent === '%d lines'`, benchLogLines))), "log-all-lines-ms")
+		keep("log-first-lines-ms", eval[float64](b, logTab, untilMs(`document.querySelectorAll('#log .logline').length > 0`)))
+		keep("log-all-lines-ms", eval[float64](b, logTab, untilMs(fmt.Sprintf(`(document.getElementById('log-status')||{}).textContent === '%d lines'`, benchLogLines))))
 		ms := eval[float64](b, logTab, `(() => { const s = document.getElementById('log-search'); const t0 = performance.now();
 			s.value = 'step 99999:'; s.dispatchEvent(new Event('input'));
 			return new Promise(res => requestAnimationFrame(() => res(performance.now() - t0))); })()`)
 		if got := eval[string](b, logTab, `document.getElementById('log-status').textContent`); !strings.HasPrefix(got, "1 of ") {
 			b.Fatalf("search: %q", got)
 		}
-		b.ReportMetric(ms, "log-search-ms")
+		keep("log-search-ms", ms)
+		// Close both tabs: their event and log streams would otherwise
+		// stay open and, past the browser's six connections per host,
+		// stall the next iteration's requests.
+		for _, t := range []context.Context{tab, logTab} {
+			if err := chromedp.Cancel(t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	rec := benchreport.Record{ID: "ui", Case: fmt.Sprintf("pod list first page, %d rows", benchRows), Unit: "ms", Value: best["list-first-page-ms"], Goal: "report",
+		Extra: map[string]float64{"log_first_lines_ms": best["log-first-lines-ms"], "log_all_lines_ms": best["log-all-lines-ms"], "log_search_ms": best["log-search-ms"]},
+		Method: fmt.Sprintf("headless chromium, a new tab per iteration (%d), best kept: navigation to the first 50 rows of the pod list rendered over %d rows in SQLite "+
+			"(controller API and UI in process, auth none); the same for a pod's log of %d lines (first lines, all lines, a search)", b.N, benchRows, benchLogLines)}
+	if err := benchreport.Append(rec); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -30,6 +30,10 @@ func testCancelledContext(t *testing.T, s store.Store) {
 			_, err := s.UpdateWorkPod(ctx, "ctx", func(p *store.WorkPod) error { p.Reason = "x"; return nil })
 			return err
 		},
+		"transition": func() error {
+			_, err := s.TransitionWorkPod(ctx, "ctx", store.Transition{To: store.StateRunning})
+			return err
+		},
 		"put artifact": func() error {
 			_, err := s.PutArtifact(ctx, store.Artifact{PodID: "ctx", Kind: "log", Size: 1, SHA256: sha("a"), Source: store.SourcePod}, store.Quota{})
 			return err

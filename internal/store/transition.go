@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Transition is a state change decided by the row's state alone: "if the
+// row is pending, make it dispatched with this pod uid". TransitionWorkPod
+// applies it as one conditional UPDATE (compare-and-set on the state)
+// instead of UpdateWorkPod's read-modify-write transaction, so the common
+// updates of a pod's life cost one statement and one round trip.
+// Zero fields leave their column as it is.
+type Transition struct {
+	// From lists the states the row must be in; empty means any state.
+	From []State
+	// To is the new state; "" keeps the row's.
+	To State
+	// PodUID, Reason and ExitCode are set when non-empty / non-nil.
+	PodUID   string
+	Reason   string
+	ExitCode *int32
+	// Finish sets FinishedAt to the store's clock (the UpdatedAt written).
+	Finish bool
+	// LogCollected sets LogCollected to true.
+	LogCollected bool
+}
+
+var allStates = []State{StatePending, StateDispatched, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateLost}
+
+// validate refuses what would write an undeclared state, and From lists
+// longer than there are states (each length is a statement of its own).
+func (t Transition) validate() error {
+	if len(t.From) > len(allStates) {
+		return fmt.Errorf("%d from states, there are %d", len(t.From), len(allStates))
+	}
+	if t.To != "" && !t.To.valid() {
+		return fmt.Errorf("unknown state %q", t.To)
+	}
+	for _, s := range t.From {
+		if !s.valid() {
+			return fmt.Errorf("unknown from state %q", s)
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) TransitionWorkPod(ctx context.Context, id string, t Transition) (WorkPod, error) {
+	p, err := s.transitionWorkPod(ctx, id, t)
+	if err != nil {
+		return WorkPod{}, fmt.Errorf("transition work pod %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// transitionWorkPod runs UPDATE … WHERE id = ? AND state IN (…) RETURNING
+// the row (without its spec: a transition never changes it, and it may be
+// MiBs). A row that did not match is looked up once more only to tell
+// ErrNotFound from ErrConflict; that path is the rare one.
+func (s *sqlStore) transitionWorkPod(ctx context.Context, id string, t Transition) (WorkPod, error) {
+	if err := t.validate(); err != nil {
+		return WorkPod{}, err
+	}
+	now := s.clock.now()
+	args := make([]any, 0, 8+len(t.From))
+	args = append(args, now)
+	if t.To != "" {
+		args = append(args, string(t.To))
+	}
+	if t.PodUID != "" {
+		args = append(args, t.PodUID)
+	}
+	if t.Reason != "" {
+		args = append(args, t.Reason)
+	}
+	if t.ExitCode != nil {
+		args = append(args, int64(*t.ExitCode))
+	}
+	if t.Finish {
+		args = append(args, now)
+	}
+	if t.LogCollected {
+		args = append(args, true)
+	}
+	args = append(args, id)
+	for _, st := range t.From {
+		args = append(args, string(st))
+	}
+	p, err := scanWorkPod(s.w.QueryRowContext(ctx, s.transitionSQL(t), args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return WorkPod{}, s.transitionMiss(ctx, id, t.From)
+	}
+	return p, err
+}
+
+// transitionMiss says why no row matched: none with that id, or its state
+// is not one of from.
+func (s *sqlStore) transitionMiss(ctx context.Context, id string, from []State) error {
+	var state string
+	err := s.w.QueryRowContext(ctx, s.d.rebind(`SELECT state FROM work_pods WHERE id = ?`), id).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("%w: state is %s, not one of %v", ErrConflict, state, from)
+}
+
+// transitionShape is what the statement of a transition depends on: which
+// columns it sets and how many states it accepts.
+type transitionShape struct {
+	to, uid, reason, exit, finish, logged bool
+	from                                  int
+}
+
+// transitionSQL returns t's statement, built once per shape and dialect: a
+// transition is on every pod's hot path, its few shapes repeat.
+func (s *sqlStore) transitionSQL(t Transition) string {
+	shape := transitionShape{t.To != "", t.PodUID != "", t.Reason != "", t.ExitCode != nil, t.Finish, t.LogCollected, len(t.From)}
+	if q, ok := s.transitions.Load(shape); ok {
+		return q.(string)
+	}
+	var q strings.Builder
+	q.WriteString(`UPDATE work_pods SET updated_at = ?`)
+	for _, c := range []struct {
+		on  bool
+		col string
+	}{{shape.to, "state"}, {shape.uid, "pod_uid"}, {shape.reason, "reason"}, {shape.exit, "exit_code"}, {shape.finish, "finished_at"}, {shape.logged, "log_collected"}} {
+		if c.on {
+			q.WriteString(`, ` + c.col + ` = ?`)
+		}
+	}
+	q.WriteString(` WHERE id = ?`)
+	if shape.from > 0 {
+		q.WriteString(` AND state IN (?` + strings.Repeat(`, ?`, shape.from-1) + `)`)
+	}
+	q.WriteString(` RETURNING ` + podColumnsWithoutSpec)
+	stmt := s.d.rebind(q.String())
+	s.transitions.Store(shape, stmt)
+	return stmt
+}
