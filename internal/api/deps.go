@@ -21,6 +21,7 @@ type Store interface {
 	GetWorkPod(ctx context.Context, id string) (store.WorkPod, error)
 	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
 	UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error)
+	TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error)
 	GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error)
 	ListArtifacts(ctx context.Context, podID string) ([]store.Artifact, error)
 }

@@ -117,6 +117,25 @@ func (f *fakeStore) UpdateWorkPod(_ context.Context, id string, fn func(*store.W
 	return p, nil
 }
 
+func (f *fakeStore) TransitionWorkPod(_ context.Context, id string, t store.Transition) (store.WorkPod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return store.WorkPod{}, f.err
+	}
+	p, ok := f.rows[id]
+	if !ok {
+		return store.WorkPod{}, fmt.Errorf("transition work pod %s: %w", id, store.ErrNotFound)
+	}
+	f.clock = f.clock.Add(time.Millisecond)
+	if err := t.Apply(&p, f.clock); err != nil {
+		return store.WorkPod{}, fmt.Errorf("transition work pod %s: %w", id, err)
+	}
+	f.rows[id] = p
+	p.Spec = nil // as the store returns it
+	return p, nil
+}
+
 func (f *fakeStore) PutArtifact(_ context.Context, a store.Artifact, _ store.Quota) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

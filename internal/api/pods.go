@@ -170,30 +170,32 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := detach(r.Context(), s.DispatchTimeout)
 	defer cancel()
 	res, derr := s.Dispatcher.Dispatch(ctx, cluster.Name, wp)
-	updated, err := s.Store.UpdateWorkPod(ctx, wp.ID, func(p *store.WorkPod) error {
-		if derr != nil {
-			now := time.Now().UTC()
-			p.State, p.Reason, p.FinishedAt = store.StateFailed, "dispatch: "+spokeMessage(derr), &now
-			return nil
-		}
-		if p.PodUID == "" {
-			p.PodUID = string(res.PodUID)
-		}
-		if p.State == store.StatePending {
-			p.State = store.StateDispatched
-		}
-		return nil
-	})
 	if derr != nil {
+		// The row records the failure unless the pod's own fate was
+		// recorded meanwhile (a watch that saw it, a cancel).
+		_, err := s.Store.TransitionWorkPod(ctx, wp.ID, store.Transition{From: store.LiveStates, To: store.StateFailed,
+			Reason: "dispatch: " + spokeMessage(derr), Finish: true})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			s.Log.Error("recording a failed dispatch failed", "pod", wp.ID, "error", err)
+		}
 		code := http.StatusBadGateway
 		if errors.Is(derr, dispatch.ErrNotOurs) {
 			code = http.StatusConflict
 		}
 		return httperr.Wrap(code, "dispatch to "+cluster.Name+" failed: "+spokeMessage(derr), derr)
 	}
+	// One conditional statement: pending → dispatched with the pod's uid.
+	// A row the watch moved on already (dispatched, running, even finished)
+	// or a cancel got to first is answered as it is.
+	updated, err := s.Store.TransitionWorkPod(ctx, wp.ID, store.Transition{From: []store.State{store.StatePending},
+		To: store.StateDispatched, PodUID: string(res.PodUID)})
+	if errors.Is(err, store.ErrConflict) {
+		updated, err = s.Store.GetWorkPod(ctx, wp.ID)
+	}
 	if err != nil {
 		return fmt.Errorf("record dispatch of %s: %w", wp.ID, err)
 	}
+	updated.Spec = spec // a transition returns the row without it
 	writeJSON(w, http.StatusCreated, view(updated))
 	return nil
 }
@@ -288,17 +290,18 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := detach(r.Context(), s.DispatchTimeout)
 	defer cancel()
-	updated, err := s.Store.UpdateWorkPod(ctx, p.ID, func(row *store.WorkPod) error {
-		if !row.State.Live() {
-			return &httperr.Error{Code: http.StatusConflict, Msg: fmt.Sprintf("work pod %s is already %s", row.ID, row.State)}
+	updated, err := s.Store.TransitionWorkPod(ctx, p.ID, store.Transition{From: store.LiveStates, To: store.StateCancelled,
+		Reason: "cancelled through the API", Finish: true})
+	if errors.Is(err, store.ErrConflict) {
+		// Finished (or cancelled) since it was read: name what it is now.
+		if now, gerr := s.Store.GetWorkPod(ctx, p.ID); gerr == nil {
+			return httperr.New(http.StatusConflict, fmt.Sprintf("work pod %s is already %s", p.ID, now.State))
 		}
-		now := time.Now().UTC()
-		row.State, row.Reason, row.FinishedAt = store.StateCancelled, "cancelled through the API", &now
-		return nil
-	})
+	}
 	if err != nil {
 		return err
 	}
+	updated.Spec = p.Spec // a transition returns the row without it
 	s.uploads().Forget(p.ID)
 	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
 		return httperr.Wrap(http.StatusBadGateway, "cancelled, but deleting the pod on "+p.Cluster+" failed (the sweep will retry): "+spokeMessage(err), err)

@@ -85,10 +85,21 @@ func decideSync(f syncFacts) syncAction {
 		}
 		return syncAction{Op: syncFinish}
 	case corev1.PodRunning:
-		return syncAction{Op: syncAdvance, State: store.StateRunning}
+		return advanceTo(row, pod, store.StateRunning)
 	default:
-		return syncAction{Op: syncAdvance, State: store.StateDispatched}
+		return advanceTo(row, pod, store.StateDispatched)
 	}
+}
+
+// advanceTo moves the row up to `to` — unless the row as read needs no
+// change, the common case for a pod's many status updates: no store write.
+// The write re-checks against the row as it is then (advance).
+func advanceTo(row *store.WorkPod, pod *corev1.Pod, to store.State) syncAction {
+	probe := *row
+	if !advance(&probe, pod.UID, to) {
+		return syncAction{}
+	}
+	return syncAction{Op: syncAdvance, State: to}
 }
 
 // liveRank orders the live states; a row only ever moves up it.
@@ -121,14 +132,10 @@ func recordOutcome(p *store.WorkPod, uid types.UID, state store.State, exit *int
 	p.State, p.ExitCode, p.Reason, p.FinishedAt = state, exit, reason, &now
 }
 
-// lose marks a live row lost for reason; false means the row had finished
-// meanwhile and keeps its verdict.
-func lose(p *store.WorkPod, reason string, now time.Time) bool {
-	if !p.State.Live() {
-		return false
-	}
-	p.State, p.Reason, p.FinishedAt = store.StateLost, reason, &now
-	return true
+// lose is the transition that marks a live row lost for reason; a row that
+// finished meanwhile keeps its verdict (the store answers ErrConflict).
+func lose(reason string) store.Transition {
+	return store.Transition{From: store.LiveStates, To: store.StateLost, Reason: reason, Finish: true}
 }
 
 // sweepVerdict is why the sweep deletes a pod, or sweepKeep. The values are

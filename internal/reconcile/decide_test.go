@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -57,6 +58,12 @@ func TestDecideSync(t *testing.T) {
 			syncAction{Op: syncAdvance, State: store.StateRunning}},
 		{"running pod, row not attached yet", testRow(store.StatePending, ""), testPod("u1", corev1.PodRunning),
 			syncAction{Op: syncAdvance, State: store.StateRunning}},
+		{"running pod of a running row: nothing to write", testRow(store.StateRunning, "u1"), testPod("u1", corev1.PodRunning), syncAction{}},
+		{"pending pod of a dispatched row: nothing to write", testRow(store.StateDispatched, "u1"), testPod("u1", corev1.PodPending), syncAction{}},
+		{"pending pod of a running row: never backwards", testRow(store.StateRunning, "u1"), testPod("u1", corev1.PodPending), syncAction{}},
+		{"running pod of a dispatched row without uid", testRow(store.StateDispatched, ""), testPod("u1", corev1.PodRunning),
+			syncAction{Op: syncAdvance, State: store.StateRunning}},
+		{"running pod of a cancelled row", testRow(store.StateCancelled, "u1"), testPod("u1", corev1.PodRunning), syncAction{}},
 		{"succeeded pod of a running row", testRow(store.StateRunning, "u1"), testPod("u1", corev1.PodSucceeded), syncAction{Op: syncFinish}},
 		{"failed pod of a running row", testRow(store.StateRunning, "u1"), testPod("u1", corev1.PodFailed), syncAction{Op: syncFinish}},
 		{"finished pod, row recorded but log not collected", testRow(store.StateFailed, "u1"), testPod("u1", corev1.PodFailed), syncAction{Op: syncFinish}},
@@ -135,18 +142,18 @@ func TestRecordOutcomeAndLose(t *testing.T) {
 
 	for _, s := range []store.State{store.StatePending, store.StateDispatched, store.StateRunning} {
 		row := testRow(s, "u1")
-		if !lose(row, "gone", now) {
-			t.Errorf("lose(%s) = false, want true", s)
+		if err := lose("gone").Apply(row, now); err != nil {
+			t.Errorf("lose(%s): %v", s, err)
 		}
-		want := &store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateLost, PodUID: "u1", Reason: "gone", FinishedAt: &now}
+		want := &store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateLost, PodUID: "u1", Reason: "gone", FinishedAt: &now, UpdatedAt: now}
 		if diff := cmp.Diff(want, row); diff != "" {
 			t.Errorf("lose(%s) (-want +got):\n%s", s, diff)
 		}
 	}
 	for _, s := range []store.State{store.StateSucceeded, store.StateFailed, store.StateCancelled, store.StateLost} {
 		row := testRow(s, "u1")
-		if lose(row, "gone", now) {
-			t.Errorf("lose(%s) = true, want false", s)
+		if err := lose("gone").Apply(row, now); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("lose(%s): %v, want ErrConflict", s, err)
 		}
 		if diff := cmp.Diff(testRow(s, "u1"), row); diff != "" {
 			t.Errorf("lose(%s) changed a finished row (-want +got):\n%s", s, diff)

@@ -236,14 +236,9 @@ func (r *Reconciler) next(ctx context.Context) bool {
 }
 
 func (r *Reconciler) markLost(ctx context.Context, id, reason string) error {
-	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
-		if !lose(p, reason, time.Now().UTC()) {
-			return errSkip
-		}
-		return nil
-	})
-	if errors.Is(err, errSkip) {
-		return nil
+	row, err := r.Store.TransitionWorkPod(ctx, id, lose(reason))
+	if errors.Is(err, store.ErrConflict) {
+		return nil // finished meanwhile: it keeps that verdict
 	}
 	if err != nil {
 		return err

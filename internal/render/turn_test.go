@@ -265,4 +265,3 @@ func TestOwn(t *testing.T) {
 		t.Errorf("Secret owners (-want +got):\n%s", diff)
 	}
 }
-

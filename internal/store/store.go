@@ -50,6 +50,9 @@ func (s State) Terminal() bool {
 	return false
 }
 
+// LiveStates are the states for which Live is true, as a Transition's From.
+var LiveStates = []State{StatePending, StateDispatched, StateRunning}
+
 // Live reports whether the pod still needs the controller's attention.
 func (s State) Live() bool {
 	switch s {

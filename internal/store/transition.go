@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 )
 
 // Transition is a state change decided by the row's state alone: "if the
@@ -27,6 +29,39 @@ type Transition struct {
 	Finish bool
 	// LogCollected sets LogCollected to true.
 	LogCollected bool
+}
+
+// Apply applies t to a row as TransitionWorkPod does in the database, with
+// now as the store's clock: ErrConflict when the row's state is not one of
+// From. It is the contract in one place, for stores kept in memory (the
+// API's unit tests).
+func (t Transition) Apply(p *WorkPod, now time.Time) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	if len(t.From) > 0 && !slices.Contains(t.From, p.State) {
+		return fmt.Errorf("%w: state is %s, not one of %v", ErrConflict, p.State, t.From)
+	}
+	if t.To != "" {
+		p.State = t.To
+	}
+	if t.PodUID != "" {
+		p.PodUID = t.PodUID
+	}
+	if t.Reason != "" {
+		p.Reason = t.Reason
+	}
+	if t.ExitCode != nil {
+		p.ExitCode = t.ExitCode
+	}
+	if t.Finish {
+		p.FinishedAt = &now
+	}
+	if t.LogCollected {
+		p.LogCollected = true
+	}
+	p.UpdatedAt = now
+	return nil
 }
 
 var allStates = []State{StatePending, StateDispatched, StateRunning, StateSucceeded, StateFailed, StateCancelled, StateLost}

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/reconcile"
 )
 
 // pushCommand is a pod's work in scenario 11: it prints done, then pushes
@@ -43,7 +47,7 @@ func TestChaos11PushesWhileSpokeFlaps(t *testing.T) {
 	var before map[string]int
 	scenario{
 		num: 11, name: "pushes from every pod while one spoke flaps", pods: pods,
-		injected: "dock's kube-apiserver stopped for 2–4 s and started again (3–6 s up) over and over, from the first submit until the wave was submitted and a few cycles more",
+		injected: "dock's kube-apiserver stopped as soon as a pod runs on it (4–6 s, so that pod's first push needs dock's TokenReview), then stopped for 2–4 s and started again (3–6 s up) over and over until the wave was submitted and a few cycles more",
 		expected: "every pod completes once; every push stored with its bytes and sha256 (pushes answered 503 retried until stored); no 401, 403 or 409 from the drop-box",
 		load: fmt.Sprintf("%d pods over 2 spokes, %d concurrent submitters; each `sleep 2; echo done` then %d sequential `crucible push` (%d of %d bytes, then result): %d pushes",
 			pods, submitters, perPod, perPod-1, pushSize, pods*perPod),
@@ -57,13 +61,25 @@ func TestChaos11PushesWhileSpokeFlaps(t *testing.T) {
 		},
 		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
 			dock := s.Spoke("dock")
+			// The first outage starts as soon as a pod runs on dock: its
+			// first push, two seconds on, needs dock's TokenReview, so the
+			// fault reaches the drop-box whatever the machine's pace.
+			if err := waitPodRunning(ctx, dock, 3*time.Minute); err != nil {
+				return 0, err
+			}
 			n, after := 0, 0
 			for after < faultsFor(3, 10) && ctx.Err() == nil {
-				between(ctx, r, 3*time.Second, 6*time.Second)
+				if n > 0 {
+					between(ctx, r, 3*time.Second, 6*time.Second)
+				}
 				if err := s.StopAPIServer(dock); err != nil {
 					return n, err
 				}
-				between(ctx, r, 2*time.Second, 4*time.Second)
+				if n == 0 {
+					between(ctx, r, 4*time.Second, 6*time.Second)
+				} else {
+					between(ctx, r, 2*time.Second, 4*time.Second)
+				}
 				if err := s.StartAPIServer(context.WithoutCancel(ctx), dock); err != nil {
 					return n, err
 				}
@@ -80,6 +96,28 @@ func TestChaos11PushesWhileSpokeFlaps(t *testing.T) {
 			checkPushes(ctx, t, s, w, o, perPod, before)
 		},
 	}.run(t)
+}
+
+// waitPodRunning polls until a pod of the wave runs on spoke.
+func waitPodRunning(ctx context.Context, spoke *devstack.Cluster, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	sel := reconcile.Selector(devstack.Instance).String()
+	for {
+		list, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err == nil {
+			for _, p := range list.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no pod running on %s within %s (last list error: %v)", spoke.Name, within, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // checkPushes reads back every artifact a1… of every accepted pod (the

@@ -26,6 +26,7 @@ import (
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store/pgtest"
 )
@@ -212,7 +213,7 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 		}
 	}
 	// No pod twice on the spoke: one pod per work pod, the one dispatched.
-	list, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: render.OriginSelector(devstack.Instance)})
+	list, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: reconcile.Selector(devstack.Instance).String()})
 	if err != nil {
 		t.Fatal(err)
 	}

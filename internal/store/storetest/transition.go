@@ -60,6 +60,38 @@ func testTransition(t *testing.T, s store.Store) {
 	if got, err = s.TransitionWorkPod(t.Context(), "tr", store.Transition{Reason: "again"}); err != nil || got.Reason != "again" || got.State != store.StateFailed {
 		t.Errorf("transition from any state: %+v, %v", got, err)
 	}
+	testTransitionApply(t, s)
+}
+
+// testTransitionApply: Transition.Apply, the contract for stores kept in
+// memory, does to a row what the store does.
+func testTransitionApply(t *testing.T, s store.Store) {
+	mustCreate(t, s, pod("apply", func(*store.WorkPod) {}))
+	for i, tr := range []store.Transition{
+		{From: []store.State{store.StatePending}, To: store.StateDispatched, PodUID: "uid-a"},
+		{From: store.LiveStates, To: store.StateRunning},
+		{From: store.LiveStates, To: store.StateCancelled, Reason: "cancelled", Finish: true},
+		{LogCollected: true, ExitCode: ptr(int32(0))},
+	} {
+		want := withoutSpec(mustGet(t, s, "apply"))
+		got, err := s.TransitionWorkPod(t.Context(), "apply", tr)
+		if err != nil {
+			t.Fatalf("transition %d: %v", i, err)
+		}
+		if err := tr.Apply(&want, got.UpdatedAt); err != nil {
+			t.Fatalf("apply %d: %v", i, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("transition %d: Apply (-) and the store (+) differ:\n%s", i, diff)
+		}
+	}
+	row := mustGet(t, s, "apply")
+	if err := (store.Transition{From: store.LiveStates, To: store.StateLost}).Apply(&row, row.UpdatedAt); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("Apply to a cancelled row from the live states: %v, want ErrConflict", err)
+	}
+	if _, err := s.TransitionWorkPod(t.Context(), "apply", store.Transition{From: store.LiveStates, To: store.StateLost}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("the store, the same: %v, want ErrConflict", err)
+	}
 }
 
 // testTransitionRefused: a row in another state, no row, and undeclared
