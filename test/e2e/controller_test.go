@@ -233,30 +233,23 @@ func TestTwoSpokes(t *testing.T) {
 	}
 }
 
-// crucibleObjects counts this controller's objects on a spoke.
-func crucibleObjects(t *testing.T, spoke *devstack.Cluster) int {
+// newestRow is the id of the newest work pod row ("" when there is none).
+func newestRow(t *testing.T, s *devstack.Stack) string {
 	t.Helper()
-	sel := metav1.ListOptions{LabelSelector: render.LabelInstance + "=" + devstack.Instance}
-	pods, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), sel)
-	if err != nil {
-		t.Fatal(err)
+	code, body := apiCall(t, s, http.MethodGet, "/api/pods?limit=1", nil)
+	var rows []api.WorkPod
+	if err := json.Unmarshal(body, &rows); code != http.StatusOK || err != nil {
+		t.Fatalf("list: %d %s (%v)", code, body, err)
 	}
-	cms, err := spoke.Client.CoreV1().ConfigMaps(devstack.SpokeNamespace).List(t.Context(), sel)
-	if err != nil {
-		t.Fatal(err)
+	if len(rows) == 0 {
+		return ""
 	}
-	n := len(cms.Items)
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n
+	return rows[0].ID
 }
 
 func TestBadSubmissions(t *testing.T) {
 	s := devstacktest.Shared(t)
-	before := crucibleObjects(t, s.Spoke("wharf"))
+	before := newestRow(t, s)
 	cases := []struct {
 		name     string
 		body     any
@@ -282,8 +275,10 @@ func TestBadSubmissions(t *testing.T) {
 			}
 		})
 	}
-	if after := crucibleObjects(t, s.Spoke("wharf")); after != before {
-		t.Errorf("rejected submissions changed the spoke: %d objects before, %d after", before, after)
+	// Refused before anything is recorded or dispatched: no new row (and so
+	// nothing on a spoke, which only a row's dispatch creates).
+	if after := newestRow(t, s); after != before {
+		t.Errorf("rejected submissions recorded a row: newest %q before, %q after", before, after)
 	}
 	for path, want := range map[string]int{"/api/pods/nope-123": 404, "/api/pods?state=bogus": 400, "/api/pods?cluster=nope": 400, "/api/nothing": 404} {
 		if code, body := apiCall(t, s, http.MethodGet, path, nil); code != want {
@@ -327,7 +322,6 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 			t.Errorf("restore role: %v", err)
 		}
 	})
-	before := crucibleObjects(t, wharf)
 	// RBAC changes reach the authorizer's cache quickly but not instantly.
 	var code int
 	var body []byte
@@ -338,12 +332,42 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 	if code != http.StatusBadGateway || !strings.Contains(string(body), `cannot create resource \"configmaps\"`) {
 		t.Errorf("submit without configmaps create: %d %s, want 502 naming create and configmaps", code, body)
 	}
+	// The failed row is the newest failed one; nothing of it may stay on the
+	// spoke (the pod was never created; the dispatcher removes what it did
+	// create). Other tests' objects come and go meanwhile: only this row's
+	// are counted.
+	code, body = apiCall(t, s, http.MethodGet, "/api/pods?state=failed&limit=1", nil)
+	var failed []api.WorkPod
+	if err := json.Unmarshal(body, &failed); code != http.StatusOK || err != nil || len(failed) != 1 || !strings.Contains(failed[0].Reason, "configmaps") {
+		t.Fatalf("the failed row: %d %s (%v)", code, body, err)
+	}
+	id := failed[0].ID
 	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return crucibleObjects(t, wharf) == before, nil
+		return objectsOf(t, wharf, id) == 0, nil
 	})
 	if err != nil {
-		t.Errorf("a failed dispatch left objects on the spoke: %d before, %d after", before, crucibleObjects(t, wharf))
+		t.Errorf("a failed dispatch left %d objects of %s on the spoke", objectsOf(t, wharf, id), id)
 	}
+}
+
+// objectsOf counts the pods, config maps and secrets of work pod id on spoke.
+func objectsOf(t *testing.T, spoke *devstack.Cluster, id string) int {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: render.LabelWorkPod + "=" + id}
+	ns := devstack.SpokeNamespace
+	pods, err := spoke.Client.CoreV1().Pods(ns).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, err := spoke.Client.CoreV1().ConfigMaps(ns).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := spoke.Client.CoreV1().Secrets(ns).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(pods.Items) + len(cms.Items) + len(secrets.Items)
 }
 
 func TestCancel(t *testing.T) {
