@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -27,29 +28,40 @@ const (
 	MaxIdempotencyKeyBytes = 255
 )
 
-// idempotencyKey returns the request's key, "" when it has none. A key is
-// printable ASCII (space to tilde), 1 to MaxIdempotencyKeyBytes bytes, and
-// sent once: anything else is a 400 naming the header, never silently
-// ignored, since a client that sends a key relies on it.
+// CheckIdempotencyKey says what is wrong with key as an Idempotency-Key:
+// a key is printable ASCII (space to tilde), 1 to MaxIdempotencyKeyBytes
+// bytes. The CLI checks --idempotency-key with it before sending.
+func CheckIdempotencyKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty; send a key or no header")
+	case len(key) > MaxIdempotencyKeyBytes:
+		return fmt.Errorf("%d bytes; at most %d", len(key), MaxIdempotencyKeyBytes)
+	}
+	for i := range len(key) {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("byte %d is not printable ASCII", i)
+		}
+	}
+	return nil
+}
+
+// idempotencyKey returns the request's key, "" when it has none. A key
+// that is malformed or sent more than once is a 400 naming the header,
+// never silently ignored: a client that sends a key relies on it.
 func idempotencyKey(r *http.Request) (string, error) {
 	vs := r.Header.Values(IdempotencyKeyHeader)
-	refuse := func(msg string) error {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: IdempotencyKeyHeader, Msg: IdempotencyKeyHeader + ": " + msg}
-	}
+	var err error
 	switch {
 	case len(vs) == 0:
 		return "", nil
 	case len(vs) > 1:
-		return "", refuse(fmt.Sprintf("sent %d times; send one key", len(vs)))
-	case vs[0] == "":
-		return "", refuse("empty; send a key or no header")
-	case len(vs[0]) > MaxIdempotencyKeyBytes:
-		return "", refuse(fmt.Sprintf("%d bytes; at most %d", len(vs[0]), MaxIdempotencyKeyBytes))
+		err = fmt.Errorf("sent %d times; send one key", len(vs))
+	default:
+		err = CheckIdempotencyKey(vs[0])
 	}
-	for i := range len(vs[0]) {
-		if c := vs[0][i]; c < 0x20 || c > 0x7e {
-			return "", refuse(fmt.Sprintf("byte %d is not printable ASCII", i))
-		}
+	if err != nil {
+		return "", &httperr.Error{Code: http.StatusBadRequest, Field: IdempotencyKeyHeader, Msg: IdempotencyKeyHeader + ": " + err.Error()}
 	}
 	return vs[0], nil
 }
