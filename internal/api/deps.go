@@ -19,6 +19,7 @@ import (
 type Store interface {
 	CreateWorkPod(ctx context.Context, p store.WorkPod) error
 	GetWorkPod(ctx context.Context, id string) (store.WorkPod, error)
+	GetWorkPodByKey(ctx context.Context, submitter, key string) (store.WorkPod, error)
 	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
 	UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error)
 	TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error)

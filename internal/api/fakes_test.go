@@ -46,6 +46,11 @@ func (f *fakeStore) CreateWorkPod(_ context.Context, p store.WorkPod) error {
 	if _, dup := f.rows[p.ID]; dup {
 		return fmt.Errorf("create %s: %w", p.ID, store.ErrConflict)
 	}
+	if p.IdempotencyKey != "" {
+		if prev, err := f.byKey(p.Submitter, p.IdempotencyKey); err == nil {
+			return fmt.Errorf("create %s: %w by %s", p.ID, store.ErrKeyTaken, prev.ID)
+		}
+	}
 	f.clock = f.clock.Add(time.Millisecond)
 	p.CreatedAt, p.UpdatedAt = f.clock, f.clock
 	f.rows[p.ID] = p
@@ -63,6 +68,25 @@ func (f *fakeStore) GetWorkPod(_ context.Context, id string) (store.WorkPod, err
 		return store.WorkPod{}, fmt.Errorf("work pod %s: %w", id, store.ErrNotFound)
 	}
 	return p, nil
+}
+
+func (f *fakeStore) GetWorkPodByKey(_ context.Context, submitter, key string) (store.WorkPod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return store.WorkPod{}, f.err
+	}
+	return f.byKey(submitter, key)
+}
+
+// byKey finds submitter's row with idempotency key key; f.mu is held.
+func (f *fakeStore) byKey(submitter, key string) (store.WorkPod, error) {
+	for _, p := range f.rows {
+		if key != "" && p.Submitter == submitter && p.IdempotencyKey == key {
+			return p, nil
+		}
+	}
+	return store.WorkPod{}, fmt.Errorf("work pod of key %q: %w", key, store.ErrNotFound)
 }
 
 func (f *fakeStore) ListWorkPods(_ context.Context, flt store.Filter) ([]store.WorkPod, error) {
@@ -221,6 +245,9 @@ type fakeDispatcher struct {
 	mu                             sync.Mutex
 	dispatchErr, deleteErr, logErr error
 	calls                          []string
+	// hold, when set, keeps every Dispatch waiting (after it is noted)
+	// until it is closed: a dispatch in flight.
+	hold chan struct{}
 }
 
 var _ Dispatcher = (*fakeDispatcher)(nil)
@@ -239,6 +266,9 @@ func (f *fakeDispatcher) called() []string {
 
 func (f *fakeDispatcher) Dispatch(_ context.Context, cluster string, w render.WorkPod) (dispatch.Result, error) {
 	f.note("dispatch " + cluster)
+	if f.hold != nil {
+		<-f.hold
+	}
 	if f.dispatchErr != nil {
 		return dispatch.Result{}, f.dispatchErr
 	}

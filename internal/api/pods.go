@@ -122,6 +122,10 @@ func specForStore(wp render.WorkPod) ([]byte, error) {
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	var req SubmitRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -161,8 +165,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
-		Spec: spec, Submitter: identity(r).User}
-	if err := s.Store.CreateWorkPod(r.Context(), row); err != nil {
+		Spec: spec, Submitter: identity(r).User, IdempotencyKey: key}
+	if key != "" {
+		req.Cluster = cluster.Name
+		if row.RequestSHA256, err = requestDigest(req); err != nil {
+			return err
+		}
+	}
+	// With a key, the insert itself decides which of several requests
+	// carrying it (retries, also on other replicas) makes the row.
+	if err := s.Store.CreateWorkPod(r.Context(), row); errors.Is(err, store.ErrKeyTaken) {
+		return s.replaySubmit(w, r, key, row.RequestSHA256)
+	} else if err != nil {
 		return fmt.Errorf("record work pod: %w", err)
 	}
 	// The spoke work outlives a client that hangs up: the row must end in a

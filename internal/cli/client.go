@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"crucible.dev/crucible/internal/api"
-	"crucible.dev/crucible/internal/render"
 )
 
 // apiClient talks to the controller's internal listener.
@@ -109,76 +108,6 @@ func (c *apiClient) doHeader(ctx context.Context, method, path string, body, out
 		return resp.Header, err
 	}
 	return resp.Header, json.NewDecoder(resp.Body).Decode(out)
-}
-
-func newSubmitCmd() *cobra.Command {
-	var (
-		server, cluster, image, kind string
-		env                          []string
-		files                        map[string]string
-		wait, follow                 bool
-	)
-	cmd := &cobra.Command{
-		Use:   "submit --image IMAGE [--cluster C] -- COMMAND [ARGS...]",
-		Short: "Submit a work pod to a spoke and print its id",
-		Long: `submit asks the controller to run a work pod on a spoke cluster (the profile's
-default unless --cluster). It prints the work pod's id, which is also the pod's
-name on the spoke. With --wait it waits until the pod finished and exits non-zero
-unless it succeeded; --follow also prints its log live meanwhile (as logs -f;
-Ctrl-C stops following, exit 130, and leaves the pod running).`,
-		Example: `  crucible submit --image busybox -- sh -c 'echo hello'
-  crucible submit --cluster dock --image busybox --env MODE=fast --file input.txt=./input.txt -- ./run.sh`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.SubmitRequest{Kind: kind, Cluster: cluster, Image: image}
-			if len(args) > 0 {
-				req.Command = args
-			}
-			for _, kv := range env {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return fmt.Errorf("--env %q: want NAME=VALUE", kv)
-				}
-				req.Env = append(req.Env, render.EnvVar{Name: k, Value: v})
-			}
-			for key, path := range files {
-				data, err := os.ReadFile(path)
-				if err != nil {
-					return fmt.Errorf("--file %s=%s: %w", key, path, err)
-				}
-				if req.Files == nil {
-					req.Files = map[string]string{}
-				}
-				req.Files[key] = string(data)
-			}
-			c := newAPIClient(server)
-			var wp api.WorkPod
-			if err := c.do(cmd.Context(), http.MethodPost, "/api/pods", req, &wp); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), wp.ID)
-			if follow {
-				end, err := followLog(cmd.Context(), c, wp.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				return endError(wp.ID, end, cmd.ErrOrStderr())
-			}
-			if !wait {
-				return nil
-			}
-			return waitFinished(cmd.Context(), c, wp.ID, cmd.ErrOrStderr())
-		},
-	}
-	addServerFlag(cmd, &server)
-	cmd.Flags().StringVar(&image, "image", "", "container image (required)")
-	cmd.Flags().StringVar(&cluster, "cluster", "", "spoke to run on (default: the profile's default_cluster)")
-	cmd.Flags().StringVar(&kind, "kind", "turn", "work pod kind: turn or loop")
-	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable)")
-	cmd.Flags().StringToStringVar(&files, "file", nil, "KEY=PATH: put the file's content into the pod at /etc/crucible/files/KEY (repeatable)")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the work pod finished; exit non-zero unless it succeeded")
-	cmd.Flags().BoolVar(&follow, "follow", false, "print the pod's log live until it finished (implies --wait)")
-	_ = cmd.MarkFlagRequired("image")
-	return cmd
 }
 
 func waitFinished(ctx context.Context, c *apiClient, id string, progress io.Writer) error {

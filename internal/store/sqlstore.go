@@ -58,10 +58,10 @@ func toNanos(t time.Time) (int64, error) {
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter`
+const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256`
 
 // podColumnsWithoutSpec reads NULL for the spec, which scans as nil.
-const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter`
+const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -71,12 +71,14 @@ func scanWorkPod(sc scanner) (WorkPod, error) {
 		state            string
 		exit, finished   sql.NullInt64
 		created, updated int64
+		key              sql.NullString
 	)
 	err := sc.Scan(&p.ID, &p.Cluster, &p.Namespace, &p.Kind, &state, &p.PodUID, &p.Spec, &exit,
-		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter)
+		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter, &key, &p.RequestSHA256)
 	if err != nil {
 		return WorkPod{}, err
 	}
+	p.IdempotencyKey = key.String
 	p.State = State(state)
 	if len(p.Spec) == 0 {
 		p.Spec = nil
@@ -138,32 +140,27 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 	if err != nil {
 		return fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
-	args := append([]any{p.ID, p.Cluster, now, p.Submitter}, rest...)
+	var key any // NULL: no key, and not in the unique index
+	if p.IdempotencyKey != "" {
+		key = p.IdempotencyKey
+	}
+	args := append([]any{p.ID, p.Cluster, now, p.Submitter, key, p.RequestSHA256}, rest...)
+	// No conflict target: a taken id and a taken (submitter, key) both
+	// leave the insert a no-op, and conflictOf says which it was.
 	res, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO work_pods
-		(id, cluster, created_at, submitter, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`), args...)
+		(id, cluster, created_at, submitter, idempotency_key, request_sha256, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`), args...)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 0 {
+			err = s.conflictOf(ctx, p)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("create work pod %s: %w", p.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("create work pod %s: %w", p.ID, err)
-	} else if n == 0 {
-		return fmt.Errorf("create work pod %s: %w", p.ID, ErrConflict)
 	}
 	return nil
-}
-
-func (s *sqlStore) GetWorkPod(ctx context.Context, id string) (WorkPod, error) {
-	row := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT `+podColumns+` FROM work_pods WHERE id = ?`), id)
-	p, err := scanWorkPod(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return WorkPod{}, fmt.Errorf("get work pod %s: %w", id, err)
-	}
-	return p, nil
 }
 
 func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error) {
@@ -270,6 +267,8 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, fmt.Errorf("%w: created at", ErrImmutable)
 	case p.Submitter != old.Submitter:
 		return WorkPod{}, fmt.Errorf("%w: submitter", ErrImmutable)
+	case p.IdempotencyKey != old.IdempotencyKey || p.RequestSHA256 != old.RequestSHA256:
+		return WorkPod{}, fmt.Errorf("%w: idempotency key", ErrImmutable)
 	}
 	if err := p.validate(); err != nil {
 		return WorkPod{}, err

@@ -15,9 +15,14 @@ var (
 	// ErrConflict: a work pod with that id already exists, or an artifact of
 	// that kind was already recorded with different content.
 	ErrConflict = errors.New("conflict")
+	// ErrKeyTaken: the submitter already has a work pod with that
+	// idempotency key (CreateWorkPod wrote nothing; GetWorkPodByKey finds
+	// the row).
+	ErrKeyTaken = errors.New("idempotency key already used")
 	// ErrImmutable: an UpdateWorkPod callback changed ID, Cluster,
-	// Submitter or CreatedAt. Those identify the row and the pod on its spoke, so changing
-	// them is a caller bug, reported rather than silently undone.
+	// Submitter, IdempotencyKey, RequestSHA256 or CreatedAt. Those identify
+	// the row, the submit that made it and the pod on its spoke, so
+	// changing them is a caller bug, reported rather than silently undone.
 	ErrImmutable = errors.New("immutable field changed")
 	// ErrQuota: recording the artifact would take its pod past a Quota.
 	ErrQuota = errors.New("artifact quota exceeded")
@@ -79,9 +84,15 @@ type WorkPod struct {
 	Reason       string // why it failed / was lost
 	LogCollected bool   // tier-1 log stored as artifact "log" (R-C7); the sweep deletes only collected pods
 	Submitter    string // who asked for it (R-C12); set at create, immutable
-	CreatedAt    time.Time
-	UpdatedAt    time.Time // CreatedAt and UpdatedAt are UTC and set by the store
-	FinishedAt   *time.Time
+	// IdempotencyKey is the client's Idempotency-Key of the submit that
+	// made the row ("": none), unique per Submitter; RequestSHA256 is the
+	// hex SHA-256 of that request, so a replay can be told from a reuse of
+	// the key for another request. Both are set at create, immutable.
+	IdempotencyKey string
+	RequestSHA256  string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time // CreatedAt and UpdatedAt are UTC and set by the store
+	FinishedAt     *time.Time
 }
 
 // Filter selects work pods. Zero fields do not filter; Limit 0 means all.
@@ -138,9 +149,16 @@ type Quota struct {
 
 // Store is the controller's state. Implementations are safe for concurrent use.
 type Store interface {
-	// CreateWorkPod inserts p. ErrConflict if the ID exists. The store sets
-	// CreatedAt and UpdatedAt.
+	// CreateWorkPod inserts p. ErrConflict if the ID exists; ErrKeyTaken if
+	// p.IdempotencyKey is set and p.Submitter already has a row with that
+	// key — decided by the insert itself, so of two writers racing one key
+	// (also replicas on PostgreSQL) exactly one creates a row. The store
+	// sets CreatedAt and UpdatedAt.
 	CreateWorkPod(ctx context.Context, p WorkPod) error
+	// GetWorkPodByKey returns submitter's row made with idempotency key
+	// key, or ErrNotFound. Keys are per submitter: another submitter's row
+	// with the same key is not found.
+	GetWorkPodByKey(ctx context.Context, submitter, key string) (WorkPod, error)
 	// GetWorkPod returns the pod or ErrNotFound.
 	GetWorkPod(ctx context.Context, id string) (WorkPod, error)
 	// ListWorkPods returns the pods matching f, newest first.
@@ -149,7 +167,8 @@ type Store interface {
 	// transaction, so concurrent updates (also from other replicas on
 	// PostgreSQL) never lose each other's changes. fn returning an error
 	// aborts with that error wrapped and the row unchanged. fn must not
-	// change ID, Cluster or CreatedAt (ErrImmutable) and must not call the
+	// change ID, Cluster, Submitter, IdempotencyKey, RequestSHA256 or
+	// CreatedAt (ErrImmutable) and must not call the
 	// Store: on SQLite it runs while holding the only write connection.
 	UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error)
 	// TransitionWorkPod applies t in one conditional statement and returns

@@ -20,7 +20,8 @@ import (
 // transient: callers retry it or answer 503 with Retry-After, never a 500 or
 // a verdict on the request (SPEC R-C4's classification, for the store).
 func IsUnavailable(err error) bool {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrImmutable) || errors.Is(err, ErrQuota) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrKeyTaken) ||
+		errors.Is(err, ErrImmutable) || errors.Is(err, ErrQuota) {
 		return false
 	}
 	if pg, ok := errors.AsType[*pgconn.PgError](err); ok {

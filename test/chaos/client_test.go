@@ -59,11 +59,16 @@ func (c *client) statuses() map[string]int {
 // do sends one request to the next controller; err is a transport error
 // (no answer).
 func (c *client) do(ctx context.Context, method, path string, body any) (int, http.Header, []byte, error) {
-	return c.doAt(ctx, c.bases[c.next.Add(1)%uint64(len(c.bases))], method, path, body)
+	return c.doWith(ctx, method, path, body, nil)
+}
+
+// doWith is do with extra request headers (an Idempotency-Key).
+func (c *client) doWith(ctx context.Context, method, path string, body any, header http.Header) (int, http.Header, []byte, error) {
+	return c.doAt(ctx, c.bases[c.next.Add(1)%uint64(len(c.bases))], method, path, body, header)
 }
 
 // doAt sends one request to the controller at base.
-func (c *client) doAt(ctx context.Context, base, method, path string, body any) (int, http.Header, []byte, error) {
+func (c *client) doAt(ctx context.Context, base, method, path string, body any, header http.Header) (int, http.Header, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -78,6 +83,9 @@ func (c *client) doAt(ctx context.Context, base, method, path string, body any) 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(api.ClientHeader, "chaos")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		c.count(0, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
 )
 
 // job is one submitted work pod and the artifact it pushes.
@@ -39,7 +41,14 @@ type wave struct {
 	acked       []job
 	interrupted int // submits sent that got no answer (the controller died)
 	resubmitted map[int]int
-	submitted   chan struct{}
+	// replayed counts submits answered with the row an earlier send of the
+	// same Idempotency-Key made; renewed, replayed rows whose pod was never
+	// created (the controller died before dispatch), submitted again under
+	// a new key.
+	replayed, renewed int
+	// run makes the wave's idempotency keys its own on a shared stack.
+	run       string
+	submitted chan struct{}
 	// pace, if set, spreads the submits: one every pace, so that the wave's
 	// dispatches span a fault instead of all landing before it.
 	pace time.Duration
@@ -78,7 +87,8 @@ func newWave(t *testing.T, s *devstack.Stack, n int) *wave {
 	for _, r := range rows {
 		before[r.ID] = true
 	}
-	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{}), command: command}
+	return &wave{t: t, s: s, c: c, pt: trackPods(t, s), n: n, before: before, resubmitted: map[int]int{}, submitted: make(chan struct{}), command: command,
+		run: fmt.Sprintf("%08x", rand.Uint32())}
 }
 
 // command is each pod's work: it runs, prints done, pushes its result.
@@ -121,17 +131,25 @@ func (w *wave) start(ctx context.Context, tag string) {
 	}()
 }
 
-// submitOne submits until the controller accepts: a refused connection (the
-// controller is down) is tried again; a request that got no answer or a
-// non-201 answer is counted and submitted again as a new pod.
+// submitOne submits until the controller accepts, with an Idempotency-Key
+// per pod: a refused connection (the controller is down), a request that
+// got no answer and a 5xx are sent again with the same key, so a submit cut
+// by a kill answers the row it made instead of making a second one; another
+// non-201 answer is counted and submitted again as a new pod (a new key).
 func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 	cluster := w.s.Spokes[i%len(w.s.Spokes)].Name
 	key := fmt.Sprintf("%s-%d", tag, i)
 	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
+	gen := 0
 	for ctx.Err() == nil {
-		code, _, body, err := w.c.do(ctx, http.MethodPost, "/api/pods", req)
+		idem := http.Header{api.IdempotencyKeyHeader: {fmt.Sprintf("%s-%s-%d", w.run, key, gen)}}
+		code, h, body, err := w.c.doWith(ctx, http.MethodPost, "/api/pods", req, idem)
 		switch {
 		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
+			// Not counted as interrupted, though it may have been: net/http
+			// resends a request carrying an Idempotency-Key on a fresh
+			// connection when a reused one broke, so a send the kill cut can
+			// end as refused. The replay count shows such sends.
 		case err != nil:
 			w.mu.Lock()
 			w.interrupted++
@@ -142,6 +160,10 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 				w.t.Errorf("submit answer %q: %v", body, jerr)
 				return
 			}
+			if h.Get(api.ReplayedHeader) == "true" && !w.replayRan(ctx, wp) {
+				gen++
+				break
+			}
 			w.mu.Lock()
 			w.acked = append(w.acked, job{ID: wp.ID, Cluster: wp.Cluster, Body: []byte(key + "\n")})
 			w.mu.Unlock()
@@ -150,6 +172,9 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 			w.mu.Lock()
 			w.resubmitted[code]++
 			w.mu.Unlock()
+			if code < 500 {
+				gen++
+			}
 			w.t.Logf("submit %s answered %d %s; submitting again", key, code, body)
 		}
 		select {
@@ -157,6 +182,35 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// replayRan reports whether the row a replayed submit answered is the
+// pod's: it waits while the row is pending (its first send's dispatch in
+// flight, or cut by a kill), and false means the row ended without a pod
+// ever created — the kill came before dispatch, the row is lost — so the
+// pod is submitted again as a new one. That row stays the wave's, unaccepted.
+func (w *wave) replayRan(ctx context.Context, wp api.WorkPod) bool {
+	w.mu.Lock()
+	w.replayed++
+	w.mu.Unlock()
+	_ = retryUntil(ctx, func() (bool, error) {
+		if wp.State != store.StatePending {
+			return true, nil
+		}
+		code, _, body, err := w.c.do(ctx, http.MethodGet, "/api/pods/"+wp.ID, nil)
+		if err == nil && code == http.StatusOK {
+			_ = json.Unmarshal(body, &wp)
+		}
+		return false, nil
+	})
+	if wp.State.Terminal() && wp.PodUID == "" {
+		w.mu.Lock()
+		w.renewed++
+		w.mu.Unlock()
+		w.t.Logf("replayed row %s ended %s without a pod (%s); submitting again", wp.ID, wp.State, wp.Reason)
+		return false
+	}
+	return true
 }
 
 // awaitSubmitted blocks until every pod was accepted or ctx ends.
@@ -172,6 +226,7 @@ func (w *wave) awaitSubmitted(ctx context.Context) bool {
 // outcome is what the checks found.
 type outcome struct {
 	Submitted, Acked, Interrupted, Resubmitted int
+	Replayed, Renewed                          int
 	Completed, Failed, Duplicated, Lost        int
 	UnackedRows                                map[string]int // state → rows of submits that got no answer
 	UnackedReasons                             []string
@@ -198,6 +253,7 @@ func (w *wave) finish(ctx context.Context, within time.Duration) outcome {
 	w.mu.Lock()
 	acked := append([]job(nil), w.acked...)
 	o.Interrupted = w.interrupted
+	o.Replayed, o.Renewed = w.replayed, w.renewed
 	for _, n := range w.resubmitted {
 		o.Resubmitted += n
 	}

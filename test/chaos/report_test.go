@@ -40,6 +40,8 @@ type podCounts struct {
 	Accepted       int            `json:"accepted"`
 	Interrupted    int            `json:"submits_interrupted"`
 	Resubmitted    int            `json:"submits_answered_non_201"`
+	Replayed       int            `json:"submits_replayed"`
+	Renewed        int            `json:"replayed_rows_never_dispatched"`
 	Completed      int            `json:"completed"`
 	Failed         int            `json:"failed"`
 	Duplicated     int            `json:"duplicated"`
@@ -129,10 +131,11 @@ func markdown() string {
 		p := r.Pods
 		fmt.Fprintf(&b, "- pods: submitted %d, accepted %d, completed %d, failed %d, duplicated: %d, lost: %d; logs with exactly one run %d; orphans after sweep %d\n",
 			p.Submitted, p.Accepted, p.Completed, p.Failed, p.Duplicated, p.Lost, p.LogsWithOneRun, p.OrphansAfter)
-		fmt.Fprintf(&b, "- submits: %d got no answer (controller killed mid-request), %d answered other than 201; rows of submits not answered 201 ended: %s\n",
+		fmt.Fprintf(&b, "- submits: %d got no answer (controller killed mid-request), %d answered other than 201; rows the wave did not take as a pod's ended: %s\n",
 			p.Interrupted, p.Resubmitted, counts(p.UnansweredRows))
-		if p.Interrupted > 0 {
-			fmt.Fprintf(&b, "  - a submit cut by the kill may have created its pod: the client, told nothing, submitted again; such a job ran twice as two rows (each row ran once, so not counted as duplicated). POST /api/pods has no idempotency key to prevent that.\n")
+		if p.Interrupted > 0 || p.Replayed > 0 {
+			fmt.Fprintf(&b, "  - every pod's submits carry one Idempotency-Key: %d resends were answered with the row their first send made (Idempotent-Replayed), so a submit cut by a kill never ran as two rows; %d of those rows had never got a pod (the kill came before dispatch; the row is lost, its pod confirmed absent) and the pod was submitted again under a new key.\n",
+				p.Replayed, p.Renewed)
 		}
 		fmt.Fprintf(&b, "- artifacts: pushed %d, stored %d, lost: %d\n", r.Artifacts.Pushed, r.Artifacts.Stored, r.Artifacts.Lost)
 		fmt.Fprintf(&b, "- requests by status: %s\n", counts(r.Requests))

@@ -36,6 +36,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListPages", testListPages},
 		{"ListWithoutSpec", testListWithoutSpec},
 		{"Submitter", testSubmitter},
+		{"IdempotencyKey", testIdempotencyKey},
+		{"IdempotencyKeyScope", testIdempotencyKeyScope},
+		{"IdempotencyKeyConcurrent", testIdempotencyKeyConcurrent},
 		{"Update", testUpdate},
 		{"UpdateNotFound", testUpdateNotFound},
 		{"UpdateFnErrorAborts", testUpdateFnErrorAborts},
@@ -385,6 +388,8 @@ func testUpdateImmutable(t *testing.T, s store.Store) {
 		{"cluster", func(p *store.WorkPod) { p.Cluster = "dock" }},
 		{"created at", func(p *store.WorkPod) { p.CreatedAt = p.CreatedAt.Add(time.Second) }},
 		{"submitter", func(p *store.WorkPod) { p.Submitter = "mallory" }},
+		{"idempotency key", func(p *store.WorkPod) { p.IdempotencyKey = "k1" }},
+		{"request sha256", func(p *store.WorkPod) { p.RequestSHA256 = "00" }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,102 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"crucible.dev/crucible/internal/httperr"
+)
+
+// Idempotent submits (the Idempotency-Key header of Stripe's API and of the
+// IETF httpapi draft). A client that sent POST /api/pods and heard nothing
+// back — the controller was killed, a proxy cut the connection — cannot
+// tell whether a row was made. Sent again with the same key, the request
+// answers the row the first one made (and dispatches nothing) instead of
+// running the work twice as two rows.
+const (
+	// IdempotencyKeyHeader is the optional request header of POST /api/pods.
+	IdempotencyKeyHeader = "Idempotency-Key"
+	// ReplayedHeader is "true" on an answer that is the row an earlier
+	// request with the same key made.
+	ReplayedHeader = "Idempotent-Replayed"
+	// MaxIdempotencyKeyBytes bounds a key (Stripe's bound): room for a
+	// UUID or a client's own composite key, not for a payload.
+	MaxIdempotencyKeyBytes = 255
+)
+
+// CheckIdempotencyKey says what is wrong with key as an Idempotency-Key:
+// a key is printable ASCII (space to tilde), 1 to MaxIdempotencyKeyBytes
+// bytes. The CLI checks --idempotency-key with it before sending.
+func CheckIdempotencyKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty; send a key or no header")
+	case len(key) > MaxIdempotencyKeyBytes:
+		return fmt.Errorf("%d bytes; at most %d", len(key), MaxIdempotencyKeyBytes)
+	}
+	for i := range len(key) {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return fmt.Errorf("byte %d is not printable ASCII", i)
+		}
+	}
+	return nil
+}
+
+// idempotencyKey returns the request's key, "" when it has none. A key
+// that is malformed or sent more than once is a 400 naming the header,
+// never silently ignored: a client that sends a key relies on it.
+func idempotencyKey(r *http.Request) (string, error) {
+	vs := r.Header.Values(IdempotencyKeyHeader)
+	var err error
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		err = fmt.Errorf("sent %d times; send one key", len(vs))
+	default:
+		err = CheckIdempotencyKey(vs[0])
+	}
+	if err != nil {
+		return "", &httperr.Error{Code: http.StatusBadRequest, Field: IdempotencyKeyHeader, Msg: IdempotencyKeyHeader + ": " + err.Error()}
+	}
+	return vs[0], nil
+}
+
+// requestDigest is the hex SHA-256 of req's canonical JSON (struct field
+// order, map keys sorted), so a retry that encodes the same request with
+// other spacing or key order is the same request. req has its defaults
+// applied (kind, cluster) so that leaving one out and spelling it match.
+func requestDigest(req SubmitRequest) (string, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return "", fmt.Errorf("encode request: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// replaySubmit answers a submit whose key the submitter used before: the row that
+// request made, as it is now — pending while that request's dispatch is
+// still in flight (this one never dispatches), else whatever became of it —
+// with the status and body shape of a first answer. The same key with
+// another request is refused: answering that row would tell the client its
+// new request ran.
+func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key, digest string) error {
+	p, err := s.Store.GetWorkPodByKey(r.Context(), identity(r).User, key)
+	if err != nil {
+		return fmt.Errorf("read the row of an idempotency key: %w", err)
+	}
+	if p.RequestSHA256 != digest {
+		return &httperr.Error{Code: http.StatusUnprocessableEntity, Field: IdempotencyKeyHeader,
+			Msg: fmt.Sprintf("%s was used for work pod %s with a different request; repeat that request, or use a new key for a new one",
+				IdempotencyKeyHeader, p.ID)}
+	}
+	s.Log.Info("submit replayed", "pod", p.ID, "state", p.State, "user", identity(r).User)
+	w.Header().Set(ReplayedHeader, "true")
+	writeJSON(w, http.StatusCreated, view(p))
+	return nil
+}

@@ -1,0 +1,273 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"crucible.dev/crucible/internal/store"
+)
+
+// submitKeyed posts body as token's user with idempotency key key.
+func (f *fixture) submitKeyed(t *testing.T, token, key, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	return f.do(t, req{method: "POST", path: "/api/pods", token: token, body: body, header: map[string]string{IdempotencyKeyHeader: key}})
+}
+
+func workPodOf(t *testing.T, w *httptest.ResponseRecorder) WorkPod {
+	t.Helper()
+	var wp WorkPod
+	if err := json.Unmarshal(w.Body.Bytes(), &wp); err != nil {
+		t.Fatalf("answer %q: %v", w.Body, err)
+	}
+	return wp
+}
+
+func (f *fixture) rowCount(t *testing.T) int {
+	t.Helper()
+	rows, err := f.st.ListWorkPods(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rows)
+}
+
+// A repeat of a keyed submit — the same request, spelled with other
+// spacing, key order and defaults — answers the first row exactly, marked
+// replayed, and neither records nor dispatches anything.
+func TestSubmitReplay(t *testing.T) {
+	f := newFixture(t)
+	first := f.submitKeyed(t, "tok-admin", "key-1", `{"image":"busybox","command":["true"],"env":[{"name":"A","value":"1"}]}`)
+	if first.Code != http.StatusCreated || first.Header().Get(ReplayedHeader) != "" {
+		t.Fatalf("first: %d %q %s", first.Code, first.Header().Get(ReplayedHeader), first.Body)
+	}
+	again := f.submitKeyed(t, "tok-admin", "key-1", `{ "env":[{"value":"1","name":"A"}], "command":["true"], "kind":"turn", "cluster":"wharf", "image":"busybox" }`)
+	if again.Code != http.StatusCreated || again.Header().Get(ReplayedHeader) != "true" {
+		t.Fatalf("replay: %d %q %s", again.Code, again.Header().Get(ReplayedHeader), again.Body)
+	}
+	if diff := cmp.Diff(first.Body.String(), again.Body.String()); diff != "" {
+		t.Errorf("replayed body differs (-first +replay):\n%s", diff)
+	}
+	if ct := again.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("replay Content-Type %q", ct)
+	}
+	if diff := cmp.Diff([]string{"dispatch wharf"}, f.disp.called()); diff != "" {
+		t.Errorf("spoke calls (-want +got):\n%s", diff)
+	}
+	if n := f.rowCount(t); n != 1 {
+		t.Errorf("%d rows, want 1", n)
+	}
+	wp := workPodOf(t, again)
+	row, err := f.st.GetWorkPod(t.Context(), wp.ID)
+	if err != nil || row.IdempotencyKey != "key-1" || len(row.RequestSHA256) != 64 {
+		t.Errorf("row %s: key %q digest %q, %v", wp.ID, row.IdempotencyKey, row.RequestSHA256, err)
+	}
+	// Without a key, the same request is a new work pod, as always.
+	for range 2 {
+		if w := f.do(t, req{method: "POST", path: "/api/pods", token: "tok-admin", body: `{"image":"busybox","command":["true"]}`}); w.Code != http.StatusCreated {
+			t.Fatalf("unkeyed: %d %s", w.Code, w.Body)
+		}
+	}
+	if n := f.rowCount(t); n != 3 {
+		t.Errorf("%d rows after two unkeyed submits, want 3", n)
+	}
+}
+
+// The same key with another request is refused with 422 naming the header
+// and the row, and changes nothing.
+func TestSubmitKeyMismatch(t *testing.T) {
+	f := newFixture(t)
+	first := f.submitKeyed(t, "tok-admin", "key-1", `{"image":"busybox","command":["true"]}`)
+	if first.Code != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	id := workPodOf(t, first).ID
+	for name, body := range map[string]string{
+		"other command": `{"image":"busybox","command":["false"]}`,
+		"other cluster": `{"image":"busybox","command":["true"],"cluster":"dock"}`,
+		"other kind":    `{"image":"busybox","command":["true"],"kind":"loop"}`,
+		"secret value":  `{"image":"busybox","command":["true"],"secret_files":{"k":"v"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := f.submitKeyed(t, "tok-admin", "key-1", body)
+			if w.Code != http.StatusUnprocessableEntity || w.Header().Get(ReplayedHeader) != "" {
+				t.Fatalf("reuse: %d %s", w.Code, w.Body)
+			}
+			e := errorBodyOf(t, w)
+			want := "Idempotency-Key was used for work pod " + id + " with a different request; repeat that request, or use a new key for a new one"
+			if e.Error != want || e.Field != IdempotencyKeyHeader {
+				t.Errorf("error %q field %q,\nwant  %q", e.Error, e.Field, want)
+			}
+		})
+	}
+	if n, calls := f.rowCount(t), f.disp.called(); n != 1 || len(calls) != 1 {
+		t.Errorf("%d rows, spoke calls %v; want 1 row, 1 dispatch", n, calls)
+	}
+}
+
+// A key is its submitter's: another user with the same key makes a row of
+// their own, and each replays only their own.
+func TestSubmitKeyPerSubmitter(t *testing.T) {
+	f := newFixture(t)
+	body := `{"image":"busybox"}`
+	admins := workPodOf(t, f.submitKeyed(t, "tok-admin", "shared", body))
+	w := f.submitKeyed(t, "tok-submitter", "shared", body)
+	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "" {
+		t.Fatalf("other user's first submit: %d %q %s", w.Code, w.Header().Get(ReplayedHeader), w.Body)
+	}
+	theirs := workPodOf(t, w)
+	if theirs.ID == admins.ID || theirs.Submitter != "submitter" {
+		t.Fatalf("other user got %s (%s), admin's is %s", theirs.ID, theirs.Submitter, admins.ID)
+	}
+	// A different body under the other user's key is their own mismatch,
+	// naming their own row, never admin's.
+	w = f.submitKeyed(t, "tok-submitter", "shared", `{"image":"alpine"}`)
+	if e := errorBodyOf(t, w); w.Code != http.StatusUnprocessableEntity || strings.Contains(e.Error, admins.ID) || !strings.Contains(e.Error, theirs.ID) {
+		t.Errorf("other user's mismatch: %d %s", w.Code, w.Body)
+	}
+	for token, want := range map[string]string{"tok-admin": admins.ID, "tok-submitter": theirs.ID} {
+		w := f.submitKeyed(t, token, "shared", body)
+		if got := workPodOf(t, w); w.Header().Get(ReplayedHeader) != "true" || got.ID != want {
+			t.Errorf("%s replay: %s (replayed %q), want %s", token, got.ID, w.Header().Get(ReplayedHeader), want)
+		}
+	}
+	if n := len(f.disp.called()); n != 2 {
+		t.Errorf("%d dispatches, want 2", n)
+	}
+}
+
+// A replay while the first request's dispatch is still in flight answers
+// the row as it is (pending) and never dispatches a second time.
+func TestSubmitReplayWhileDispatching(t *testing.T) {
+	f := newFixture(t)
+	f.disp.hold = make(chan struct{})
+	body := `{"image":"busybox"}`
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- f.submitKeyed(t, "tok-admin", "slow", body) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.disp.called()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first submit never reached the spoke")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w := f.submitKeyed(t, "tok-admin", "slow", body)
+	close(f.disp.hold)
+	first := <-done
+	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" {
+		t.Fatalf("replay: %d %s", w.Code, w.Body)
+	}
+	pending, dispatched := workPodOf(t, w), workPodOf(t, first)
+	if pending.State != store.StatePending || pending.ID != dispatched.ID || dispatched.State != store.StateDispatched {
+		t.Errorf("replay %s %s, first %s %s; want the same row pending, then dispatched", pending.ID, pending.State, dispatched.ID, dispatched.State)
+	}
+	if n := len(f.disp.called()); n != 1 {
+		t.Errorf("%d dispatches, want 1", n)
+	}
+}
+
+// A replay of a submit whose dispatch failed answers the failed row (its
+// reason says why) and does not dispatch again: a new key is a new try.
+func TestSubmitReplayOfFailedDispatch(t *testing.T) {
+	f := newFixture(t)
+	f.disp.dispatchErr = errorString(internalDetail)
+	body := `{"image":"busybox"}`
+	if w := f.submitKeyed(t, "tok-admin", "k", body); w.Code != http.StatusBadGateway {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	w := f.submitKeyed(t, "tok-admin", "k", body)
+	wp := workPodOf(t, w)
+	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" || wp.State != store.StateFailed ||
+		wp.Reason != "dispatch: the call to the spoke failed (the controller's log has the cause)" {
+		t.Errorf("replay: %d %s", w.Code, w.Body)
+	}
+	if n := len(f.disp.called()); n != 1 {
+		t.Errorf("%d dispatches, want 1", n)
+	}
+}
+
+// Every malformed key is a 400 naming the header, before anything is
+// recorded or dispatched; the longest allowed key and every printable
+// ASCII character are accepted.
+func TestSubmitKeyRefusals(t *testing.T) {
+	printable := make([]byte, 0, 95)
+	for c := byte(0x20); c <= 0x7e; c++ {
+		printable = append(printable, c)
+	}
+	tests := []struct {
+		name   string
+		values []string
+		want   string // "" accepted
+	}{
+		{"empty", []string{""}, "Idempotency-Key: empty; send a key or no header"},
+		{"twice", []string{"a", "b"}, "Idempotency-Key: sent 2 times; send one key"},
+		{"twice the same", []string{"a", "a"}, "Idempotency-Key: sent 2 times; send one key"},
+		{"oversized", []string{strings.Repeat("k", MaxIdempotencyKeyBytes+1)}, "Idempotency-Key: 256 bytes; at most 255"},
+		{"huge", []string{strings.Repeat("k", 64<<10)}, "Idempotency-Key: 65536 bytes; at most 255"},
+		{"unicode", []string{"ключ"}, "Idempotency-Key: byte 0 is not printable ASCII"},
+		{"tab", []string{"a\tb"}, "Idempotency-Key: byte 1 is not printable ASCII"},
+		{"NUL", []string{"ab\x00"}, "Idempotency-Key: byte 2 is not printable ASCII"},
+		{"DEL", []string{"\x7f"}, "Idempotency-Key: byte 0 is not printable ASCII"},
+		{"longest", []string{strings.Repeat("k", MaxIdempotencyKeyBytes)}, ""},
+		{"every printable byte", []string{string(printable)}, ""},
+		{"IETF sf-string", []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			r := httptest.NewRequest("POST", "http://127.0.0.1:8080/api/pods", strings.NewReader(`{"image":"busybox"}`))
+			r.Header.Set("Authorization", "Bearer tok-admin")
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set(ClientHeader, "test")
+			for _, v := range tc.values {
+				r.Header.Add(IdempotencyKeyHeader, v)
+			}
+			w := httptest.NewRecorder()
+			f.mux.ServeHTTP(w, r)
+			if tc.want == "" {
+				if w.Code != http.StatusCreated {
+					t.Fatalf("%d %s, want 201", w.Code, w.Body)
+				}
+				row, err := f.st.GetWorkPod(t.Context(), workPodOf(t, w).ID)
+				if err != nil || row.IdempotencyKey != tc.values[0] {
+					t.Errorf("stored key %q, %v", row.IdempotencyKey, err)
+				}
+				return
+			}
+			e := errorBodyOf(t, w)
+			if w.Code != http.StatusBadRequest || e.Error != tc.want || e.Field != IdempotencyKeyHeader {
+				t.Errorf("%d %q field %q,\nwant 400 %q field %s", w.Code, e.Error, e.Field, tc.want, IdempotencyKeyHeader)
+			}
+			if n, calls := f.rowCount(t), f.disp.called(); n != 0 || len(calls) != 0 {
+				t.Errorf("refused, yet %d rows and spoke calls %v", n, calls)
+			}
+		})
+	}
+}
+
+// FuzzIdempotencyKey: a key is accepted exactly when it is 1 to 255 bytes
+// of printable ASCII, and a refusal is always a 400 naming the header.
+func FuzzIdempotencyKey(f *testing.F) {
+	for _, s := range []string{"", "a", "key-1", "ключ", "a\tb", "\x00", strings.Repeat("k", 256), `"quoted"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		r := httptest.NewRequest("POST", "http://127.0.0.1:8080/api/pods", nil)
+		r.Header[IdempotencyKeyHeader] = []string{key}
+		got, err := idempotencyKey(r)
+		valid := len(key) >= 1 && len(key) <= MaxIdempotencyKeyBytes && !strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c > 0x7e })
+		switch {
+		case valid && (err != nil || got != key):
+			t.Fatalf("%q refused: %v", key, err)
+		case !valid && err == nil:
+			t.Fatalf("%q accepted", key)
+		case !valid && !strings.Contains(err.Error(), "400 Idempotency-Key: "):
+			t.Fatalf("%q: %v", key, err)
+		}
+	})
+}
