@@ -114,7 +114,10 @@ func waitPodRunning(ctx context.Context, spoke *devstack.Cluster, within time.Du
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no pod running on %s within %s (last list error: %v)", spoke.Name, within, err)
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("no pod running on %s within %s: %w", spoke.Name, within, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
