@@ -106,7 +106,7 @@ func markdown() string {
 	}
 	fmt.Fprintf(&b, "# crucible chaos results\n\nRun %s, %s, %d pods per scenario, base seed %d (replay: CRUCIBLE_CHAOS_SEED=%d).\n",
 		time.Now().UTC().Format(time.RFC3339), mode, cfg.Pods, cfg.Seed, cfg.Seed)
-	fmt.Fprintf(&b, "Dev stack: real hub and two spokes (wharf, dock), the controller on SQLite, real pods from the dev runtime.\n")
+	fmt.Fprintf(&b, "Dev stack: real hub and two spokes (wharf, dock), the controller on SQLite, real pods from the dev runtime; scenarios 8 (PostgreSQL), 9 and 10 run on stacks of their own, as their injected lines say.\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Machine: %d CPUs, load average at the end %s.", runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
 	if note := os.Getenv("CRUCIBLE_CHAOS_NOTE"); note != "" {
