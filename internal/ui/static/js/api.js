@@ -31,9 +31,10 @@ async function failure(resp) {
   return new ApiError(resp.status, msg, field);
 }
 
-// request sends one API call; it returns {body, headers}.
-export async function request(method, path, body, signal) {
-  const init = { method, headers: headers({ Accept: 'application/json' }), signal, credentials: 'same-origin' };
+// request sends one API call; it returns {body, headers}. extra are more
+// request headers (an Idempotency-Key).
+export async function request(method, path, body, signal, extra = {}) {
+  const init = { method, headers: headers({ Accept: 'application/json', ...extra }), signal, credentials: 'same-origin' };
   if (method !== 'GET') {
     init.headers.set('Content-Type', 'application/json');
     init.headers.set('X-Crucible-Client', 'crucible-ui');

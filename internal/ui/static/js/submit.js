@@ -22,6 +22,7 @@ export function submitPage(main, _params, signal) {
   const err = h('p', { class: 'error', id: 'submit-error', role: 'alert' });
   const go = h('button', { class: 'primary', type: 'submit', id: 's-go', text: 'Submit' });
   let nfile = 0;
+  let key = '', keyFor = null; // the Idempotency-Key and the request it was made for
   const addFile = () => {
     const i = nfile++;
     const name = h('input', { type: 'text', id: 's-file-name-' + i, 'aria-label': 'File name ' + (i + 1), placeholder: 'name (e.g. task.json)', 'data-file-name': '' });
@@ -37,10 +38,17 @@ export function submitPage(main, _params, signal) {
     let body;
     try { body = await build(); } catch (e) { err.textContent = e.message; return; }
     go.disabled = true;
+    // The same form sent again after no answer (or a 503/504) carries the
+    // same Idempotency-Key: if the first one reached the controller, the
+    // answer is that work pod, not a second one.
+    const sent = JSON.stringify(body);
+    if (sent !== keyFor) { key = newKey(); keyFor = sent; }
     try {
-      const { body: wp } = await request('POST', '/api/pods', body, signal);
+      const { body: wp } = await request('POST', '/api/pods', body, signal, { 'Idempotency-Key': key });
+      keyFor = null;
       location.hash = '#/pods/' + wp.id;
     } catch (e) {
+      if (e.status !== 503 && e.status !== 504 && e.status !== undefined) keyFor = null; // an answer: a new try is new work
       err.textContent = e.message;
       const bad = e.field && form.querySelector(`[name="${CSS.escape(e.field)}"]`);
       if (bad) bad.focus();
@@ -85,4 +93,11 @@ export function submitPage(main, _params, signal) {
     if (Object.keys(fs).length) body.files = fs;
     return body;
   }
+}
+
+// newKey is a random Idempotency-Key (crypto.getRandomValues works outside
+// secure contexts too, unlike randomUUID).
+function newKey() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return 'ui-' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 }
