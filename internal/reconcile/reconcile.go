@@ -149,7 +149,7 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 // list succeeded, so their pods are confirmed gone. Rows younger than
 // PendingGrace are judged after it (recheck).
 func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
-	rows, err := r.Store.ListWorkPods(ctx, store.Filter{Cluster: cluster, States: []store.State{store.StatePending, store.StateDispatched, store.StateRunning}})
+	rows, err := r.Store.ListWorkPods(ctx, store.Filter{Cluster: cluster, States: store.LiveStates, WithoutSpec: true})
 	if err != nil {
 		r.Log.Error("startup reconcile: list rows", "cluster", cluster, "error", err)
 		return
