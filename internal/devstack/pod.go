@@ -272,7 +272,7 @@ func (r *nodeRuntime) awaitDeletion(ctx context.Context, p *podRun, pod *corev1.
 	case <-ctx.Done():
 		return
 	}
-	err := retryAPI(ctx, func(ctx context.Context) error {
+	err := r.retryAPI(ctx, func(ctx context.Context) error {
 		err := r.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: new(int64),
 			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
@@ -291,7 +291,7 @@ func (r *nodeRuntime) awaitDeletion(ctx context.Context, p *podRun, pod *corev1.
 // retrying conflicts and outages until the pod is gone or the runtime stops.
 func (r *nodeRuntime) updateStatus(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	pods := r.client.CoreV1().Pods(pod.Namespace)
-	err := retryAPI(ctx, func(ctx context.Context) error {
+	err := r.retryAPI(ctx, func(ctx context.Context) error {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return errPodGone

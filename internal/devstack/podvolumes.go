@@ -275,7 +275,7 @@ func (r *nodeRuntime) writeToken(ctx context.Context, pod *corev1.Pod, proj core
 		req.Spec.Audiences = []string{proj.Audience}
 	}
 	var resp *authenticationv1.TokenRequest
-	err := retryAPI(ctx, func(ctx context.Context) error {
+	err := r.retryAPI(ctx, func(ctx context.Context) error {
 		var err error
 		resp, err = r.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 		if apierrors.IsNotFound(err) {

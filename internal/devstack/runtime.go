@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"crucible.dev/crucible/internal/retry"
 )
 
 // The dev runtime is the kubelet of a dev-stack spoke's node, for development
@@ -319,15 +321,23 @@ func RunRuntime(ctx context.Context, dir string) error {
 	return nil
 }
 
+// errRetry stands for an error worth another try whatever its kind.
+var errRetry = errors.New("retry")
+
 // errPodGone: the pod object no longer exists (or is another pod's now).
 var errPodGone = errors.New("pod is gone")
 
 // retryAPI retries fn until it succeeds, reports errPodGone, or ctx ends:
-// the runtime must not lose a status update to an API server restart.
-func retryAPI(ctx context.Context, fn func(context.Context) error) error {
+// the runtime must not lose a status update to an API server restart — nor
+// to the 403s a restarted API server answers until it is ready, as a
+// kubelet retries them (retry.NotReady).
+func (r *nodeRuntime) retryAPI(ctx context.Context, fn func(context.Context) error) error {
 	delay := 100 * time.Millisecond
 	for {
 		err := fn(ctx)
+		if retry.IsTransient(retry.NotReady(ctx, r.client.Discovery().RESTClient(), err)) && ctx.Err() == nil {
+			err = errRetry
+		}
 		var fail *podFailure
 		if err == nil || errors.Is(err, errPodGone) || errors.As(err, &fail) || ctx.Err() != nil ||
 			apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {

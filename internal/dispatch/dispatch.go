@@ -101,7 +101,7 @@ func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev
 	err := retry.Do(ctx, d.Retry, "create-pod", func(ctx context.Context) error {
 		var err error
 		got, err = pods.Create(ctx, want, metav1.CreateOptions{})
-		return err
+		return retry.NotReady(ctx, c.Server(), err)
 	})
 	if err == nil {
 		return got, false, nil
@@ -112,7 +112,7 @@ func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev
 	err = retry.Do(ctx, d.Retry, "get-pod", func(ctx context.Context) error {
 		var err error
 		got, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
-		return err
+		return retry.NotReady(ctx, c.Server(), err)
 	})
 	if err != nil {
 		return nil, false, explain(c.Entry.Name, err)
@@ -134,7 +134,7 @@ func (d *Dispatcher) createOwned(ctx context.Context, c *fleet.Client, pod *core
 		cms := c.Kube.CoreV1().ConfigMaps(cm.Namespace)
 		err := retry.Do(ctx, d.Retry, "create-configmap", func(ctx context.Context) error {
 			_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
-			return err
+			return retry.NotReady(ctx, c.Server(), err)
 		})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return explain(c.Entry.Name, err)
@@ -145,7 +145,7 @@ func (d *Dispatcher) createOwned(ctx context.Context, c *fleet.Client, pod *core
 		secrets := c.Kube.CoreV1().Secrets(sec.Namespace)
 		err := retry.Do(ctx, d.Retry, "create-secret", func(ctx context.Context) error {
 			_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
-			return err
+			return retry.NotReady(ctx, c.Server(), err)
 		})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return explain(c.Entry.Name, err)
@@ -166,7 +166,7 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
 	err = retry.Do(ctx, d.Retry, "delete-pod", func(ctx context.Context) error {
-		return c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+		return retry.NotReady(ctx, c.Server(), c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, opts))
 	})
 	if err == nil || apierrors.IsNotFound(err) || (uid != "" && apierrors.IsConflict(err)) {
 		return nil
@@ -188,7 +188,7 @@ func (d *Dispatcher) Logs(ctx context.Context, cluster, namespace, name string, 
 	err = retry.Do(ctx, d.Retry, "pod-log", func(ctx context.Context) error {
 		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
 		if err != nil {
-			return err
+			return retry.NotReady(ctx, c.Server(), err)
 		}
 		defer rc.Close()
 		return consume(io.LimitReader(rc, limit))

@@ -141,3 +141,12 @@ func (cs *Clients) All() []*Client {
 	copy(out, cs.list)
 	return out
 }
+
+// Server is the REST client of the cluster's API server itself (its
+// /readyz), for retry.NotReady; nil for a client without a clientset.
+func (c *Client) Server() rest.Interface {
+	if c.Kube == nil {
+		return nil
+	}
+	return c.Kube.Discovery().RESTClient()
+}

@@ -1,7 +1,7 @@
 // Package retry owns crucible's transient-error policy (R-C4): which errors of
 // a spoke API are worth retrying — network errors, timeouts, 429, 5xx, watch
-// expiry — and which are answers (400/403/404/409/422; a 403 right after an
-// outage excepted, see authorizerWarmup), and a bounded,
+// expiry — and which are answers (400/403/404/409/422; a 403 from an API
+// server that is not ready excepted, see NotReady), and a bounded,
 // jittered exponential backoff for the former. Await, reconcile, the sweep and
 // dispatch all use it, so a blip neither aborts a live run nor reaps a pod.
 package retry
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/metrics"
 )
@@ -29,6 +30,9 @@ func IsTransient(err error) bool {
 	}
 	if errors.Is(err, context.Canceled) {
 		return false
+	}
+	if _, ok := errors.AsType[transientError](err); ok {
+		return true
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
@@ -68,17 +72,31 @@ type Policy struct {
 // Default is used where the profile does not say otherwise.
 var Default = Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Budget: 2 * time.Minute}
 
-// authorizerWarmup is how long after a transient error a 403 is still
-// retried. A kube-apiserver that has just come back serves requests before
-// its RBAC authorizer's caches are synced and denies them meanwhile (seen by
-// make chaos: dispatches in flight across a spoke's restart failed with
-// "cannot create pods"). A 403 on a first attempt, or long after the last
-// transient error, stays an answer: a real RBAC gap is still reported at
-// once.
-var authorizerWarmup = 20 * time.Second
+// transientError marks an error that IsTransient would call an answer as
+// one that may go away by itself (NotReady).
+type transientError struct{ err error }
 
-func warmingUp(lastTransient time.Time) bool {
-	return !lastTransient.IsZero() && time.Since(lastTransient) < authorizerWarmup
+func (e transientError) Error() string { return e.err.Error() }
+func (e transientError) Unwrap() error { return e.err }
+
+// NotReady returns err marked transient when it is a 403 from an API server
+// that says it is not ready, and err as it is otherwise. A kube-apiserver
+// that has just started serves requests before its RBAC authorizer and
+// admission plugins have loaded, and denies them meanwhile ("cannot create
+// pods", "not yet ready to handle request" — seen by make chaos across a
+// spoke's restart); a load balancer in front of it would not have sent them
+// there. Asking its /readyz (open to every caller) tells that apart from a
+// real RBAC gap, which a ready server answers and which is reported at once.
+func NotReady(ctx context.Context, server rest.Interface, err error) error {
+	if !apierrors.IsForbidden(err) || server == nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if rerr := server.Get().AbsPath("/readyz").Do(rctx).Error(); rerr != nil {
+		return transientError{err}
+	}
+	return err
 }
 
 // ErrBudgetExhausted wraps the last transient error once the budget is spent.
@@ -89,16 +107,12 @@ var ErrBudgetExhausted = errors.New("retry budget exhausted")
 func Do(ctx context.Context, p Policy, op string, fn func(context.Context) error) error {
 	deadline := time.Now().Add(p.Budget)
 	wait := p.Initial
-	var lastTransient time.Time
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
-		switch {
-		case IsTransient(err):
-			lastTransient = time.Now()
-		case !apierrors.IsForbidden(err) || !warmingUp(lastTransient):
+		if !IsTransient(err) {
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestIsTransient(t *testing.T) {
@@ -96,42 +101,77 @@ func TestDoHonoursContext(t *testing.T) {
 	}
 }
 
-// A 403 right after the API server was unreachable is its authorizer warming
-// up after a restart: retried. A 403 on the first attempt is an answer, and
-// so is one that outlasts the warm-up.
-func TestDoRetriesForbiddenOnlyWhileWarmingUp(t *testing.T) {
-	gr := schema.GroupResource{Resource: "pods"}
-	forbidden := apierrors.NewForbidden(gr, "x", errors.New("rbac"))
-	refused := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+// A 403 from an API server whose /readyz fails (it just started: its
+// authorizer and admission plugins still load) is retried; a 403 from a
+// ready one is an answer at once, and so is any other error whatever
+// /readyz says.
+func TestNotReadyForbidden(t *testing.T) {
+	var ready atomic.Bool
+	var probes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		probes.Add(1)
+		if !ready.Load() {
+			http.Error(w, "[-]poststarthook/rbac/bootstrap-roles failed", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := cs.Discovery().RESTClient()
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x", errors.New("rbac"))
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "x")
 	p := Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Budget: 5 * time.Second}
 
+	// Not ready for three calls, then ready and allowing: retried to success.
 	calls := 0
-	err := Do(t.Context(), p, "test", func(context.Context) error {
+	err = Do(t.Context(), p, "test", func(ctx context.Context) error {
 		calls++
-		switch {
-		case calls <= 2:
-			return refused
-		case calls <= 4:
-			return forbidden
+		if calls <= 3 {
+			return NotReady(ctx, server, forbidden)
 		}
 		return nil
 	})
-	if err != nil || calls != 5 {
-		t.Fatalf("refused, 403 twice, then ok: err = %v after %d calls, want success on the 5th", err, calls)
+	if err != nil || calls != 4 {
+		t.Fatalf("403 while not ready, then ok: err = %v after %d calls, want success on the 4th", err, calls)
 	}
 
-	old := authorizerWarmup
-	authorizerWarmup = 20 * time.Millisecond
-	t.Cleanup(func() { authorizerWarmup = old })
+	// Ready: the 403 is an answer, on the first call.
+	ready.Store(true)
 	calls = 0
-	err = Do(t.Context(), p, "test", func(context.Context) error {
+	err = Do(t.Context(), p, "test", func(ctx context.Context) error {
 		calls++
-		if calls == 1 {
-			return refused
-		}
-		return forbidden
+		return NotReady(ctx, server, forbidden)
 	})
-	if !errors.Is(err, forbidden) || calls < 3 {
-		t.Fatalf("refused, then 403 for ever: err = %v after %d calls, want the 403 once the warm-up is over", err, calls)
+	if !errors.Is(err, forbidden) || calls != 1 || IsTransient(err) {
+		t.Fatalf("403 from a ready server: err = %v after %d calls, want the 403 at once", err, calls)
+	}
+
+	// Other answers are never turned transient, and never probe.
+	ready.Store(false)
+	before := probes.Load()
+	if got := NotReady(t.Context(), server, notFound); !errors.Is(got, notFound) || IsTransient(got) {
+		t.Errorf("404 while not ready: %v, want the 404 as an answer", got)
+	}
+	if got := NotReady(t.Context(), server, nil); got != nil {
+		t.Errorf("no error: %v", got)
+	}
+	if probes.Load() != before {
+		t.Errorf("/readyz asked for errors other than 403")
+	}
+	// An unreachable server is not ready either; a nil server leaves the 403 alone.
+	srv.Close()
+	if got := NotReady(t.Context(), server, forbidden); !IsTransient(got) || !apierrors.IsForbidden(got) {
+		t.Errorf("403, /readyz unreachable: %v, want a transient 403", got)
+	}
+	if got := NotReady(t.Context(), nil, forbidden); IsTransient(got) {
+		t.Errorf("403 without a server to ask: transient, want an answer")
 	}
 }
