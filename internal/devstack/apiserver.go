@@ -180,6 +180,9 @@ func writeWebhookKubeconfig(path string, w *TokenWebhook, stackCA string) error 
 	return nil
 }
 
+// Ready reports whether c's kube-apiserver answers /readyz.
+func (c *Cluster) Ready(ctx context.Context) error { return c.ready(ctx) }
+
 // ready reports whether c's kube-apiserver answers /readyz.
 func (c *Cluster) ready(ctx context.Context) error {
 	_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)

@@ -66,7 +66,7 @@ func TestChaos2SpokeAPIServerDown(t *testing.T) {
 					return err
 				}
 				between(ctx, r, 5*time.Second, 10*time.Second)
-				return s.StartAPIServer(context.WithoutCancel(ctx), wharf)
+				return startAPIServer(context.WithoutCancel(ctx), s, wharf)
 			}
 			between(ctx, r, 300*time.Millisecond, 1500*time.Millisecond)
 			if err := down(); err != nil {

@@ -120,7 +120,7 @@ func hubDown(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand,
 	// The hub serves before StartAPIServer sees it ready: its phase, "hub
 	// back", begins when it is started.
 	back := time.Now()
-	if err := s.StartAPIServer(context.WithoutCancel(ctx), s.Hub); err != nil {
+	if err := startAPIServer(context.WithoutCancel(ctx), s, s.Hub); err != nil {
 		return err
 	}
 	err = retryUntil(ctx, func() (bool, error) { return mp.freshSince(back), nil })

@@ -80,7 +80,7 @@ func TestChaos11PushesWhileSpokeFlaps(t *testing.T) {
 				} else {
 					between(ctx, r, 2*time.Second, 4*time.Second)
 				}
-				if err := s.StartAPIServer(context.WithoutCancel(ctx), dock); err != nil {
+				if err := startAPIServer(context.WithoutCancel(ctx), s, dock); err != nil {
 					return n, err
 				}
 				n++

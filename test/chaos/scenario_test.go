@@ -50,6 +50,30 @@ type scenario struct {
 	transient []int
 }
 
+// startAPIServer restarts c's kube-apiserver and waits until it is ready —
+// longer than devstack's own bound if need be: under the full suite's load
+// (hundreds of pod processes on two cores) a restart can take minutes, and
+// the harness must not fail for the machine's pace. A server that never
+// becomes ready still fails the scenario.
+func startAPIServer(ctx context.Context, s *devstack.Stack, c *devstack.Cluster) error {
+	err := s.StartAPIServer(ctx, c)
+	if err == nil {
+		return nil
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if c.Ready(ctx) == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+	return err
+}
+
 // between waits a random duration in [lo, hi) or until ctx ends.
 func between(ctx context.Context, r *rand.Rand, lo, hi time.Duration) {
 	d := lo + time.Duration(r.Int64N(int64(hi-lo)))
