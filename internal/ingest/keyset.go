@@ -65,7 +65,7 @@ func (k *keyFetcher) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	var doc struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := k.getJSON(ctx, "/.well-known/openid-configuration", &doc); err != nil {
+	if err := jwt.GetJSON(ctx, k.http, k.server+"/.well-known/openid-configuration", &doc); err != nil {
 		k.log.Debug("reading discovery document failed; using the default JWKS path", "cluster", k.cluster, "error", err)
 	} else if u, err := url.Parse(doc.JWKSURI); err == nil && strings.HasPrefix(u.EscapedPath(), "/") {
 		path = u.EscapedPath()
@@ -81,7 +81,7 @@ func (k *keyFetcher) fetchKeys(ctx context.Context, path string) ([]jose.JSONWeb
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := k.getJSON(ctx, path, &set); err != nil {
+	if err := jwt.GetJSON(ctx, k.http, k.server+path, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
 	keys, skipped := jwt.UsableKeys(set.Keys)
@@ -92,8 +92,4 @@ func (k *keyFetcher) fetchKeys(ctx context.Context, path string) ([]jose.JSONWeb
 		return nil, fmt.Errorf("jwks: no usable signing keys at %s", path)
 	}
 	return keys, nil
-}
-
-func (k *keyFetcher) getJSON(ctx context.Context, path string, v any) error {
-	return jwt.GetJSON(ctx, k.http, k.server+path, v)
 }

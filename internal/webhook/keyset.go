@@ -110,7 +110,7 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := k.getJSON(ctx, k.src.discoveryURL, &doc); err != nil {
+	if err := jwt.GetJSON(ctx, k.client, k.src.discoveryURL, &doc); err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	if doc.Issuer != k.src.issuer {
@@ -122,7 +122,7 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := k.getJSON(ctx, doc.JWKSURI, &set); err != nil {
+	if err := jwt.GetJSON(ctx, k.client, doc.JWKSURI, &set); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
 	keys, skipped := jwt.UsableKeys(set.Keys)
@@ -133,8 +133,4 @@ func (k *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 		return nil, fmt.Errorf("jwks: no usable signing keys at %s", doc.JWKSURI)
 	}
 	return keys, nil
-}
-
-func (k *keySet) getJSON(ctx context.Context, rawURL string, v any) error {
-	return jwt.GetJSON(ctx, k.client, rawURL, v)
 }
