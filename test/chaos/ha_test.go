@@ -12,16 +12,11 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
-// haLease is the HA scenario's lease, as test/e2e's: short, so a takeover
-// fits a wave, long enough that a loaded 2-core machine renews in time.
-const haLease = 8 * time.Second
-
-// haTakeover bounds a takeover after SIGKILL: the lease plus two jittered
-// retry periods (client-go polls every lease/6 with up to 120 % jitter) and
-// a little for the metric poll (see test/e2e/ha_test.go).
-const haTakeover = haLease + 2*(haLease/6)*22/10 + 2*time.Second
+// haLease and haTakeover are the HA tests' lease and takeover bound.
+const haLease, haTakeover = devstacktest.HALease, devstacktest.HATakeover
 
 // member is one controller replica as the scenario reaches it.
 type member struct {

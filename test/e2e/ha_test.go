@@ -31,17 +31,8 @@ import (
 	"crucible.dev/crucible/internal/store/pgtest"
 )
 
-// haLease is the test's lease: short, so a takeover fits a test, and long
-// enough that a loaded 2-core machine renews in time. The stack's retry
-// period is a sixth of it.
-const haLease = 8 * time.Second
-
-// haTakeover bounds a takeover after SIGKILL. client-go counts the lease
-// from when the follower last saw it renewed, and polls every retry period
-// with up to 120 % jitter: the follower may see the last renewal one jittered
-// period late and the expiry one more, so the bound is the lease plus two
-// such periods (and a little for the metric poll).
-const haTakeover = haLease + 2*(haLease/6)*22/10 + 2*time.Second
+// haLease and haTakeover are the HA tests' lease and takeover bound.
+const haLease, haTakeover = devstacktest.HALease, devstacktest.HATakeover
 
 // replica is one controller process as the test reaches it.
 type replica struct {
