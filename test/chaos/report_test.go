@@ -25,6 +25,7 @@ type result struct {
 	Seed      int64          `json:"seed"`
 	Faults    int            `json:"faults_injected"`
 	Passed    bool           `json:"passed"`
+	OwnStack  bool           `json:"own_stack"`
 	Duration  string         `json:"duration"`
 	Pods      podCounts      `json:"pods"`
 	Artifacts artifactCounts `json:"artifacts"`
@@ -106,7 +107,17 @@ func markdown() string {
 	}
 	fmt.Fprintf(&b, "# crucible chaos results\n\nRun %s, %s, %d pods per scenario, base seed %d (replay: CRUCIBLE_CHAOS_SEED=%d).\n",
 		time.Now().UTC().Format(time.RFC3339), mode, cfg.Pods, cfg.Seed, cfg.Seed)
-	fmt.Fprintf(&b, "Dev stack: real hub and two spokes (wharf, dock), the controller on SQLite, real pods from the dev runtime; scenarios 8 (PostgreSQL), 9 and 10 run on stacks of their own, as their injected lines say.\n")
+	fmt.Fprintf(&b, "Dev stack: real hub and two spokes (wharf, dock), the controller on SQLite, real pods from the dev runtime.")
+	var own []string
+	for _, r := range results {
+		if r.OwnStack {
+			own = append(own, r.Scenario)
+		}
+	}
+	if len(own) > 0 {
+		fmt.Fprintf(&b, " On stacks of their own, as their injected lines say: %s.", strings.Join(own, "; "))
+	}
+	fmt.Fprintf(&b, "\n")
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&b, "Machine: %d CPUs, load average at the end %s.", runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
 	if note := os.Getenv("CRUCIBLE_CHAOS_NOTE"); note != "" {

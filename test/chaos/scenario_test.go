@@ -152,7 +152,7 @@ func (sc scenario) run(t *testing.T) {
 		t.Logf("row of a submit not answered 201: %s", why)
 	}
 	res := result{
-		Num: sc.num, Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
+		Num: sc.num, OwnStack: sc.stack != nil, Scenario: fmt.Sprintf("%d. %s", sc.num, sc.name), Injected: sc.injected, Expected: sc.expected, Seed: seed, Faults: faults,
 		Load:     fmt.Sprintf("%d pods over %d spokes, %d concurrent submitters; each `%s`", cfg.Pods, len(s.Spokes), submitters, w.command[len(w.command)-1]),
 		Duration: time.Since(began).Round(time.Second).String(), Requests: o.Requests, Before: base, After: after, Notes: o.Notes, Problems: o.Problems,
 		Pods: podCounts{Submitted: o.Submitted, Accepted: o.Acked, Interrupted: o.Interrupted, Resubmitted: o.Resubmitted, Replayed: o.Replayed, Renewed: o.Renewed, Completed: o.Completed,
