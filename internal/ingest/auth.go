@@ -110,6 +110,9 @@ func (h *Handler) authenticateRequest(r *http.Request, pod string) (store.WorkPo
 	case v == forbidden:
 		h.log.Info("token authenticated but not for this pod", "token", tokenID, "pod", pod, "cluster", cl.Name)
 		return row, deny(http.StatusForbidden, errors.New("token review: another identity")), false
+	case v == unbound:
+		h.log.Debug("token of a pod whose uid is not recorded yet", "token", tokenID, "pod", pod, "cluster", cl.Name, "state", row.State)
+		return row, unavailable(errors.New("work pod's uid not recorded yet")), false
 	}
 	return row, response{}, true
 }

@@ -207,6 +207,51 @@ func TestSpokeUnavailable(t *testing.T) {
 	}
 }
 
+// A pod can push before its uid is recorded: the controller was killed
+// between creating it and writing the row, or the watch has not reported it
+// yet. That push is retryable (503, not cached), never 403 — a 403 failed
+// the pod for good in the chaos suite's controller-kill scenario. A row that
+// is no longer live has no uid coming: 403.
+func TestPodUIDNotRecordedYet(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []store.WorkPod{
+		{ID: "wp-1", Cluster: testClusters[0], Namespace: testNS, Kind: "turn", State: store.StateDispatched},
+		{ID: "wp-2", Cluster: testClusters[0], Namespace: testNS, Kind: "turn", State: store.StateFailed},
+	} {
+		if err := e.store.CreateWorkPod(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := e.token("wp-1", "uid-1")
+	for i := range 2 { // not cached: the second request reviews again
+		w := e.post("wp-1", "result", tok, []byte("data"))
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("request %d before the uid is recorded: status %d, Retry-After %q; want 503 with Retry-After", i, w.Code, w.Header().Get("Retry-After"))
+		}
+		if got := e.spoke.reviews.Load(); got != int64(i+1) {
+			t.Errorf("after request %d: %d reviews, want %d", i, got, i+1)
+		}
+	}
+	if files := e.files("wp-1"); len(files) != 0 {
+		t.Errorf("files after 503: %v", files)
+	}
+	if _, err := e.store.TransitionWorkPod(t.Context(), "wp-1", store.Transition{
+		From: []store.State{store.StateDispatched}, To: store.StateRunning, PodUID: "uid-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusCreated {
+		t.Errorf("after the uid is recorded: status %d, want 201 (body %s)", w.Code, w.Body)
+	}
+	// Another pod's uid for a recorded row stays 403, and so does a row
+	// that ended without one.
+	if w := e.post("wp-1", "other", e.token("wp-1", "uid-9"), []byte("data")); w.Code != http.StatusForbidden {
+		t.Errorf("a recorded row, another uid: status %d, want 403", w.Code)
+	}
+	if w := e.post("wp-2", "result", e.token("wp-2", "uid-2"), []byte("data")); w.Code != http.StatusForbidden {
+		t.Errorf("a failed row without a uid: status %d, want 403", w.Code)
+	}
+}
+
 func TestKeysUnavailable(t *testing.T) {
 	e := newEnv(t)
 	tok := e.addPod("wp-1", "uid-1")

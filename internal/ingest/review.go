@@ -28,6 +28,7 @@ const (
 	accepted     verdict = iota
 	unauthorized         // 401: the spoke does not authenticate the token
 	forbidden            // 403: authenticated, but not as this pod's turn service account
+	unbound              // 503: this pod's token, but the row has no pod uid yet to bind it to
 )
 
 // errReviewUnavailable: the spoke gave no answer (unreachable, timeout,
@@ -46,14 +47,25 @@ type reviewResult struct {
 }
 
 // decide applies R-IN3 to a review of a token presented for pod (row).
+//
+// A live row without a pod uid is one whose pod the controller created but
+// has not recorded yet — a controller killed between the create and the
+// write, or a pod that pushes before the watch reports it. Its push cannot
+// be bound to the pod yet, but will be within seconds: unbound (503), never
+// cached, never 403, which would fail the pod's push for good.
 func (c *cluster) decide(res reviewResult, row store.WorkPod) verdict {
 	if !res.authenticated {
 		return unauthorized
 	}
 	if !slices.Contains(res.audiences, c.Audience) ||
 		res.username != "system:serviceaccount:"+c.Namespace+":"+c.ServiceAccount ||
-		!slices.Equal(res.podName, []string{row.ID}) ||
-		row.PodUID == "" || !slices.Equal(res.podUID, []string{row.PodUID}) {
+		!slices.Equal(res.podName, []string{row.ID}) {
+		return forbidden
+	}
+	switch {
+	case row.PodUID == "" && row.State.Live() && len(res.podUID) == 1:
+		return unbound
+	case row.PodUID == "" || !slices.Equal(res.podUID, []string{row.PodUID}):
 		return forbidden
 	}
 	return accepted
@@ -126,6 +138,7 @@ func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.
 	case forbidden:
 		h.negative.Put(forbidKey(hash, c.Name, row), struct{}{}, now.Add(h.opts.NegativeTTL))
 	}
+	// unbound is not cached: the next request reads the row afresh.
 	return v
 }
 
