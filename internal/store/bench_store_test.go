@@ -17,12 +17,15 @@ import (
 
 // BenchmarkStoreVsRawSQL measures work-pod inserts and state updates per
 // second through the store, on SQLite and on PostgreSQL, against raw SQL on
-// the same database and connection settings: the same INSERT for inserts,
-// and one UPDATE statement for state updates, which the store makes with
-// TransitionWorkPod (one conditional UPDATE … RETURNING). UpdateWorkPod,
-// the read-modify-write transaction kept for updates that depend on more
-// than the state, is reported beside it. One goroutine; store and raw
-// alternate in chunks so drift hits both alike.
+// the same database and connection settings running the same statements:
+// the same INSERT for inserts, and for state updates the statement
+// TransitionWorkPod runs (a compare-and-set UPDATE … RETURNING the row,
+// which the event stream publishes), so the ratio is the store's own cost.
+// What that statement costs against a bare UPDATE (no state check, nothing
+// returned) is reported beside it, and so is UpdateWorkPod, the
+// read-modify-write transaction kept for updates that depend on more than
+// the state. One goroutine; store and raw alternate in chunks so drift
+// hits both alike.
 func BenchmarkStoreVsRawSQL(b *testing.B) {
 	const n, chunk = 2000, 100
 	for b.Loop() {
@@ -47,12 +50,13 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 	defer raw.Close()
 	insert := `INSERT INTO work_pods (id, cluster, created_at, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	update := `UPDATE work_pods SET state = ?, updated_at = ? WHERE id = ?`
+	update := `UPDATE work_pods SET updated_at = ?, state = ? WHERE id = ? AND state IN (?) RETURNING ` + store.PodColumnsWithoutSpec
+	bare := `UPDATE work_pods SET state = ?, updated_at = ? WHERE id = ?`
 	if pg {
-		insert, update = dollars(insert), dollars(update)
+		insert, update, bare = dollars(insert), dollars(update), dollars(bare)
 	}
 
-	var storeIns, rawIns, storeUpd, rawUpd, rmwUpd time.Duration
+	var storeIns, rawIns, storeUpd, rawUpd, bareUpd, rmwUpd time.Duration
 	timed := func(total *time.Duration, from int, op func(i int) error) {
 		start := time.Now()
 		for i := from; i < from+chunk; i++ {
@@ -79,13 +83,24 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 		_, err := st.UpdateWorkPod(ctx, fmt.Sprintf("s-%d", i), func(p *store.WorkPod) error { p.State = store.StateSucceeded; return nil })
 		return err
 	}
+	cols := make([]any, strings.Count(store.PodColumnsWithoutSpec, ",")+1)
+	dest := make([]any, len(cols))
+	for i := range cols {
+		dest[i] = &cols[i]
+	}
 	rawUpdate := func(i int) error {
-		res, err := raw.ExecContext(ctx, update, "running", time.Now().UnixNano(), fmt.Sprintf("r-%d", i))
+		if err := raw.QueryRowContext(ctx, update, time.Now().UnixNano(), "running", fmt.Sprintf("r-%d", i), "pending").Scan(dest...); err != nil {
+			return fmt.Errorf("raw update of r-%d: %w", i, err)
+		}
+		return nil
+	}
+	bareUpdate := func(i int) error {
+		res, err := raw.ExecContext(ctx, bare, "succeeded", time.Now().UnixNano(), fmt.Sprintf("r-%d", i))
 		if err != nil {
 			return err
 		}
 		if k, err := res.RowsAffected(); err != nil || k != 1 {
-			return fmt.Errorf("raw update of r-%d: %d rows, %w", i, k, err)
+			return fmt.Errorf("bare update of r-%d: %d rows, %w", i, k, err)
 		}
 		return nil
 	}
@@ -109,10 +124,11 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 			timed(&rawUpd, from, rawUpdate)
 		}
 		timed(&rmwUpd, from, rmwUpdate)
+		timed(&bareUpd, from, bareUpdate)
 	}
 	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
-	b.Logf("%s: inserts %.0f/s (raw %.0f/s), state updates %.0f/s (raw %.0f/s), read-modify-write updates %.0f/s",
-		name, rate(storeIns), rate(rawIns), rate(storeUpd), rate(rawUpd), rate(rmwUpd))
+	b.Logf("%s: inserts %.0f/s (raw %.0f/s), state updates %.0f/s (raw, the same statement %.0f/s; a bare UPDATE %.0f/s), read-modify-write updates %.0f/s",
+		name, rate(storeIns), rate(rawIns), rate(storeUpd), rate(rawUpd), rate(bareUpd), rate(rmwUpd))
 	method := fmt.Sprintf("%d work pods, one goroutine, store and raw SQL alternating in chunks of %d (which goes first alternating too) on the same database", n, chunk)
 	if pg {
 		method += " (throwaway PostgreSQL server from pgtest, fsync off)"
@@ -123,18 +139,26 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 		benchreport.Record{ID: "store", Case: name + " inserts", Unit: "rows/s", Value: rate(storeIns), Goal: "≥ 0.8×",
 			Method: method + "; raw: the same INSERT"}.WithBaseline("raw SQL", rate(rawIns)),
 		benchreport.Record{ID: "store", Case: name + " state updates", Unit: "updates/s", Value: rate(storeUpd), Goal: "≥ 0.8×",
-			Method: method + "; store: TransitionWorkPod pending → running (one conditional UPDATE … RETURNING the row); raw: one UPDATE statement"}.WithBaseline("raw SQL", rate(rawUpd)),
+			Method: method + "; store: TransitionWorkPod pending → running; raw: the statement it runs (UPDATE … WHERE id = ? AND state IN (?) RETURNING the row without its spec), scanned into []any"}.WithBaseline("raw SQL", rate(rawUpd)),
 	}
 	for _, r := range rows {
 		if err := benchreport.Append(r.Judged(r.Ratio >= 0.8)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	// Reported, not judged: the general read-modify-write path.
-	rmw := benchreport.Record{ID: "store", Case: name + " read-modify-write updates (reported)", Unit: "updates/s", Value: rate(rmwUpd), Goal: "report",
-		Method: method + "; store: UpdateWorkPod running → succeeded (one transaction: read the row, call fn, write); raw: one UPDATE statement"}.WithBaseline("raw SQL", rate(rawUpd))
-	if err := benchreport.Append(rmw); err != nil {
-		b.Fatal(err)
+	// Reported, not judged: what the compare-and-set and the returned row
+	// cost against the cheapest UPDATE, and the general read-modify-write
+	// path, both against that bare UPDATE.
+	reported := []benchreport.Record{
+		benchreport.Record{ID: "store", Case: name + " state updates vs a bare UPDATE (reported)", Unit: "updates/s", Value: rate(storeUpd), Goal: "report",
+			Method: method + "; store: TransitionWorkPod pending → running; raw: UPDATE … SET state, updated_at WHERE id = ? (no state check, nothing returned)"}.WithBaseline("bare UPDATE", rate(bareUpd)),
+		benchreport.Record{ID: "store", Case: name + " read-modify-write updates (reported)", Unit: "updates/s", Value: rate(rmwUpd), Goal: "report",
+			Method: method + "; store: UpdateWorkPod running → succeeded (one transaction: read the row, call fn, write); raw: the bare UPDATE"}.WithBaseline("bare UPDATE", rate(bareUpd)),
+	}
+	for _, r := range reported {
+		if err := benchreport.Append(r); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
