@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,4 +165,19 @@ func retryUntil(ctx context.Context, f func() (bool, error)) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// logTail returns the last n lines of pod's collected log, or why there is
+// none: a failed row's log says why its pod failed, which the row's reason
+// ("Error") does not.
+func (c *client) logTail(ctx context.Context, pod string, n int) string {
+	code, _, log, err := c.do(ctx, http.MethodGet, "/api/pods/"+pod+"/artifacts/log", nil)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("(log not read: %v)", err)
+	case code != http.StatusOK:
+		return fmt.Sprintf("(log not read: status %d)", code)
+	}
+	lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
+	return "  " + strings.Join(lines[max(0, len(lines)-n):], "\n  ")
 }

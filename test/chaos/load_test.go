@@ -296,7 +296,7 @@ func (w *wave) finish(ctx context.Context, within time.Duration) outcome {
 		case r.State == "failed":
 			o.Failed++
 			o.Lost++
-			problem("row %s failed: %s", j.ID, r.Reason)
+			problem("row %s failed: %s; its log ends:\n%s", j.ID, r.Reason, w.c.logTail(ctx, j.ID, 15))
 		default:
 			o.Lost++
 			problem("row %s ended %s (%s), log collected %v", j.ID, r.State, r.Reason, r.LogCollected)
