@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -158,7 +161,8 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pod log dir: %w", err)
 	}
-	base, err := os.MkdirTemp("", "crucible-pods-"+sp.Name+"-")
+	removeStalePodDirs(os.TempDir(), log)
+	base, err := os.MkdirTemp("", podDirPrefix+sp.Name+"-"+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create pod dir: %w", err)
 	}
@@ -175,6 +179,46 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 		cfg: cfg, spoke: sp.Name, node: sp.Node, client: client, logDir: logDir, podBase: base,
 		caBundle: bundle, log: log, ctx: ctx, pods: map[types.UID]*podRun{},
 	}, nil
+}
+
+// podDirPrefix starts the name of a node's pod directory in the system's
+// temp dir: podDirPrefix + spoke + "-" + pid + "-" + random. The pid names
+// the process that made it, so a later stack can remove the directories of
+// one that was killed before its cleanup ran.
+const podDirPrefix = "crucible-pods-"
+
+// removeStalePodDirs removes the pod directories in tmp whose process is
+// gone (a test binary or `crucible dev` killed with SIGKILL): they hold
+// volumes, possibly secrets, and nobody else would ever remove them.
+func removeStalePodDirs(tmp string, log func(string, ...any)) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, podDirPrefix) {
+			continue
+		}
+		parts := strings.Split(name, "-")
+		if len(parts) < 5 {
+			continue // an older name without the pid: not ours to judge
+		}
+		pid, err := strconv.Atoi(parts[len(parts)-2])
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(tmp, name)); err == nil {
+			log("devstack: removed %s, left by process %d which is gone", name, pid)
+		}
+	}
+}
+
+// processAlive reports whether pid exists (signal 0 checks without
+// sending; EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // systemRoots are where Go (and OpenSSL) look for the system's CA bundle on
