@@ -32,9 +32,11 @@ const sampleSettle = time.Minute
 func runSample(cmd *cobra.Command, stack *devstack.Stack) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	c := newAPIClient(stack.Federation.ControllerInternalURL)
-	var wp api.WorkPod
+	// The same submit as `crucible submit`: one idempotency key, resent on
+	// no answer (a controller still starting) without making two turns.
 	req := api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", sampleScript}}
-	if err := c.do(ctx, http.MethodPost, "/api/pods", req, &wp); err != nil {
+	wp, err := c.submit(ctx, req, newIdempotencyKey(), cmd.ErrOrStderr())
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\nsample turn %s submitted to %s; its log, live:\n", wp.ID, wp.Cluster)
