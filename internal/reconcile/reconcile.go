@@ -147,9 +147,7 @@ const startupPage = 1000
 // PendingGrace are judged after it (recheck). The rows are read a page at a
 // time (keyset pages, so a row marked lost meanwhile shifts nothing).
 func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
-	pods := r.cache(cluster)
-	total, resumed, lost := 0, 0, 0
-	var young []store.WorkPod
+	var t startupTally
 	f := store.Filter{Cluster: cluster, States: store.LiveStates, WithoutSpec: true, Limit: startupPage}
 	for {
 		rows, err := r.Store.ListWorkPods(ctx, f)
@@ -157,29 +155,9 @@ func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 			r.Log.Error("startup reconcile: list rows", "cluster", cluster, "error", err)
 			return
 		}
-		total += len(rows)
+		t.rows += len(rows)
 		for _, row := range rows {
-			if !row.CreatedAt.Before(r.started) {
-				continue // dispatched after the loops started; its own events drive it
-			}
-			switch pod, err := pods.get(row.ID); {
-			case err != nil:
-				r.Log.Error("startup reconcile: read pod cache", "cluster", cluster, "pod", row.ID, "error", err)
-				continue // never judged on a cache that cannot answer
-			case pod != nil:
-				r.queue.Add(key{Cluster: cluster, Name: row.ID})
-				resumed++
-				continue
-			}
-			if time.Since(row.CreatedAt) < r.PendingGrace {
-				young = append(young, row) // another replica may be creating its pod right now
-				continue
-			}
-			if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
-				r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
-				continue
-			}
-			lost++
+			r.startupJudge(ctx, cluster, row, &t)
 		}
 		if len(rows) < startupPage {
 			break
@@ -187,8 +165,39 @@ func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 		last := rows[len(rows)-1]
 		f.After = &store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", total, "resumed", resumed, "lost", lost, "deferred", len(young))
-	r.recheck(ctx, cluster, young)
+	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", t.rows, "resumed", t.resumed, "lost", t.lost, "deferred", len(t.young))
+	r.recheck(ctx, cluster, t.young)
+}
+
+// startupTally is what the startup reconcile did with a cluster's rows.
+type startupTally struct {
+	rows, resumed, lost int
+	young               []store.WorkPod // judged after PendingGrace
+}
+
+// startupJudge resumes, defers or loses one live row at startup.
+func (r *Reconciler) startupJudge(ctx context.Context, cluster string, row store.WorkPod, t *startupTally) {
+	if !row.CreatedAt.Before(r.started) {
+		return // dispatched after the loops started; its own events drive it
+	}
+	switch pod, err := r.cache(cluster).get(row.ID); {
+	case err != nil:
+		r.Log.Error("startup reconcile: read pod cache", "cluster", cluster, "pod", row.ID, "error", err)
+		return // never judged on a cache that cannot answer
+	case pod != nil:
+		r.queue.Add(key{Cluster: cluster, Name: row.ID})
+		t.resumed++
+		return
+	}
+	if time.Since(row.CreatedAt) < r.PendingGrace {
+		t.young = append(t.young, row) // another replica may be creating its pod right now
+		return
+	}
+	if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
+		r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
+		return
+	}
+	t.lost++
 }
 
 // recheck judges rows whose submit may have been in flight at startup once
