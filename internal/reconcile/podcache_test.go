@@ -109,17 +109,13 @@ func TestCachePod(t *testing.T) {
 	}
 }
 
-// TestCachedPodMeta: the informer's key functions and meta.Accessor read a
-// cached pod as they read the pod, tombstones included, and a copy shares
-// nothing.
+// TestCachedPodMeta: the informer's key function and meta.Accessor read a
+// cached pod as they read the pod, and a copy shares nothing.
 func TestCachedPodMeta(t *testing.T) {
 	pod := fullPod()
 	c := inCache(pod)
-	for _, obj := range []any{c, cache.DeletedFinalStateUnknown{Key: "loops/turn-1", Obj: c}} {
-		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-		if err != nil || k != "loops/turn-1" {
-			t.Errorf("key of %T = %q, %v; want loops/turn-1", obj, k, err)
-		}
+	if k, err := cache.MetaNamespaceKeyFunc(c); err != nil || k != "loops/turn-1" {
+		t.Errorf("key = %q, %v; want loops/turn-1", k, err)
 	}
 	m, err := meta.Accessor(c)
 	if err != nil {
