@@ -1,19 +1,23 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"crucible.dev/crucible/internal/controller"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httpserve"
 )
 
 func newControllerCmd() *cobra.Command {
 	var (
 		config      string
 		leaderElect bool
+		pprofListen string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller --config crucible.toml",
@@ -38,10 +42,23 @@ Several replicas (HA) share one PostgreSQL store with --leader-elect (or
 and live logs, and keeps artifacts in PostgreSQL; the replica holding the hub Lease
 [leader_election] runs await, log collection, startup reconcile and the sweep. A
 leader that loses its lease stops those loops and exits non-zero, to restart as a
-follower. SQLite serves one replica only.`,
-		Example: `  crucible controller --config /etc/crucible/crucible.toml`,
-		Args:    cobra.NoArgs,
+follower. SQLite serves one replica only.
+
+With --pprof-listen HOST:PORT the controller also serves Go's profiler
+(/debug/pprof/: heap, allocs, goroutine, profile, trace, ...) over plain HTTP
+on a listener of its own, off by default. HOST must be loopback (127.0.0.1,
+::1 or localhost): a heap profile holds the process's memory, tokens included.
+Reach it through kubectl port-forward, e.g.
+  go tool pprof http://127.0.0.1:6060/debug/pprof/heap`,
+		Example: `  crucible controller --config /etc/crucible/crucible.toml
+  crucible controller --config crucible.toml --pprof-listen 127.0.0.1:6060`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pprofListen != "" {
+				if err := pprofListenError(pprofListen); err != nil {
+					return err
+				}
+			}
 			p, err := fleet.Load(config)
 			if err != nil {
 				return err
@@ -53,10 +70,45 @@ follower. SQLite serves one replica only.`,
 				}
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
-			return controller.Run(cmd.Context(), p, log)
+			return runController(cmd.Context(), p, pprofListen, log)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "crucible.toml", "the controller's profile (TOML)")
 	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "run the reconcile loops only while holding the hub Lease (several replicas on PostgreSQL); same as [controller] leader_elect")
+	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "loopback HOST:PORT to serve Go's profiler (/debug/pprof/) on, plain HTTP; off when empty")
 	return cmd
+}
+
+// runController runs the controller and, when pprofListen is set, Go's
+// profiler beside it (withPprof).
+func runController(ctx context.Context, p *fleet.Profile, pprofListen string, log *slog.Logger) error {
+	run := func(ctx context.Context) error { return controller.Run(ctx, p, log) }
+	if pprofListen == "" {
+		return run(ctx)
+	}
+	return withPprof(ctx, pprofListen, log, run)
+}
+
+// withPprof runs run with Go's profiler served on addr, a listener of its
+// own (never the API's or the spokes' listeners, which carry tokens). They
+// end together: run's return stops the profiler, and a profiler that cannot
+// listen stops run — it was asked for.
+func withPprof(ctx context.Context, addr string, log *slog.Logger, run func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer cancel()
+		return run(gctx)
+	})
+	g.Go(func() error {
+		// No write timeout: a CPU profile or trace writes for as long as
+		// its ?seconds= asks.
+		opts := httpserve.Options{Name: "pprof", Addr: addr, InsecureHTTP: true}
+		if err := httpserve.ListenAndServe(gctx, opts, pprofHandler(), log); err != nil {
+			return fmt.Errorf("--pprof-listen: %w", err)
+		}
+		return nil
+	})
+	return g.Wait()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -170,11 +169,7 @@ func opsHandler(metrics http.Handler, withPprof bool) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", metrics)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	handlePprof(mux)
 	return mux
 }
 

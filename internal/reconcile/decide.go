@@ -58,7 +58,7 @@ type syncFacts struct {
 	Row *store.WorkPod
 	// Pod is the pod in the cluster's informer cache; nil when it is not
 	// there (deleted, or never created).
-	Pod *corev1.Pod
+	Pod *cachedPod
 }
 
 // decideSync decides what one queued pod event means for its row.
@@ -78,7 +78,7 @@ func decideSync(f syncFacts) syncAction {
 	case row.PodUID != "" && row.PodUID != string(pod.UID):
 		return syncAction{} // an older or foreign pod of that name; the sweep decides
 	}
-	switch pod.Status.Phase {
+	switch pod.Phase {
 	case corev1.PodSucceeded, corev1.PodFailed:
 		if row.State.Terminal() && (row.LogCollected || row.State == store.StateCancelled) {
 			return syncAction{} // recorded already; a cancelled pod's log is not collected
@@ -94,7 +94,7 @@ func decideSync(f syncFacts) syncAction {
 // advanceTo moves the row up to `to` — unless the row as read needs no
 // change, the common case for a pod's many status updates: no store write.
 // The write re-checks against the row as it is then (advance).
-func advanceTo(row *store.WorkPod, pod *corev1.Pod, to store.State) syncAction {
+func advanceTo(row *store.WorkPod, pod *cachedPod, to store.State) syncAction {
 	probe := *row
 	if !advance(&probe, pod.UID, to) {
 		return syncAction{}

@@ -73,7 +73,7 @@ func TestDecideSync(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decideSync(syncFacts{Cluster: "wharf", Row: tt.row, Pod: tt.pod})
+			got := decideSync(syncFacts{Cluster: "wharf", Row: tt.row, Pod: inCache(tt.pod)})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("decideSync (-want +got):\n%s", diff)
 			}

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -34,7 +33,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	}
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	addPod := func(name string) {
-		if err := indexer.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "loops"}}); err != nil {
+		if err := indexer.Add(inCache(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "loops"}})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,7 +43,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 			Store: st, PendingGrace: grace, Log: slog.New(slog.DiscardHandler),
 			started: time.Now().Add(time.Second), // every row predates this leader
 			queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
-			listers: map[string]corelisters.PodNamespaceLister{"wharf": corelisters.NewPodLister(indexer).Pods("loops")},
+			caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
 		}
 	}
 	state := func(id string) store.State {

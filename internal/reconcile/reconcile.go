@@ -16,11 +16,9 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -56,7 +54,7 @@ type Reconciler struct {
 	started time.Time
 	queue   workqueue.TypedRateLimitingInterface[key]
 	mu      sync.RWMutex
-	listers map[string]corelisters.PodNamespaceLister
+	caches  map[string]podCache
 }
 
 // key names one pod on one cluster.
@@ -77,7 +75,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	}
 	r.started = time.Now()
 	r.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
-	r.listers = map[string]corelisters.PodNamespaceLister{}
+	r.caches = map[string]podCache{}
 	var wg sync.WaitGroup
 	for _, c := range r.Clients.All() {
 		r.watch(ctx, c, &wg)
@@ -98,25 +96,20 @@ func (r *Reconciler) Start(ctx context.Context) error {
 }
 
 // watch starts cluster c's informer. Its first LIST is the startup
-// reconcile's list: one per cluster, however many rows and pods.
+// reconcile's list: one per cluster, however many rows and pods. The cache
+// holds cachedPods (cachePod) and no index: it is read by name only.
 func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGroup) {
 	name := c.Entry.Name
 	selector := Selector(r.Instance).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(c.Kube, 0,
-		informers.WithNamespace(c.Entry.LoopNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	podInformer := factory.Core().V1().Pods()
-	inf := podInformer.Informer()
-	if err := inf.SetTransform(slimPod); err != nil {
+	inf := coreinformers.NewFilteredPodInformer(c.Kube, c.Entry.LoopNamespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	if err := inf.SetTransform(cachePod); err != nil {
 		r.Log.Error("set pod transform", "cluster", name, "error", err)
 		return
 	}
 	enqueue := func(obj any) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		if pod, ok := obj.(*corev1.Pod); ok {
-			r.queue.Add(key{Cluster: name, Name: pod.Name})
+		if pod, ok := eventPodName(obj); ok {
+			r.queue.Add(key{Cluster: name, Name: pod})
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -131,53 +124,80 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 		r.Log.Warn("watch pods failed; retrying", "cluster", name, "error", err)
 	})
 	r.mu.Lock()
-	r.listers[name] = podInformer.Lister().Pods(c.Entry.LoopNamespace)
+	r.caches[name] = podCache{indexer: inf.GetIndexer(), namespace: c.Entry.LoopNamespace}
 	r.mu.Unlock()
-	factory.Start(ctx.Done())
+	wg.Go(func() { inf.RunWithContext(ctx) })
 	wg.Go(func() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return
 		}
 		r.startupReconcile(ctx, name)
 	})
-	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
 }
+
+// startupPage is how many rows the startup reconcile reads at a time: with
+// 50,000 live rows on a cluster, holding them all at once would cost tens of
+// MiB for the reconcile's few seconds.
+const startupPage = 1000
 
 // startupReconcile attributes the rows of cluster that were live when the
 // reconciler started to the pods its first list returned: found ones are
 // queued (and so resumed, never re-dispatched); missing ones are lost — the
 // list succeeded, so their pods are confirmed gone. Rows younger than
-// PendingGrace are judged after it (recheck).
+// PendingGrace are judged after it (recheck). The rows are read a page at a
+// time (keyset pages, so a row marked lost meanwhile shifts nothing).
 func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
-	rows, err := r.Store.ListWorkPods(ctx, store.Filter{Cluster: cluster, States: store.LiveStates, WithoutSpec: true})
-	if err != nil {
-		r.Log.Error("startup reconcile: list rows", "cluster", cluster, "error", err)
+	var t startupTally
+	f := store.Filter{Cluster: cluster, States: store.LiveStates, WithoutSpec: true, Limit: startupPage}
+	for {
+		rows, err := r.Store.ListWorkPods(ctx, f)
+		if err != nil {
+			r.Log.Error("startup reconcile: list rows", "cluster", cluster, "error", err)
+			return
+		}
+		t.rows += len(rows)
+		for _, row := range rows {
+			r.startupJudge(ctx, cluster, row, &t)
+		}
+		if len(rows) < startupPage {
+			break
+		}
+		last := rows[len(rows)-1]
+		f.After = &store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", t.rows, "resumed", t.resumed, "lost", t.lost, "deferred", len(t.young))
+	r.recheck(ctx, cluster, t.young)
+}
+
+// startupTally is what the startup reconcile did with a cluster's rows.
+type startupTally struct {
+	rows, resumed, lost int
+	young               []store.WorkPod // judged after PendingGrace
+}
+
+// startupJudge resumes, defers or loses one live row at startup.
+func (r *Reconciler) startupJudge(ctx context.Context, cluster string, row store.WorkPod, t *startupTally) {
+	if !row.CreatedAt.Before(r.started) {
+		return // dispatched after the loops started; its own events drive it
+	}
+	switch pod, err := r.cache(cluster).get(row.ID); {
+	case err != nil:
+		r.Log.Error("startup reconcile: read pod cache", "cluster", cluster, "pod", row.ID, "error", err)
+		return // never judged on a cache that cannot answer
+	case pod != nil:
+		r.queue.Add(key{Cluster: cluster, Name: row.ID})
+		t.resumed++
 		return
 	}
-	lister := r.lister(cluster)
-	resumed, lost := 0, 0
-	var young []store.WorkPod
-	for _, row := range rows {
-		if !row.CreatedAt.Before(r.started) {
-			continue // dispatched after the loops started; its own events drive it
-		}
-		if _, err := lister.Get(row.ID); err == nil {
-			r.queue.Add(key{Cluster: cluster, Name: row.ID})
-			resumed++
-			continue
-		}
-		if time.Since(row.CreatedAt) < r.PendingGrace {
-			young = append(young, row) // another replica may be creating its pod right now
-			continue
-		}
-		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
-			r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
-			continue
-		}
-		lost++
+	if time.Since(row.CreatedAt) < r.PendingGrace {
+		t.young = append(t.young, row) // another replica may be creating its pod right now
+		return
 	}
-	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", len(rows), "resumed", resumed, "lost", lost, "deferred", len(young))
-	r.recheck(ctx, cluster, young)
+	if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
+		r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
+		return
+	}
+	t.lost++
 }
 
 // recheck judges rows whose submit may have been in flight at startup once
@@ -199,9 +219,13 @@ func (r *Reconciler) recheck(ctx context.Context, cluster string, rows []store.W
 		return
 	case <-time.After(time.Until(last.Add(r.PendingGrace))):
 	}
-	lister := r.lister(cluster)
+	pods := r.cache(cluster)
 	for _, row := range rows {
-		if _, err := lister.Get(row.ID); err == nil {
+		switch pod, err := pods.get(row.ID); {
+		case err != nil:
+			r.Log.Error("recheck: read pod cache", "cluster", cluster, "pod", row.ID, "error", err)
+			continue
+		case pod != nil:
 			r.queue.Add(key{Cluster: cluster, Name: row.ID})
 			continue
 		}
@@ -211,10 +235,10 @@ func (r *Reconciler) recheck(ctx context.Context, cluster string, rows []store.W
 	}
 }
 
-func (r *Reconciler) lister(cluster string) corelisters.PodNamespaceLister {
+func (r *Reconciler) cache(cluster string) podCache {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.listers[cluster]
+	return r.caches[cluster]
 }
 
 func (r *Reconciler) next(ctx context.Context) bool {
@@ -250,24 +274,3 @@ func (r *Reconciler) markLost(ctx context.Context, id, reason string) error {
 
 // errSkip aborts an UpdateWorkPod whose row needs no change.
 var errSkip = errors.New("no change")
-
-// slimPod keeps of a pod only what the reconciler reads — identity, labels,
-// deletion, phase and container verdicts — so the cache of thousands of pods
-// per cluster costs a fraction of their full objects.
-func slimPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	slim := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			Labels: pod.Labels, CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
-		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase, Reason: pod.Status.Reason, Message: pod.Status.Message},
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		slim.Status.ContainerStatuses = append(slim.Status.ContainerStatuses, corev1.ContainerStatus{Name: cs.Name, State: cs.State})
-	}
-	return slim, nil
-}

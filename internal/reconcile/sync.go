@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
@@ -86,20 +85,17 @@ func (r *Reconciler) readSync(ctx context.Context, k key) (syncFacts, error) {
 	if row.Cluster != k.Cluster {
 		return f, nil // not this cluster's row: its cache is not asked
 	}
-	pod, err := r.lister(k.Cluster).Get(k.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
+	pod, err := r.cache(k.Cluster).get(k.Name)
+	if err != nil {
 		return f, err
-	default:
-		f.Pod = pod
 	}
+	f.Pod = pod
 	return f, nil
 }
 
 // transition moves a live row forward (pending → dispatched → running) and
 // records the pod's uid; it never moves a row backwards (advance).
-func (r *Reconciler) transition(ctx context.Context, id string, pod *corev1.Pod, to store.State) error {
+func (r *Reconciler) transition(ctx context.Context, id string, pod *cachedPod, to store.State) error {
 	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
 		if !advance(p, pod.UID, to) {
 			return errSkip
@@ -119,7 +115,7 @@ func (r *Reconciler) transition(ctx context.Context, id string, pod *corev1.Pod,
 // outcome. The row says LogCollected only once the artifact is stored, and
 // the sweep deletes only collected pods: the log cannot be lost to a delete.
 // decideSync has ruled out a row that recorded its outcome already.
-func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *corev1.Pod) error {
+func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *cachedPod) error {
 	if err := r.collectLog(ctx, row, pod); err != nil {
 		metrics.LogCollections.WithLabelValues(row.Cluster, "error").Inc()
 		return err // requeued with backoff; the pod stays until collected
@@ -140,7 +136,7 @@ func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *corev1.
 	return nil
 }
 
-func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *corev1.Pod) error {
+func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *cachedPod) error {
 	return r.storeLog(ctx, row.ID, func(consume func(io.Reader) error) error {
 		return r.Dispatcher.Logs(ctx, row.Cluster, pod.Namespace, pod.Name, consume)
 	})
@@ -183,27 +179,25 @@ func (r *Reconciler) storeLog(ctx context.Context, podID string, fetch func(cons
 }
 
 // outcome reads the verdict from the work container's terminated state.
-func outcome(pod *corev1.Pod) (store.State, *int32, string) {
+func outcome(pod *cachedPod) (store.State, *int32, string) {
 	state := store.StateSucceeded
-	if pod.Status.Phase == corev1.PodFailed {
+	if pod.Phase == corev1.PodFailed {
 		state = store.StateFailed
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil {
-			code := t.ExitCode
-			reason := ""
-			if state == store.StateFailed {
-				reason = t.Reason
-				if t.Message != "" {
-					reason += ": " + t.Message
-				}
+	if t := pod.Terminated; t != nil {
+		code := t.ExitCode
+		reason := ""
+		if state == store.StateFailed {
+			reason = t.Reason
+			if t.Message != "" {
+				reason += ": " + t.Message
 			}
-			return state, &code, reason
 		}
+		return state, &code, reason
 	}
-	reason := pod.Status.Reason
-	if pod.Status.Message != "" {
-		reason += ": " + pod.Status.Message
+	reason := pod.Reason
+	if pod.Message != "" {
+		reason += ": " + pod.Message
 	}
 	return state, nil, reason
 }

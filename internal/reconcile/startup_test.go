@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"crucible.dev/crucible/internal/store"
+)
+
+// TestStartupReconcilePages: the startup reconcile reads its rows a page at
+// a time and still judges every live row of the cluster once — across page
+// boundaries, with rows marked lost between pages — and no other.
+func TestStartupReconcilePages(t *testing.T) {
+	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	const n = 2*startupPage + 7
+	wantQueued := map[key]bool{}
+	var gone []string
+	for i := range n {
+		id := fmt.Sprintf("p%05d", i)
+		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateRunning, PodUID: "u-" + id}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			gone = append(gone, id)
+			continue
+		}
+		wantQueued[key{Cluster: "wharf", Name: id}] = true
+		if err := indexer.Add(inCache(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: "loops", UID: types.UID("u-" + id)}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	others := []store.WorkPod{
+		{ID: "on-dock", Cluster: "dock", Namespace: "loops", Kind: "turn", State: store.StateRunning, PodUID: "u"},
+		{ID: "done", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending},
+	}
+	for _, row := range others {
+		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.TransitionWorkPod(t.Context(), "done", store.Transition{From: store.LiveStates, To: store.StateCancelled, Finish: true}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{
+		Store: st, Log: slog.New(slog.DiscardHandler),
+		started: time.Now().Add(time.Second),
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
+	}
+	defer r.queue.ShutDown()
+	r.startupReconcile(t.Context(), "wharf")
+
+	if got := r.queue.Len(); got != len(wantQueued) {
+		t.Errorf("queued %d keys, want %d", got, len(wantQueued))
+	}
+	for r.queue.Len() > 0 {
+		k, _ := r.queue.Get()
+		if !wantQueued[k] {
+			t.Errorf("queued %v, not a row with a pod", k)
+		}
+		delete(wantQueued, k)
+		r.queue.Done(k)
+	}
+	if len(wantQueued) != 0 {
+		t.Errorf("%d rows with pods not queued", len(wantQueued))
+	}
+	lost, err := st.ListWorkPods(t.Context(), store.Filter{States: []store.State{store.StateLost}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lostIDs []string
+	for _, row := range lost {
+		lostIDs = append(lostIDs, row.ID)
+	}
+	slices.Sort(lostIDs)
+	if diff := cmp.Diff(gone, lostIDs); diff != "" {
+		t.Errorf("rows lost (-want +got):\n%s", diff)
+	}
+}
