@@ -20,6 +20,7 @@ type sqlStore struct {
 	clock clock
 	// transitions caches TransitionWorkPod's statements by shape.
 	transitions sync.Map
+	stmts       stmts
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -147,7 +148,7 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 	args := append([]any{p.ID, p.Cluster, now, p.Submitter, key, p.RequestSHA256}, rest...)
 	// No conflict target: a taken id and a taken (submitter, key) both
 	// leave the insert a no-op, and conflictOf says which it was.
-	res, err := s.w.ExecContext(ctx, s.d.rebind(`INSERT INTO work_pods
+	res, err := s.exec(ctx, s.w, s.d.rebind(`INSERT INTO work_pods
 		(id, cluster, created_at, submitter, idempotency_key, request_sha256, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`), args...)
@@ -390,7 +391,7 @@ func (s *sqlStore) GetArtifact(ctx context.Context, podID, kind string) (Artifac
 const artifactColumns = `pod_id, kind, size, sha256, source, created_at`
 
 func (s *sqlStore) getArtifact(ctx context.Context, db *sql.DB, podID, kind string) (Artifact, error) {
-	row := db.QueryRowContext(ctx, s.d.rebind(`SELECT `+artifactColumns+`
+	row := s.queryRow(ctx, db, s.d.rebind(`SELECT `+artifactColumns+`
 		FROM artifacts WHERE pod_id = ? AND kind = ?`), podID, kind)
 	a, err := scanArtifact(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -400,7 +401,7 @@ func (s *sqlStore) getArtifact(ctx context.Context, db *sql.DB, podID, kind stri
 }
 
 func (s *sqlStore) ListArtifacts(ctx context.Context, podID string) ([]Artifact, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT `+artifactColumns+`
+	rows, err := s.query(ctx, s.r, s.d.rebind(`SELECT `+artifactColumns+`
 		FROM artifacts WHERE pod_id = ? ORDER BY kind`), podID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of %s: %w", podID, err)
@@ -435,7 +436,7 @@ func scanArtifact(sc scanner) (Artifact, error) {
 }
 
 func (s *sqlStore) Close() error {
-	var errs []error
+	errs := []error{s.stmts.close()}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
 	}

@@ -124,7 +124,7 @@ func (s *sqlStore) transitionWorkPod(ctx context.Context, id string, t Transitio
 	for _, st := range t.From {
 		args = append(args, string(st))
 	}
-	p, err := scanWorkPod(s.w.QueryRowContext(ctx, s.transitionSQL(t), args...))
+	p, err := scanWorkPod(s.queryRow(ctx, s.w, s.transitionSQL(t), args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkPod{}, s.transitionMiss(ctx, id, t.From)
 	}
