@@ -57,6 +57,22 @@ func (f *fakeStore) CreateWorkPod(_ context.Context, p store.WorkPod) error {
 	return nil
 }
 
+func (f *fakeStore) GetWorkPods(_ context.Context, ids []string) (map[string]store.WorkPod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string]store.WorkPod{}
+	for _, id := range ids {
+		if p, ok := f.rows[id]; ok {
+			p.Spec = nil
+			out[id] = p
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeStore) GetWorkPod(_ context.Context, id string) (store.WorkPod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

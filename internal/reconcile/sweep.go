@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/retry"
-	"crucible.dev/crucible/internal/store"
 )
 
 // sweepListTimeout bounds a sweep's list of one page, retries included.
@@ -62,8 +60,9 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 			r.Log.Warn("sweep skipped: list failed", "cluster", cluster, "error", err)
 			return
 		}
+		verdicts := r.verdicts(ctx, cluster, list.Items)
 		for i := range list.Items {
-			r.sweepPod(ctx, cluster, &list.Items[i])
+			r.sweepPod(ctx, cluster, &list.Items[i], verdicts[i])
 		}
 		if list.Continue == "" {
 			return
@@ -88,8 +87,7 @@ func (r *Reconciler) listPage(ctx context.Context, c *fleet.Client, opts metav1.
 }
 
 // sweepPod deletes one listed pod if the sweep's verdict says so.
-func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.Pod) {
-	reason := r.verdict(ctx, cluster, pod)
+func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.Pod, reason sweepVerdict) {
 	if reason == sweepKeep {
 		return
 	}
@@ -101,25 +99,51 @@ func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.P
 	r.Log.Info("sweep deleted pod", "cluster", cluster, "pod", pod.Name, "reason", reason)
 }
 
-// verdict reads what the sweep needs about pod, then decides (decideSweep).
-func (r *Reconciler) verdict(ctx context.Context, cluster string, pod *corev1.Pod) sweepVerdict {
-	return decideSweep(r.readSweep(ctx, cluster, pod), r.Instance, r.OrphanGrace, time.Now())
+// verdicts reads what the sweep needs about a listed page of pods, then
+// decides each (decideSweep).
+func (r *Reconciler) verdicts(ctx context.Context, cluster string, pods []corev1.Pod) []sweepVerdict {
+	facts := r.readSweep(ctx, cluster, pods)
+	out := make([]sweepVerdict, len(facts))
+	now := time.Now()
+	for i, f := range facts {
+		out[i] = decideSweep(f, r.Instance, r.OrphanGrace, now)
+	}
+	return out
 }
 
-// readSweep gathers the row named like a listed pod, if the pod is one the
-// sweep may consider at all.
-func (r *Reconciler) readSweep(ctx context.Context, cluster string, pod *corev1.Pod) sweepFacts {
-	f := sweepFacts{Cluster: cluster, Pod: pod}
-	if !sweepable(pod, r.Instance) {
-		f.RowUnknown = true // not asked
-		return f
+// readSweep gathers the rows named like a page's listed pods, for the pods
+// the sweep may consider at all, in one read of the store (a page is 500
+// pods; one read per pod cost the store a query each, every sweep). Rows
+// that cannot be read leave every pod of the page unknown: kept.
+func (r *Reconciler) readSweep(ctx context.Context, cluster string, pods []corev1.Pod) []sweepFacts {
+	facts := make([]sweepFacts, len(pods))
+	var names []string
+	for i := range pods {
+		facts[i] = sweepFacts{Cluster: cluster, Pod: &pods[i]}
+		if sweepable(&pods[i], r.Instance) {
+			names = append(names, pods[i].Name)
+		} else {
+			facts[i].RowUnknown = true // not asked
+		}
 	}
-	row, err := r.Store.GetWorkPod(ctx, pod.Name)
-	switch {
-	case err == nil:
-		f.Row = &row
-	case !errors.Is(err, store.ErrNotFound):
-		f.RowUnknown = true
+	if len(names) == 0 {
+		return facts
 	}
-	return f
+	rows, err := r.Store.GetWorkPods(ctx, names)
+	if err != nil {
+		r.Log.Warn("sweep: reading the rows of a page failed; its pods are kept", "cluster", cluster, "pods", len(names), "error", err)
+	}
+	for i := range facts {
+		if facts[i].RowUnknown {
+			continue
+		}
+		if err != nil {
+			facts[i].RowUnknown = true
+			continue
+		}
+		if row, ok := rows[pods[i].Name]; ok {
+			facts[i].Row = &row
+		}
+	}
+	return facts
 }

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestSweepVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r := &Reconciler{Store: st, Instance: "hub-1", OrphanGrace: time.Minute}
+	r := &Reconciler{Store: st, Instance: "hub-1", OrphanGrace: time.Minute, Log: slog.New(slog.DiscardHandler)}
 	rows := []store.WorkPod{
 		{ID: "live", Cluster: "wharf", State: store.StateRunning, PodUID: "u-live"},
 		{ID: "collected", Cluster: "wharf", State: store.StateSucceeded, PodUID: "u-collected", LogCollected: true},
@@ -60,15 +61,33 @@ func TestSweepVerdict(t *testing.T) {
 		{"another instance's pod", pod("stray", "u", old, map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-2"}), ""},
 		{"unlabelled pod", pod("stray", "u", old, map[string]string{}), ""},
 	}
-	for _, tc := range cases {
-		if got := r.verdict(t.Context(), "wharf", tc.pod); got != tc.want {
-			t.Errorf("%s: verdict = %q, want %q", tc.name, got, tc.want)
-		}
-	}
 	deleting := pod("stray", "u-stray", old, nil)
 	now := metav1.Now()
 	deleting.DeletionTimestamp = &now
-	if got := r.verdict(t.Context(), "wharf", deleting); got != "" {
-		t.Errorf("pod already being deleted: verdict = %q, want none", got)
+	cases = append(cases, struct {
+		name string
+		pod  *corev1.Pod
+		want sweepVerdict
+	}{"pod already being deleted", deleting, ""})
+	// Each pod alone, then all of them as one listed page (one read of the
+	// store): the same verdicts.
+	var page []corev1.Pod
+	for _, tc := range cases {
+		if got := r.verdicts(t.Context(), "wharf", []corev1.Pod{*tc.pod}); got[0] != tc.want {
+			t.Errorf("%s: verdict = %q, want %q", tc.name, got[0], tc.want)
+		}
+		page = append(page, *tc.pod)
+	}
+	for i, got := range r.verdicts(t.Context(), "wharf", page) {
+		if got != cases[i].want {
+			t.Errorf("%s, in a page: verdict = %q, want %q", cases[i].name, got, cases[i].want)
+		}
+	}
+	// A store that cannot answer keeps every pod of the page.
+	st.Close()
+	for i, got := range r.verdicts(t.Context(), "wharf", page) {
+		if got != sweepKeep {
+			t.Errorf("%s, store closed: verdict = %q, want none", cases[i].name, got)
+		}
 	}
 }

@@ -161,6 +161,10 @@ type Store interface {
 	GetWorkPodByKey(ctx context.Context, submitter, key string) (WorkPod, error)
 	// GetWorkPod returns the pod or ErrNotFound.
 	GetWorkPod(ctx context.Context, id string) (WorkPod, error)
+	// GetWorkPods returns the rows of ids that exist, by id, without their
+	// specs: a few queries for many rows, where one GetWorkPod per row
+	// would cost a round trip each (the sweep reads a listed page's rows).
+	GetWorkPods(ctx context.Context, ids []string) (map[string]WorkPod, error)
 	// ListWorkPods returns the pods matching f, newest first.
 	ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error)
 	// UpdateWorkPod reads the row, calls fn, and writes the result in one

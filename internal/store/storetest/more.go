@@ -190,3 +190,39 @@ func checkErr(t *testing.T, got, want error) {
 		t.Errorf("err = %v, want %v", got, want)
 	}
 }
+
+// GetWorkPods finds the rows that exist — across more ids than one query
+// takes, missing and hostile ids among them — equal to GetWorkPod's but for
+// the spec; none for no ids.
+func testGetMany(t *testing.T, s store.Store) {
+	var ids []string
+	for i := range 1203 {
+		id := fmt.Sprintf("many-%04d", i)
+		ids = append(ids, id)
+		if i%3 == 0 {
+			mustCreate(t, s, pod(id, func(p *store.WorkPod) { p.Spec = []byte(`{"image":"x"}`) }))
+		}
+	}
+	ids = append(ids, "many-0000", "", "x' OR '1'='1", strings.Repeat("z", 10_000))
+	got, err := s.GetWorkPods(t.Context(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 401 {
+		t.Errorf("%d rows, want 401", len(got))
+	}
+	for _, id := range []string{"many-0000", "many-0600", "many-1200"} {
+		want := mustGet(t, s, id)
+		want.Spec = nil
+		if diff := cmp.Diff(want, got[id]); diff != "" {
+			t.Errorf("row %s differs from GetWorkPod's (-want +got):\n%s", id, diff)
+		}
+	}
+	if _, ok := got["many-0001"]; ok {
+		t.Error("a row for an id never created")
+	}
+	none, err := s.GetWorkPods(t.Context(), nil)
+	if err != nil || len(none) != 0 {
+		t.Errorf("no ids: %v, %v; want no rows", none, err)
+	}
+}

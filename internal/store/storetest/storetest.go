@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CreateConflict", testCreateConflict},
 		{"CreateInvalid", testCreateInvalid},
 		{"GetNotFound", testGetNotFound},
+		{"GetMany", testGetMany},
 		{"List", testList},
 		{"ListNegativeLimit", testListNegativeLimit},
 		{"ListPages", testListPages},
