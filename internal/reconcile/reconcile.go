@@ -50,6 +50,10 @@ type Reconciler struct {
 	Log          *slog.Logger
 	// Workers processes the queue concurrently (default 4).
 	Workers int
+	// SweepPage is how many pods one list request of the sweep returns
+	// (default 500): the sweep holds one page of full pods at a time, never
+	// a cluster's 50,000 (hundreds of MiB decoded).
+	SweepPage int64
 
 	started time.Time
 	queue   workqueue.TypedRateLimitingInterface[key]

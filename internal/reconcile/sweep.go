@@ -16,10 +16,8 @@ import (
 // sweepListTimeout bounds a sweep's list of one page, retries included.
 const sweepListTimeout = 15 * time.Second
 
-// sweepPage is how many pods one list request of the sweep returns: the
-// sweep holds one page of full pods at a time, never a cluster's 50,000
-// (hundreds of MiB decoded).
-const sweepPage = 500
+// defaultSweepPage is Reconciler.SweepPage's default.
+const defaultSweepPage = 500
 
 func (r *Reconciler) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(r.SweepInterval)
@@ -52,7 +50,11 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 	if !ok {
 		return
 	}
-	opts := metav1.ListOptions{LabelSelector: Selector(r.Instance).String(), Limit: sweepPage}
+	page := r.SweepPage
+	if page <= 0 {
+		page = defaultSweepPage
+	}
+	opts := metav1.ListOptions{LabelSelector: Selector(r.Instance).String(), Limit: page}
 	for {
 		list, err := r.listPage(ctx, c, opts)
 		if err != nil {
