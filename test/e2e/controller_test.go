@@ -291,6 +291,7 @@ func TestBadSubmissions(t *testing.T) {
 // with an error that names the verb and resource, and leaves nothing behind.
 func TestMissingRBACVerbIsNamed(t *testing.T) {
 	s := devstacktest.Shared(t)
+	began := time.Now()
 	wharf := s.Spoke("wharf")
 	roles := wharf.Client.RbacV1().Roles(devstack.SpokeNamespace)
 	role, err := roles.Get(t.Context(), "crucible-controller", metav1.GetOptions{})
@@ -332,16 +333,26 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 	if code != http.StatusBadGateway || !strings.Contains(string(body), `cannot create resource \"configmaps\"`) {
 		t.Errorf("submit without configmaps create: %d %s, want 502 naming create and configmaps", code, body)
 	}
-	// The failed row is the newest failed one; nothing of it may stay on the
+	// The failed row is the one failed row since this test began whose
+	// reason names configmaps (other tests' rows, also ones that fail while
+	// this test runs, have other reasons); nothing of it may stay on the
 	// spoke (the pod was never created; the dispatcher removes what it did
 	// create). Other tests' objects come and go meanwhile: only this row's
 	// are counted.
-	code, body = apiCall(t, s, http.MethodGet, "/api/pods?state=failed&limit=1", nil)
-	var failed []api.WorkPod
-	if err := json.Unmarshal(body, &failed); code != http.StatusOK || err != nil || len(failed) != 1 || !strings.Contains(failed[0].Reason, "configmaps") {
-		t.Fatalf("the failed row: %d %s (%v)", code, body, err)
+	code, body = apiCall(t, s, http.MethodGet, "/api/pods?state=failed&limit=100", nil)
+	var failed, ours []api.WorkPod
+	if err := json.Unmarshal(body, &failed); code != http.StatusOK || err != nil {
+		t.Fatalf("failed rows: %d %s (%v)", code, body, err)
 	}
-	id := failed[0].ID
+	for _, wp := range failed {
+		if wp.CreatedAt.After(began) && strings.Contains(wp.Reason, "configmaps") {
+			ours = append(ours, wp)
+		}
+	}
+	if len(ours) != 1 {
+		t.Fatalf("failed rows since the test began naming configmaps: %+v, want exactly one", ours)
+	}
+	id := ours[0].ID
 	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return objectsOf(t, wharf, id) == 0, nil
 	})
