@@ -48,3 +48,41 @@ func TestFailStoreUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// A dispatch that fails after creating the pod deletes it again; the watch
+// may see the pod come and go and mark the row lost before the submit
+// records its failure. The row ends failed with the dispatch's reason (what
+// the 502 said), not lost; a row that finished or was cancelled meanwhile
+// keeps its state.
+func TestFailedDispatchOverridesTheWatchsLost(t *testing.T) {
+	for _, c := range []struct {
+		meanwhile store.State
+		want      store.State
+	}{
+		{store.StateLost, store.StateFailed},
+		{store.StateCancelled, store.StateCancelled},
+		{store.StateSucceeded, store.StateSucceeded},
+	} {
+		t.Run(string(c.meanwhile), func(t *testing.T) {
+			f := newFixture(t)
+			f.disp.dispatchErr = errors.New("create configmap: forbidden")
+			f.disp.during = func(id string) {
+				if _, err := f.st.TransitionWorkPod(t.Context(), id, store.Transition{From: store.LiveStates, To: c.meanwhile,
+					Reason: "meanwhile", Finish: true}); err != nil {
+					t.Error(err)
+				}
+			}
+			w := f.do(t, req{method: "POST", path: "/api/pods", token: "tok-admin", body: `{"image":"busybox"}`})
+			if w.Code != http.StatusBadGateway {
+				t.Fatalf("submit: %d %s, want 502", w.Code, w.Body)
+			}
+			rows, err := f.st.ListWorkPods(t.Context(), store.Filter{})
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("rows %+v, %v; want one", rows, err)
+			}
+			if got := rows[0]; got.State != c.want || (c.want == store.StateFailed) != strings.HasPrefix(got.Reason, "dispatch: ") {
+				t.Errorf("row %s (%q), want %s with the dispatch's reason only if failed", got.State, got.Reason, c.want)
+			}
+		})
+	}
+}

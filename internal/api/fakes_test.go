@@ -264,6 +264,9 @@ type fakeDispatcher struct {
 	// hold, when set, keeps every Dispatch waiting (after it is noted)
 	// until it is closed: a dispatch in flight.
 	hold chan struct{}
+	// during, when set, runs inside every Dispatch with the work pod's id:
+	// what others (the watch) do meanwhile.
+	during func(id string)
 }
 
 var _ Dispatcher = (*fakeDispatcher)(nil)
@@ -284,6 +287,9 @@ func (f *fakeDispatcher) Dispatch(_ context.Context, cluster string, w render.Wo
 	f.note("dispatch " + cluster)
 	if f.hold != nil {
 		<-f.hold
+	}
+	if f.during != nil {
+		f.during(w.ID)
 	}
 	if f.dispatchErr != nil {
 		return dispatch.Result{}, f.dispatchErr

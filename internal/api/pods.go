@@ -121,6 +121,13 @@ func specForStore(wp render.WorkPod) ([]byte, error) {
 	return json.Marshal(st)
 }
 
+// dispatchFailable are the states a failed dispatch moves to failed: the
+// live ones, and lost — the dispatcher deletes the pod it made when a later
+// step fails, and the watch, having seen the pod come and go within the
+// dispatch, may mark the row lost ("deleted before it finished") first. The
+// dispatch's error is that row's story, not the watch's guess.
+var dispatchFailable = append(slices.Clone(store.LiveStates), store.StateLost)
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	key, err := idempotencyKey(r)
 	if err != nil {
@@ -186,8 +193,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	res, derr := s.Dispatcher.Dispatch(ctx, cluster.Name, wp)
 	if derr != nil {
 		// The row records the failure unless the pod's own fate was
-		// recorded meanwhile (a watch that saw it, a cancel).
-		_, err := s.Store.TransitionWorkPod(ctx, wp.ID, store.Transition{From: store.LiveStates, To: store.StateFailed,
+		// recorded meanwhile (a watch that saw it finish, a cancel).
+		_, err := s.Store.TransitionWorkPod(ctx, wp.ID, store.Transition{From: dispatchFailable, To: store.StateFailed,
 			Reason: "dispatch: " + spokeMessage(derr), Finish: true})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			s.Log.Error("recording a failed dispatch failed", "pod", wp.ID, "error", err)
