@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,6 +180,33 @@ func (sc scenario) run(t *testing.T) {
 			break
 		}
 		t.Error(p)
+	}
+	if !res.Passed {
+		logTails(t, s)
+	}
+}
+
+// logTails prints what a failed scenario's stack logged last: the
+// controller's and the dev runtime's warnings and errors, so that a failure
+// in CI, whose stack is removed with the test, can be read afterwards.
+func logTails(t *testing.T, s *devstack.Stack) {
+	t.Helper()
+	for _, name := range []string{"crucible-controller", "crucible-dev-runtime"} {
+		data, err := os.ReadFile(filepath.Join(s.Dir, "logs", name+".log"))
+		if err != nil {
+			t.Logf("%s's log: %v", name, err)
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) ||
+				strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") ||
+				(name == "crucible-dev-runtime" && line != "") {
+				keep = append(keep, line)
+			}
+		}
+		keep = keep[max(0, len(keep)-40):]
+		t.Logf("%s's log, its last %d warnings and errors (runtime: last lines):\n%s", name, len(keep), strings.Join(keep, "\n"))
 	}
 }
 
