@@ -289,15 +289,30 @@ func (r *nodeRuntime) awaitDeletion(ctx context.Context, p *podRun, pod *corev1.
 
 // updateStatus applies mutate to the pod's latest status and writes it,
 // retrying conflicts and outages until the pod is gone or the runtime stops.
+// A 403 is retried too, as a kubelet's status manager retries every pod's
+// status until the API server takes it: an API server restarted under load
+// can refuse the node for a moment, and a status given up on leaves the
+// pod running (or pending) forever.
 func (r *nodeRuntime) updateStatus(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	pods := r.client.CoreV1().Pods(pod.Namespace)
+	refused := false
+	retryRefusal := func(err error) error {
+		if !apierrors.IsForbidden(err) {
+			return err
+		}
+		if !refused {
+			refused = true
+			r.log("dev runtime: status of pod %s/%s: %v; retrying", pod.Namespace, pod.Name, err)
+		}
+		return errRetry
+	}
 	err := r.retryAPI(ctx, func(ctx context.Context) error {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return errPodGone
 		}
 		if err != nil {
-			return err
+			return retryRefusal(err)
 		}
 		if cur.UID != pod.UID {
 			return errPodGone
@@ -307,7 +322,7 @@ func (r *nodeRuntime) updateStatus(ctx context.Context, pod *corev1.Pod, mutate 
 		if apierrors.IsNotFound(err) {
 			return errPodGone
 		}
-		return err
+		return retryRefusal(err)
 	})
 	if err != nil && !errors.Is(err, errPodGone) && ctx.Err() == nil {
 		r.log("dev runtime: status of pod %s/%s: %v", pod.Namespace, pod.Name, err)
