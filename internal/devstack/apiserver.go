@@ -71,7 +71,7 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 	return each(all, func(c *Cluster) error {
 		p := s.proc("kube-apiserver-" + c.Name)
 		began := time.Now()
-		err := p.waitReady(ctx, startTimeout, c.ready)
+		err := p.waitReady(ctx, startTimeout, c.Ready)
 		if err != nil {
 			return err
 		}
@@ -181,10 +181,7 @@ func writeWebhookKubeconfig(path string, w *TokenWebhook, stackCA string) error 
 }
 
 // Ready reports whether c's kube-apiserver answers /readyz.
-func (c *Cluster) Ready(ctx context.Context) error { return c.ready(ctx) }
-
-// ready reports whether c's kube-apiserver answers /readyz.
-func (c *Cluster) ready(ctx context.Context) error {
+func (c *Cluster) Ready(ctx context.Context) error {
 	_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	return err
 }

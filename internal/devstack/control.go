@@ -29,7 +29,7 @@ func (s *Stack) StartAPIServer(ctx context.Context, c *Cluster) error {
 }
 
 func (s *Stack) restartAPIServer(ctx context.Context, c *Cluster, args []string) error {
-	return s.restart(ctx, "kube-apiserver-"+c.Name, args, c.ready)
+	return s.restart(ctx, "kube-apiserver-"+c.Name, args, c.Ready)
 }
 
 // RotateServiceAccountKey gives c a new signing key, keeping the old one as a

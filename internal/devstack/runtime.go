@@ -122,6 +122,7 @@ func startRuntime(ctx context.Context, cfg RuntimeConfig, log func(string, ...an
 			_ = os.RemoveAll(n.podBase)
 		}
 	}
+	removeStalePodDirs(os.TempDir(), log)
 	for _, sp := range cfg.Spokes {
 		n, err := newNodeRuntime(rctx, cfg, sp, log)
 		if err != nil {
@@ -161,7 +162,6 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pod log dir: %w", err)
 	}
-	removeStalePodDirs(os.TempDir(), log)
 	base, err := os.MkdirTemp("", podDirPrefix+sp.Name+"-"+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("create pod dir: %w", err)

@@ -98,10 +98,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, cluster string, w render.Work
 func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev1.Pod) (*corev1.Pod, bool, error) {
 	pods := c.Kube.CoreV1().Pods(want.Namespace)
 	var got *corev1.Pod
-	err := retry.Do(ctx, d.Retry, "create-pod", func(ctx context.Context) error {
+	err := d.retry(ctx, c, "create-pod", func(ctx context.Context) error {
 		var err error
 		got, err = pods.Create(ctx, want, metav1.CreateOptions{})
-		return retry.NotReady(ctx, c.Server(), err)
+		return err
 	})
 	if err == nil {
 		return got, false, nil
@@ -109,10 +109,10 @@ func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev
 	if !apierrors.IsAlreadyExists(err) {
 		return nil, false, explain(c.Entry.Name, err)
 	}
-	err = retry.Do(ctx, d.Retry, "get-pod", func(ctx context.Context) error {
+	err = d.retry(ctx, c, "get-pod", func(ctx context.Context) error {
 		var err error
 		got, err = pods.Get(ctx, want.Name, metav1.GetOptions{})
-		return retry.NotReady(ctx, c.Server(), err)
+		return err
 	})
 	if err != nil {
 		return nil, false, explain(c.Entry.Name, err)
@@ -121,6 +121,15 @@ func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev
 		return nil, false, fmt.Errorf("pod %s/%s on %s: %w", got.Namespace, got.Name, c.Entry.Name, ErrNotOurs)
 	}
 	return got, true, nil
+}
+
+// retry runs fn under the dispatcher's retry policy against cluster c, a
+// 403 from c's API server while it is not ready counting as transient
+// (retry.NotReady): every call to a spoke takes the same rule.
+func (d *Dispatcher) retry(ctx context.Context, c *fleet.Client, op string, fn func(context.Context) error) error {
+	return retry.Do(ctx, d.Retry, op, func(ctx context.Context) error {
+		return retry.NotReady(ctx, c.Server(), fn(ctx))
+	})
 }
 
 func sameWorkPod(got, want map[string]string) bool {
@@ -132,9 +141,9 @@ func (d *Dispatcher) createOwned(ctx context.Context, c *fleet.Client, pod *core
 	if cm := objs.ConfigMap; cm != nil {
 		render.Own(cm, pod)
 		cms := c.Kube.CoreV1().ConfigMaps(cm.Namespace)
-		err := retry.Do(ctx, d.Retry, "create-configmap", func(ctx context.Context) error {
+		err := d.retry(ctx, c, "create-configmap", func(ctx context.Context) error {
 			_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
-			return retry.NotReady(ctx, c.Server(), err)
+			return err
 		})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return explain(c.Entry.Name, err)
@@ -143,9 +152,9 @@ func (d *Dispatcher) createOwned(ctx context.Context, c *fleet.Client, pod *core
 	if sec := objs.Secret; sec != nil {
 		render.Own(sec, pod)
 		secrets := c.Kube.CoreV1().Secrets(sec.Namespace)
-		err := retry.Do(ctx, d.Retry, "create-secret", func(ctx context.Context) error {
+		err := d.retry(ctx, c, "create-secret", func(ctx context.Context) error {
 			_, err := secrets.Create(ctx, sec, metav1.CreateOptions{})
-			return retry.NotReady(ctx, c.Server(), err)
+			return err
 		})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return explain(c.Entry.Name, err)
@@ -165,8 +174,8 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
-	err = retry.Do(ctx, d.Retry, "delete-pod", func(ctx context.Context) error {
-		return retry.NotReady(ctx, c.Server(), c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, opts))
+	err = d.retry(ctx, c, "delete-pod", func(ctx context.Context) error {
+		return c.Kube.CoreV1().Pods(namespace).Delete(ctx, name, opts)
 	})
 	if err == nil || apierrors.IsNotFound(err) || (uid != "" && apierrors.IsConflict(err)) {
 		return nil
@@ -185,10 +194,10 @@ func (d *Dispatcher) Logs(ctx context.Context, cluster, namespace, name string, 
 		return err
 	}
 	limit := int64(MaxLogBytes)
-	err = retry.Do(ctx, d.Retry, "pod-log", func(ctx context.Context) error {
+	err = d.retry(ctx, c, "pod-log", func(ctx context.Context) error {
 		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
 		if err != nil {
-			return retry.NotReady(ctx, c.Server(), err)
+			return err
 		}
 		defer rc.Close()
 		return consume(io.LimitReader(rc, limit))

@@ -136,14 +136,11 @@ func (r *Reconciler) readSweep(ctx context.Context, cluster string, pods []corev
 		r.Log.Warn("sweep: reading the rows of a page failed; its pods are kept", "cluster", cluster, "pods", len(names), "error", err)
 	}
 	for i := range facts {
-		if facts[i].RowUnknown {
-			continue
-		}
-		if err != nil {
+		switch row, ok := rows[pods[i].Name]; {
+		case facts[i].RowUnknown:
+		case err != nil:
 			facts[i].RowUnknown = true
-			continue
-		}
-		if row, ok := rows[pods[i].Name]; ok {
+		case ok:
 			facts[i].Row = &row
 		}
 	}
