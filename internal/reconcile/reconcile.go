@@ -91,7 +91,9 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		})
 	}
 	if r.SweepInterval > 0 {
-		wg.Go(func() { r.sweepLoop(ctx) })
+		for _, c := range r.Clients.All() {
+			wg.Go(func() { r.sweepLoop(ctx, c.Entry.Name) })
+		}
 	}
 	<-ctx.Done()
 	r.queue.ShutDown()

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +15,17 @@ import (
 // sweepListTimeout bounds a sweep's list of one page, retries included.
 const sweepListTimeout = 15 * time.Second
 
+// sweepDeleteTimeout bounds one delete of the sweep, retries included. An
+// API server that stops answering between the list and a delete would
+// otherwise hold the delete until the connection's health check gives up.
+const sweepDeleteTimeout = 10 * time.Second
+
 // defaultSweepPage is Reconciler.SweepPage's default.
 const defaultSweepPage = 500
 
-func (r *Reconciler) sweepLoop(ctx context.Context) {
+// sweepLoop sweeps one cluster every SweepInterval. Each cluster has a loop
+// of its own: one whose API server hangs never delays the sweep of another.
+func (r *Reconciler) sweepLoop(ctx context.Context, cluster string) {
 	t := time.NewTicker(r.SweepInterval)
 	defer t.Stop()
 	for {
@@ -27,13 +33,7 @@ func (r *Reconciler) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// Clusters are swept side by side: one whose API server hangs
-			// delays the others by at most its list's bound, not forever.
-			var wg sync.WaitGroup
-			for _, c := range r.Clients.All() {
-				wg.Go(func() { r.Sweep(ctx, c.Entry.Name) })
-			}
-			wg.Wait()
+			r.Sweep(ctx, cluster)
 		}
 	}
 }
@@ -44,7 +44,9 @@ func (r *Reconciler) sweepLoop(ctx context.Context) {
 // stale after an outage — and only on pods that carry crucible's labels. The
 // list is read a page at a time, each page acted on before the next is
 // read (all pages are of one snapshot); a page that cannot be read ends this
-// sweep, and what earlier pages deleted was judged on a successful list.
+// sweep, and what earlier pages deleted was judged on a successful list. A
+// delete that times out ends it too: the cluster stopped answering, and each
+// further delete would wait out its bound; the next sweep judges the rest.
 func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 	c, ok := r.Clients.Get(cluster)
 	if !ok {
@@ -64,7 +66,9 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 		}
 		verdicts := r.verdicts(ctx, cluster, list.Items)
 		for i := range list.Items {
-			r.sweepPod(ctx, cluster, &list.Items[i], verdicts[i])
+			if !r.sweepPod(ctx, cluster, &list.Items[i], verdicts[i]) {
+				return
+			}
 		}
 		if list.Continue == "" {
 			return
@@ -88,17 +92,21 @@ func (r *Reconciler) listPage(ctx context.Context, c *fleet.Client, opts metav1.
 	return list, err
 }
 
-// sweepPod deletes one listed pod if the sweep's verdict says so.
-func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.Pod, reason sweepVerdict) {
+// sweepPod deletes one listed pod if the sweep's verdict says so. It
+// reports whether the sweep may go on: not after a delete that timed out.
+func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.Pod, reason sweepVerdict) bool {
 	if reason == sweepKeep {
-		return
+		return true
 	}
-	if err := r.Dispatcher.Delete(ctx, cluster, pod.Namespace, pod.Name, pod.UID); err != nil {
+	dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
+	defer cancel()
+	if err := r.Dispatcher.Delete(dctx, cluster, pod.Namespace, pod.Name, pod.UID); err != nil {
 		r.Log.Warn("sweep: delete failed", "cluster", cluster, "pod", pod.Name, "error", err)
-		return
+		return dctx.Err() == nil
 	}
 	metrics.SweepDeletions.WithLabelValues(cluster, string(reason)).Inc()
 	r.Log.Info("sweep deleted pod", "cluster", cluster, "pod", pod.Name, "reason", reason)
+	return true
 }
 
 // verdicts reads what the sweep needs about a listed page of pods, then

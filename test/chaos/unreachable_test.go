@@ -44,7 +44,8 @@ func TestChaos3SpokeUnreachable(t *testing.T) {
 }
 
 // unreachable pauses down's API server for at least hold (and until the
-// other spoke's rows are done, within two minutes more), checking what the
+// other spoke's rows are done and down's sweep was skipped and other's swept,
+// within two minutes more), checking what the
 // controller does meanwhile, then continues it and waits until the
 // controller sees the spoke healthy again.
 func unreachable(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, down, other *devstack.Cluster, hold time.Duration) error {
@@ -80,8 +81,20 @@ func unreachable(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, 
 			break
 		}
 		elapsed := time.Since(paused)
-		if elapsed >= hold && (rows.done(other.Name) || elapsed >= hold+2*time.Minute) {
+		if elapsed >= hold+2*time.Minute {
 			break
+		}
+		if elapsed >= hold && rows.done(other.Name) {
+			// The pause lasts until a sweep of down has met it: a sweep that
+			// began just before the pause waits out its bounds first.
+			m, err := scrape(ctx, s.Federation.ControllerMetricsURL)
+			if err != nil {
+				return err
+			}
+			if byLabel(before, m, "crucible_sweep_skipped_total", "cluster")[down.Name] > 0 &&
+				byLabel(before, m, "crucible_sweep_deletions_total", "cluster")[other.Name] > 0 {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
