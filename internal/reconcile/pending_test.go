@@ -42,7 +42,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 		return &Reconciler{
 			Store: st, PendingGrace: grace, Log: slog.New(slog.DiscardHandler),
 			started: time.Now().Add(time.Second), // every row predates this leader
-			queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+			queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())},
 			caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
 		}
 	}
@@ -59,7 +59,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		deadline := time.Now().Add(10 * time.Second)
-		for r.queue.Len() == 0 && time.Now().Before(deadline) { // "present" is queued before the wait begins
+		for r.queues["wharf"].Len() == 0 && time.Now().Before(deadline) { // "present" is queued before the wait begins
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
@@ -68,10 +68,10 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	if got := []store.State{state("arrives"), state("never")}; got[0] != store.StatePending || got[1] != store.StatePending {
 		t.Fatalf("rows of in-flight submits judged before the grace: %v", got)
 	}
-	if item, _ := r.queue.Get(); item != (key{Cluster: "wharf", Name: "present"}) {
+	if item, _ := r.queues["wharf"].Get(); item != (key{Cluster: "wharf", Name: "present"}) {
 		t.Errorf("queued %v, want the present pod", item)
 	}
-	r.queue.ShutDown()
+	r.queues["wharf"].ShutDown()
 
 	// Once it has passed: the pod that came is resumed, the other row lost.
 	addPod("arrives")
@@ -88,10 +88,10 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	if got := state("arrives"); got != store.StatePending {
 		t.Errorf("row whose pod came: %s, want pending (resumed, not judged)", got)
 	}
-	if item, _ := r.queue.Get(); item != (key{Cluster: "wharf", Name: "arrives"}) {
+	if item, _ := r.queues["wharf"].Get(); item != (key{Cluster: "wharf", Name: "arrives"}) {
 		t.Errorf("queued %v, want the pod that came", item)
 	}
-	r.queue.ShutDown()
+	r.queues["wharf"].ShutDown()
 
 	// One replica (no grace): a missing pod is lost at once.
 	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "gone", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateDispatched, PodUID: "u"}); err != nil {
@@ -102,5 +102,5 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	if got := state("gone"); got != store.StateLost {
 		t.Errorf("missing pod with no grace: %s, want lost", got)
 	}
-	r.queue.ShutDown()
+	r.queues["wharf"].ShutDown()
 }

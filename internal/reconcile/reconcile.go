@@ -48,7 +48,11 @@ type Reconciler struct {
 	// has passed. Zero judges every row at once (one replica).
 	PendingGrace time.Duration
 	Log          *slog.Logger
-	// Workers processes the queue concurrently (default 4).
+	// Workers is how many rows of one cluster are synced at a time
+	// (default 4). Each cluster has a queue and workers of its own: a sync
+	// waits on its cluster (a log collection on a spoke that stopped
+	// answering waits out its retries), and one spoke's waits must not hold
+	// up the rows of the others.
 	Workers int
 	// SweepPage is how many pods one list request of the sweep returns
 	// (default 500): the sweep holds one page of full pods at a time, never
@@ -56,9 +60,9 @@ type Reconciler struct {
 	SweepPage int64
 
 	started time.Time
-	queue   workqueue.TypedRateLimitingInterface[key]
 	mu      sync.RWMutex
 	caches  map[string]podCache
+	queues  map[string]workqueue.TypedRateLimitingInterface[key]
 }
 
 // key names one pod on one cluster.
@@ -78,17 +82,21 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		r.Workers = 4
 	}
 	r.started = time.Now()
-	r.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
 	r.caches = map[string]podCache{}
+	r.queues = map[string]workqueue.TypedRateLimitingInterface[key]{}
 	var wg sync.WaitGroup
 	for _, c := range r.Clients.All() {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
+		r.mu.Lock()
+		r.queues[c.Entry.Name] = q
+		r.mu.Unlock()
 		r.watch(ctx, c, &wg)
-	}
-	for range r.Workers {
-		wg.Go(func() {
-			for r.next(ctx) {
-			}
-		})
+		for range r.Workers {
+			wg.Go(func() {
+				for r.next(ctx, q) {
+				}
+			})
+		}
 	}
 	if r.SweepInterval > 0 {
 		for _, c := range r.Clients.All() {
@@ -96,7 +104,11 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		}
 	}
 	<-ctx.Done()
-	r.queue.ShutDown()
+	r.mu.RLock()
+	for _, q := range r.queues {
+		q.ShutDown()
+	}
+	r.mu.RUnlock()
 	wg.Wait()
 	return nil
 }
@@ -115,7 +127,7 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 	}
 	enqueue := func(obj any) {
 		if pod, ok := eventPodName(obj); ok {
-			r.queue.Add(key{Cluster: name, Name: pod})
+			r.enqueue(key{Cluster: name, Name: pod})
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -191,7 +203,7 @@ func (r *Reconciler) startupJudge(ctx context.Context, cluster string, row store
 		r.Log.Error("startup reconcile: read pod cache", "cluster", cluster, "pod", row.ID, "error", err)
 		return // never judged on a cache that cannot answer
 	case pod != nil:
-		r.queue.Add(key{Cluster: cluster, Name: row.ID})
+		r.enqueue(key{Cluster: cluster, Name: row.ID})
 		t.resumed++
 		return
 	}
@@ -232,7 +244,7 @@ func (r *Reconciler) recheck(ctx context.Context, cluster string, rows []store.W
 			r.Log.Error("recheck: read pod cache", "cluster", cluster, "pod", row.ID, "error", err)
 			continue
 		case pod != nil:
-			r.queue.Add(key{Cluster: cluster, Name: row.ID})
+			r.enqueue(key{Cluster: cluster, Name: row.ID})
 			continue
 		}
 		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" after its dispatch timeout"); err != nil {
@@ -247,21 +259,30 @@ func (r *Reconciler) cache(cluster string) podCache {
 	return r.caches[cluster]
 }
 
-func (r *Reconciler) next(ctx context.Context) bool {
-	k, shutdown := r.queue.Get()
+// enqueue queues k on its cluster's queue.
+func (r *Reconciler) enqueue(k key) {
+	r.mu.RLock()
+	q := r.queues[k.Cluster]
+	r.mu.RUnlock()
+	q.Add(k)
+}
+
+// next syncs the next row of one cluster's queue q.
+func (r *Reconciler) next(ctx context.Context, q workqueue.TypedRateLimitingInterface[key]) bool {
+	k, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer r.queue.Done(k)
+	defer q.Done(k)
 	if err := r.sync(ctx, k); err != nil {
 		if ctx.Err() != nil {
 			return true
 		}
 		r.Log.Warn("sync work pod; will retry", "cluster", k.Cluster, "pod", k.Name, "error", err)
-		r.queue.AddRateLimited(k)
+		q.AddRateLimited(k)
 		return true
 	}
-	r.queue.Forget(k)
+	q.Forget(k)
 	return true
 }
 

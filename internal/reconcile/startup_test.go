@@ -60,22 +60,22 @@ func TestStartupReconcilePages(t *testing.T) {
 	r := &Reconciler{
 		Store: st, Log: slog.New(slog.DiscardHandler),
 		started: time.Now().Add(time.Second),
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())},
 		caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
 	}
-	defer r.queue.ShutDown()
+	defer r.queues["wharf"].ShutDown()
 	r.startupReconcile(t.Context(), "wharf")
 
-	if got := r.queue.Len(); got != len(wantQueued) {
+	if got := r.queues["wharf"].Len(); got != len(wantQueued) {
 		t.Errorf("queued %d keys, want %d", got, len(wantQueued))
 	}
-	for r.queue.Len() > 0 {
-		k, _ := r.queue.Get()
+	for r.queues["wharf"].Len() > 0 {
+		k, _ := r.queues["wharf"].Get()
 		if !wantQueued[k] {
 			t.Errorf("queued %v, not a row with a pod", k)
 		}
 		delete(wantQueued, k)
-		r.queue.Done(k)
+		r.queues["wharf"].Done(k)
 	}
 	if len(wantQueued) != 0 {
 		t.Errorf("%d rows with pods not queued", len(wantQueued))

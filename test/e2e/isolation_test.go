@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/reconcile"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/retry"
+	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/testpki"
+)
+
+// A spoke whose pod logs never answer — a node whose kubelet hangs, or an
+// API server gone quiet mid-request — holds up only its own rows: each
+// cluster's rows are synced by workers of their own. With one worker per
+// cluster, wharf's finished pod has its log request held by a proxy in
+// front of wharf's real API server (everything else passes); dock's pod,
+// started after, is still recorded succeeded with its log. With one queue
+// for all clusters the one worker waits on wharf and dock's row never moves.
+func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
+	const instance = "isolation"
+	suffix := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
+
+	held := make(chan string, 64)
+	proxyURL, proxyCA := logHoldingProxy(t, wharf.Server, s.CAFile, held)
+
+	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clients, err := fleet.NewClients([]fleet.ClusterEntry{
+		{Name: "wharf", Server: proxyURL, CAFile: proxyCA, TokenFile: s.Federation.SpokeTokenFiles["wharf"],
+			LoopNamespace: devstack.SpokeNamespace, QPS: 100, Burst: 200},
+		{Name: "dock", Server: dock.Server, CAFile: s.CAFile, TokenFile: s.Federation.SpokeTokenFiles["dock"],
+			LoopNamespace: devstack.SpokeNamespace, QPS: 100, Burst: 200},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Budget: 10 * time.Minute}
+	r := &reconcile.Reconciler{
+		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1,
+		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy},
+		Artifacts:  artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler),
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := r.Start(ctx); err != nil {
+			t.Errorf("reconciler: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-stopped }) // before the proxy closes: its held request ends with this
+
+	run := func(spoke *devstack.Cluster, name string) {
+		t.Helper()
+		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: name, Cluster: spoke.Name, Namespace: devstack.SpokeNamespace,
+			Kind: "turn", State: store.StatePending}); err != nil {
+			t.Fatal(err)
+		}
+		pods := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace)
+		_, err := pods.Create(t.Context(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+				render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance, render.LabelWorkPod: name}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: "x", Command: []string{"sh", "-c", "echo from " + spoke.Name}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pods.Delete(context.WithoutCancel(t.Context()), name, metav1.DeleteOptions{}) })
+	}
+
+	wName, dName := "isolation-w-"+suffix, "isolation-d-"+suffix
+	run(wharf, wName)
+	select {
+	case path := <-held:
+		if !strings.Contains(path, wName) {
+			t.Fatalf("the proxy held %s, want the log of %s", path, wName)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the reconciler never asked for the log of %s, finished on wharf", wName)
+	}
+
+	run(dock, dName)
+	var row store.WorkPod
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		row, err = st.GetWorkPod(ctx, dName)
+		return err == nil && row.State == store.StateSucceeded && row.LogCollected, nil
+	})
+	if err != nil {
+		t.Fatalf("dock's row is %s (log collected %t) while wharf's log request hangs: one spoke held up another's rows", row.State, row.LogCollected)
+	}
+	w, err := st.GetWorkPod(t.Context(), wName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.LogCollected || w.State.Terminal() {
+		t.Errorf("wharf's row is %s (log collected %t) though its log was never served: the test held nothing", w.State, w.LogCollected)
+	}
+}
+
+// logHoldingProxy serves TLS in front of the API server at target and passes
+// every request through, except a pod's log: that is held until its caller
+// gives up, its path sent on held. It returns the proxy's URL and the file
+// of the CA its serving certificate is signed by.
+func logHoldingProxy(t *testing.T, target, targetCAFile string, held chan<- string) (string, string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(targetCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", targetCAFile)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
+	rp.FlushInterval = -1 // watches stream through
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/log") {
+			select {
+			case held <- r.URL.Path:
+			default:
+			}
+			<-r.Context().Done()
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	ca := testpki.NewCA(t, "isolation-proxy")
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "proxy", testpki.Server).Pair(t)}, MinVersion: tls.VersionTLS12}
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL, ca.Write(t, t.TempDir(), "proxy-ca.crt")
+}
