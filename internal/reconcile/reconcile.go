@@ -97,9 +97,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 				}
 			})
 		}
-	}
-	if r.SweepInterval > 0 {
-		for _, c := range r.Clients.All() {
+		if r.SweepInterval > 0 {
 			wg.Go(func() { r.sweepLoop(ctx, c.Entry.Name) })
 		}
 	}

@@ -57,25 +57,26 @@ func TestStartupReconcilePages(t *testing.T) {
 	if _, err := st.TransitionWorkPod(t.Context(), "done", store.Transition{From: store.LiveStates, To: store.StateCancelled, Finish: true}); err != nil {
 		t.Fatal(err)
 	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
 	r := &Reconciler{
 		Store: st, Log: slog.New(slog.DiscardHandler),
 		started: time.Now().Add(time.Second),
-		queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())},
+		queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": q},
 		caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
 	}
-	defer r.queues["wharf"].ShutDown()
+	defer q.ShutDown()
 	r.startupReconcile(t.Context(), "wharf")
 
-	if got := r.queues["wharf"].Len(); got != len(wantQueued) {
+	if got := q.Len(); got != len(wantQueued) {
 		t.Errorf("queued %d keys, want %d", got, len(wantQueued))
 	}
-	for r.queues["wharf"].Len() > 0 {
-		k, _ := r.queues["wharf"].Get()
+	for q.Len() > 0 {
+		k, _ := q.Get()
 		if !wantQueued[k] {
 			t.Errorf("queued %v, not a row with a pod", k)
 		}
 		delete(wantQueued, k)
-		r.queues["wharf"].Done(k)
+		q.Done(k)
 	}
 	if len(wantQueued) != 0 {
 		t.Errorf("%d rows with pods not queued", len(wantQueued))
