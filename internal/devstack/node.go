@@ -30,13 +30,16 @@ func (s *Stack) startNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The runtime binds the kubelet ports first: a port found free is free
+	// only until something else takes it (an outgoing connection's
+	// ephemeral port, another stack), and the agents take seconds to start.
+	if err := s.startRuntime(ctx, kubeletPorts); err != nil {
+		return err
+	}
 	for i, c := range s.Spokes {
 		if err := s.startSpokeAgents(ctx, c, kubeletPorts[i]); err != nil {
 			return err
 		}
-	}
-	if err := s.startRuntime(ctx, kubeletPorts); err != nil {
-		return err
 	}
 	return each(s.Spokes, func(c *Cluster) error { return s.waitSpokeReady(ctx, c) })
 }
