@@ -44,10 +44,10 @@ func TestChaos3SpokeUnreachable(t *testing.T) {
 }
 
 // unreachable pauses down's API server for at least hold (and until the
-// other spoke's rows are done and down's sweep was skipped and other's swept,
-// within two minutes more), checking what the
-// controller does meanwhile, then continues it and waits until the
-// controller sees the spoke healthy again.
+// other spoke's rows are done, a sweep of down was skipped and a pod of other
+// swept, within two minutes more), checking what the controller does
+// meanwhile, then continues it and waits until the controller sees the spoke
+// healthy again.
 func unreachable(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, down, other *devstack.Cluster, hold time.Duration) error {
 	name := "kube-apiserver-" + down.Name
 	before, err := scrape(ctx, s.Federation.ControllerMetricsURL)
