@@ -237,7 +237,7 @@ func (s *Stack) startKubelet(ctx context.Context, dir string) error {
 
 // applySpokeRBAC grants the controller's hub identity exactly R-ID4 on c.
 func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
-	entry := s.clusterEntry(c)
+	entry := s.ClusterEntry(c)
 	for _, obj := range render.SpokeRBAC(entry, HubUsernamePrefix+HubSubject) {
 		if err := createObject(ctx, c, obj); err != nil {
 			return fmt.Errorf("apply controller RBAC on %s: %w", c.Name, err)
@@ -246,7 +246,9 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 	return nil
 }
 
-func (s *Stack) clusterEntry(c *Cluster) fleet.ClusterEntry {
+// ClusterEntry is spoke c as the stack's controller profile names it: its
+// server, the stack's CA and the controller's federated token file.
+func (s *Stack) ClusterEntry(c *Cluster) fleet.ClusterEntry {
 	return fleet.ClusterEntry{
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
 		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
@@ -285,7 +287,7 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 		fmt.Fprintf(&b, "min_free_bytes = %d\n", s.opts.IngestMinFreeBytes)
 	}
 	for _, c := range s.Spokes {
-		e := s.clusterEntry(c)
+		e := s.ClusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
 		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)

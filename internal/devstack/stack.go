@@ -311,10 +311,12 @@ func (s *Stack) prepare() error {
 	return nil
 }
 
-func (s *Stack) logFile(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
+// LogFile is where the stack writes the output of its process name
+// ("crucible-controller", "kube-apiserver-wharf", …).
+func (s *Stack) LogFile(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
 
 func (s *Stack) start(name, path string, args []string) (*process, error) {
-	p, err := startProcess(name, path, args, s.logFile(name), s.opts.Detached)
+	p, err := startProcess(name, path, args, s.LogFile(name), s.opts.Detached)
 	if err != nil {
 		return nil, err
 	}

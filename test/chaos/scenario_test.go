@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -192,16 +191,15 @@ func (sc scenario) run(t *testing.T) {
 func logTails(t *testing.T, s *devstack.Stack) {
 	t.Helper()
 	for _, name := range []string{"crucible-controller", "crucible-dev-runtime"} {
-		data, err := os.ReadFile(filepath.Join(s.Dir, "logs", name+".log"))
+		data, err := os.ReadFile(s.LogFile(name))
 		if err != nil {
 			t.Logf("%s's log: %v", name, err)
 			continue
 		}
 		var keep []string
 		for _, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) ||
-				strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") ||
-				(name == "crucible-dev-runtime" && line != "") {
+			warns := strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) // the controller logs JSON
+			if warns || (name == "crucible-dev-runtime" && line != "") {
 				keep = append(keep, line)
 			}
 		}

@@ -53,12 +53,10 @@ func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{
-		{Name: "wharf", Server: proxyURL, CAFile: proxyCA, TokenFile: s.Federation.SpokeTokenFiles["wharf"],
-			LoopNamespace: devstack.SpokeNamespace, QPS: 100, Burst: 200},
-		{Name: "dock", Server: dock.Server, CAFile: s.CAFile, TokenFile: s.Federation.SpokeTokenFiles["dock"],
-			LoopNamespace: devstack.SpokeNamespace, QPS: 100, Burst: 200},
-	})
+	viaProxy, direct := s.ClusterEntry(wharf), s.ClusterEntry(dock)
+	viaProxy.Server, viaProxy.CAFile = proxyURL, proxyCA
+	viaProxy.QPS, viaProxy.Burst, direct.QPS, direct.Burst = 100, 200, 100, 200
+	clients, err := fleet.NewClients([]fleet.ClusterEntry{viaProxy, direct})
 	if err != nil {
 		t.Fatal(err)
 	}

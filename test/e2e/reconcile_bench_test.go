@@ -82,7 +82,7 @@ func benchStartupReconcile(b *testing.B, perSpoke int) {
 	for _, spoke := range s.Spokes {
 		before[spoke.Name] = podRequests(b, spoke)
 	}
-	logFile := filepath.Join(s.Dir, "logs", "crucible-controller.log")
+	logFile := s.LogFile("crucible-controller")
 	offset := fileSize(b, logFile)
 	b.ResetTimer()
 	start := time.Now()

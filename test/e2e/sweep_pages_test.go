@@ -68,8 +68,9 @@ func TestSweepPages(t *testing.T) {
 		others = append(others, mk(fmt.Sprintf("sweep-pages-other-%d", i), other).Name)
 	}
 
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{{Name: "wharf", Server: wharf.Server, CAFile: s.CAFile,
-		TokenFile: s.Federation.SpokeTokenFiles["wharf"], LoopNamespace: devstack.SpokeNamespace, QPS: 100, Burst: 200}})
+	entry := s.ClusterEntry(wharf)
+	entry.QPS, entry.Burst = 100, 200
+	clients, err := fleet.NewClients([]fleet.ClusterEntry{entry})
 	if err != nil {
 		t.Fatal(err)
 	}
