@@ -144,7 +144,7 @@ func (r *nodeRuntime) emptyLog(p *podRun, pod *corev1.Pod) {
 type podProcess struct {
 	cmd     *exec.Cmd
 	started time.Time
-	exited  chan struct{}
+	exited  chan struct{} // closed once the main process has exited; it is reaped (cmd.Wait) only after its group was killed
 	log     *criLog
 	copiers sync.WaitGroup
 	pipes   []*os.File // read ends, closed if copiers hang
@@ -184,10 +184,14 @@ func (r *nodeRuntime) supervise(ctx context.Context, p *podRun, pod *corev1.Pod,
 	case <-ctx.Done():
 	}
 	// Whatever is left of the group goes with the main process, as a
-	// container's cgroup would.
+	// container's cgroup would. The main process is not reaped before this
+	// (waitExited), so pgid is still this pod's group: once reaped, its
+	// number is free, and a new process — a restarted kube-apiserver of the
+	// stack, another pod — may lead a group of that number.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-proc.exited
 	waitGroupGone(pgid, 5*time.Second)
+	_ = proc.cmd.Wait() // reaps the main process: pgid is no longer ours
 	end.finished = time.Now()
 	proc.stopAux()
 	if ws, ok := proc.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -157,7 +158,7 @@ func (r *nodeRuntime) start(p *podRun, pod *corev1.Pod, dir string, spec execSpe
 	proc.copiers.Add(2)
 	go func() { defer proc.copiers.Done(); log.copy("stdout", outR) }()
 	go func() { defer proc.copiers.Done(); log.copy("stderr", errR) }()
-	go func() { _ = cmd.Wait(); close(proc.exited) }()
+	go func() { waitExited(cmd.Process.Pid); close(proc.exited) }()
 	p.mu.Lock()
 	p.log, p.waiting = log, ""
 	p.mu.Unlock()
@@ -350,4 +351,21 @@ func rewritePaths(env []string, mounts []bindMount) []string {
 		out = append(out, name+"="+v)
 	}
 	return out
+}
+
+// waitExited returns once process pid has exited, without reaping it: the
+// exited process stays a zombie, keeping its pid — and so its process
+// group's id — from being reused until the caller reaps it (cmd.Wait). The
+// runtime kills a pod's group after its main process ended; had the
+// process been reaped first, that kill could reach an unrelated group that
+// took over the number (pids wrap around at 32,768 on many machines, and a
+// chaos run starts tens of thousands of pod processes).
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }

@@ -1,6 +1,12 @@
 package devstack
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,5 +81,34 @@ func TestPodField(t *testing.T) {
 		if _, err := podField(pod, bad); err == nil {
 			t.Errorf("podField(%q): no error", bad)
 		}
+	}
+}
+
+// waitExited leaves the exited process unreaped: its pid, and so the id of
+// the group it leads, stays taken — a group kill sent now cannot reach a
+// process that reused the number — until cmd.Wait reaps it.
+func TestWaitExitedKeepsThePIDUntilReaped(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	waitExited(pid)
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatalf("the exited process was reaped: %v", err)
+	}
+	if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) == 0 || f[0] != "Z" {
+		t.Fatalf("process %d after waitExited: stat %q, want a zombie", pid, stat)
+	}
+	if err := syscall.Kill(-pid, 0); err != nil {
+		t.Fatalf("its group %d is gone before the reap: %v", pid, err)
+	}
+	if err := cmd.Wait(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("cmd.Wait after waitExited: %v, state %v, want exit code 3", err, cmd.ProcessState)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !os.IsNotExist(err) {
+		t.Errorf("process %d still present after cmd.Wait: %v", pid, err)
 	}
 }
