@@ -6,6 +6,13 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/fleet"
 )
 
 // Tests use these to take parts of a running stack away and bring them back:
@@ -73,9 +80,24 @@ func (s *Stack) KillProcess(name string) error {
 	if p == nil {
 		return fmt.Errorf("no process %s", name)
 	}
+	p.ended.Store(true)
 	_ = p.cmd.Process.Kill()
 	<-p.done
 	return nil
+}
+
+// Died lists the stack's processes that ended without the stack stopping or
+// killing them (a crash, a signal from outside), each with its exit status
+// and the last lines of its log: what a failed test prints, since the
+// stack's directory goes with it.
+func (s *Stack) Died() []string {
+	var died []string
+	for _, p := range s.procs {
+		if p.exited() && !p.ended.Load() {
+			died = append(died, fmt.Sprintf("%s (pid %d) ended by itself: %v; last lines of %s:\n%s", p.Name, p.PID(), p.waitErr, p.LogFile, tail(p.LogFile, 20)))
+		}
+	}
+	return died
 }
 
 // RestartProcess starts a stopped or killed process again with the same
@@ -151,6 +173,76 @@ func (s *Stack) signal(name string, sig syscall.Signal) error {
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signal %s: %w", name, err)
+	}
+	return nil
+}
+
+// settleTimeout bounds SettleSpoke: the node agents' reconnect backoff after
+// repeated outages reaches a minute (client-go's reflector: 30 s, jittered up
+// to twice that), and a loaded machine adds to it.
+const settleTimeout = 3 * time.Minute
+
+// SettleSpoke waits until spoke c works as a whole again after its API
+// server was restarted. /readyz alone does not say so: a restarted
+// kube-apiserver may still refuse the controller's identity for a moment
+// (its RBAC cache has not synced; crucible answers its callers 503 then),
+// and the spoke's scheduler, kwok and dev runtime reconnect with client-go's
+// backoff, which after a few outages in a row holds a new pod for up to a
+// minute. Tests sharing a stack call it after restarting a spoke, so the
+// next test finds the spoke as it would at any other time.
+func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if s.Federation != nil {
+		if err := s.controllerServed(ctx, c); err != nil {
+			return err
+		}
+	}
+	pods := c.Client.CoreV1().Pods(SpokeNamespace)
+	probe, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "settle-"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "probe", Image: "probe", Command: []string{"true"}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("settle %s: create probe pod: %w", c.Name, err)
+	}
+	defer func() {
+		zero := int64(0)
+		_ = pods.Delete(context.WithoutCancel(ctx), probe.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}()
+	var phase corev1.PodPhase
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, probe.Name, metav1.GetOptions{})
+		if err == nil {
+			phase = p.Status.Phase
+		}
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: probe pod %s still %q: %w", c.Name, probe.Name, phase, err)
+	}
+	if phase != corev1.PodSucceeded {
+		return fmt.Errorf("settle %s: probe pod %s %s", c.Name, probe.Name, phase)
+	}
+	return nil
+}
+
+// controllerServed waits until spoke c lets the controller's identity list
+// the loop namespace's pods, as its watch and sweep do.
+func (s *Stack) controllerServed(ctx context.Context, c *Cluster) error {
+	clients, err := fleet.NewClients([]fleet.ClusterEntry{s.ClusterEntry(c)})
+	if err != nil {
+		return err
+	}
+	controller, _ := clients.Get(c.Name)
+	var last error
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, last = controller.Kube.CoreV1().Pods(SpokeNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: the controller's identity is still refused: %w (%w)", c.Name, last, err)
 	}
 	return nil
 }

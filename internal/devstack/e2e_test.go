@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,5 +249,75 @@ func TestSpokePodBoundTokenReview(t *testing.T) {
 	}
 	if other.Status.Authenticated {
 		t.Errorf("token authenticated for audience something-else: %+v", other.Status)
+	}
+}
+
+// SettleSpoke returns once a restarted spoke runs pods again and leaves no
+// probe pod behind; without a scheduler it names the probe pod it waited
+// for. Died lists a process that ended by itself, never one the stack
+// stopped or restarted.
+func TestSettleSpokeAndDied(t *testing.T) {
+	s := devstacktest.Shared(t)
+	spoke := s.Spoke(devstack.DefaultSpokeName)
+	pods := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace)
+	if err := s.StopAPIServer(spoke); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartAPIServer(t.Context(), spoke); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleSpoke(t.Context(), spoke); err != nil {
+		t.Fatal(err)
+	}
+	probesLeft := func() []string {
+		list, err := pods.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		for _, p := range list.Items {
+			if strings.HasPrefix(p.Name, "settle-") {
+				left = append(left, p.Name)
+			}
+		}
+		return left
+	}
+	if left := probesLeft(); len(left) != 0 {
+		t.Errorf("probe pods left behind: %v", left)
+	}
+	if died := s.Died(); len(died) != 0 {
+		t.Fatalf("processes the stack stopped and restarted listed as died: %v", died)
+	}
+
+	scheduler := "kube-scheduler-" + spoke.Name
+	if err := syscall.Kill(s.Processes()[scheduler], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.RestartProcess(context.Background(), scheduler, func(context.Context) error { return nil }); err != nil {
+			t.Error(err)
+		}
+	})
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		died := s.Died()
+		return len(died) == 1 && strings.HasPrefix(died[0], scheduler+" "), nil
+	})
+	if err != nil {
+		t.Fatalf("Died() = %q, want %s alone", s.Died(), scheduler)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err = s.SettleSpoke(ctx, spoke)
+	if err == nil || !strings.Contains(err.Error(), `probe pod settle-`) || !strings.Contains(err.Error(), `"Pending"`) {
+		t.Fatalf("SettleSpoke without a scheduler: %v, want the pending probe pod named", err)
+	}
+	if err := s.RestartProcess(t.Context(), scheduler, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleSpoke(t.Context(), spoke); err != nil {
+		t.Fatalf("after the scheduler came back: %v", err)
+	}
+	if left := probesLeft(); len(left) != 0 {
+		t.Errorf("probe pods left behind: %v", left)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,6 +22,7 @@ type process struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
+	ended   atomic.Bool // the stack stopped or killed it (not a crash)
 }
 
 // ErrProcessExited is returned when a process dies before it became ready.
@@ -97,6 +99,7 @@ func (p *process) stop(grace time.Duration) {
 	if p.exited() {
 		return
 	}
+	p.ended.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process (PauseProcess) handles SIGTERM only once continued
 	select {

@@ -122,6 +122,14 @@ func (sc scenario) run(t *testing.T) {
 	o.Problems = append(o.Problems, w.problems...)
 	w.mu.Unlock()
 	w.c.http.CloseIdleConnections()
+	// The next scenario on the shared stack finds its spokes at work: an API
+	// server restarted here may refuse the controller for a moment, and the
+	// node agents may still be in their reconnect backoff.
+	for _, c := range s.Spokes {
+		if err := s.SettleSpoke(ctx, c); err != nil {
+			o.Problems = append(o.Problems, err.Error())
+		}
+	}
 	after, settled := settle(ctx, s, base, 90*time.Second)
 	if !settled {
 		o.Problems = append(o.Problems, fmt.Sprintf("controller did not return to baseline: goroutines %d → %d, fds %d → %d (slack %d, %d)",
@@ -185,11 +193,15 @@ func (sc scenario) run(t *testing.T) {
 	}
 }
 
-// logTails prints what a failed scenario's stack logged last: the
-// controller's and the dev runtime's warnings and errors, so that a failure
+// logTails prints what a failed scenario's stack logged last: any process of
+// the stack that died by itself, the controller's and the dev runtime's
+// warnings and errors, so that a failure
 // in CI, whose stack is removed with the test, can be read afterwards.
 func logTails(t *testing.T, s *devstack.Stack) {
 	t.Helper()
+	for _, died := range s.Died() {
+		t.Log(died)
+	}
 	for _, name := range []string{"crucible-controller", "crucible-dev-runtime"} {
 		data, err := os.ReadFile(s.LogFile(name))
 		if err != nil {

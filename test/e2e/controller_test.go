@@ -105,6 +105,27 @@ func sleeps(d string) []string {
 	return []string{"sleep", strconv.Itoa(int(dur.Seconds()))}
 }
 
+// restoreSpokeAfter is called by a test that stops spoke c's API server on
+// the shared stack: when the test ends, c's API server runs again (started
+// here if the test did not) and the spoke works as a whole
+// (devstack.SettleSpoke), so the tests after it find the spoke as they would
+// at any other time — not refusing the controller for a moment, not holding
+// new pods in its node agents' reconnect backoff.
+func restoreSpokeAfter(t *testing.T, s *devstack.Stack, c *devstack.Cluster) {
+	t.Cleanup(func() {
+		ctx := context.Background() // t.Context() has ended by now
+		if c.Ready(ctx) != nil {
+			if err := s.StartAPIServer(ctx, c); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		if err := s.SettleSpoke(ctx, c); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")

@@ -144,6 +144,7 @@ func TestDropBoxFailsClosed(t *testing.T) {
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
 	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	restoreSpokeAfter(t, s, wharf)
 	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}
@@ -276,14 +277,23 @@ func TestDropBoxCrashMidUpload(t *testing.T) {
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
 	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID)
+	// The drop-box must take this pod's uploads first: after another test's
+	// outage of wharf it answers 503 until it has fetched wharf's keys again
+	// (at most once per MinRefresh).
+	if code, msg := uploadRetrying(t, s, client, p.ID, "before", tok, "", []byte("x")); code != http.StatusCreated {
+		t.Fatalf("an upload before the crash: %d %s, want 201", code, msg)
+	}
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.Federation.ControllerExternalURL+"/api/pods/"+p.ID+"/artifacts/partial", pr)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	done := make(chan struct{})
+	var answer string // what the drop-box said, if it answered before the crash
 	go func() {
 		defer close(done)
 		if resp, err := client.Do(req); err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
+			answer = fmt.Sprintf("%d %s", resp.StatusCode, body)
 		}
 	}()
 	// The handler reads the body only once the token passed; 16 MiB is more
@@ -291,7 +301,8 @@ func TestDropBoxCrashMidUpload(t *testing.T) {
 	// staging the upload.
 	for range 8 {
 		if _, err := pw.Write(make([]byte, 2<<20)); err != nil {
-			t.Fatal(err)
+			<-done
+			t.Fatalf("the drop-box stopped reading the upload before the crash (%v); it answered %q", err, answer)
 		}
 	}
 	if err := s.KillProcess("crucible-controller"); err != nil {

@@ -332,6 +332,7 @@ func TestLiveLogSurvivesSpokeRestart(t *testing.T) {
 	waitRunning(t, s, p.ID)
 	views, wg := startViewers(t, t.Context(), s, p.ID, 50)
 	waitAll(t, "got the first lines", time.Minute, views, func(v *sseView) bool { return v.lines() >= 10 || v.done() })
+	restoreSpokeAfter(t, s, wharf)
 	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}

@@ -68,20 +68,14 @@ func TestPushFromThePodWithItsOwnToken(t *testing.T) {
 	p := gatedPod(t, s, "wharf", g, `set -e; printf '{"answer": 42}\n' > out.json; `+awaitGate("down")+
 		`crucible push result out.json; crucible push result out.json`)
 	waitRunning(t, s, p.ID)
+	restoreSpokeAfter(t, s, wharf)
 	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = s.StartAPIServer(context.Background(), wharf)
-		}
-	})
 	g.open(t, "down")
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return strings.Contains(podLogOnDisk(t, s, "wharf", p.ID), "503 Service Unavailable"), nil
 	})
-	restarted = true
 	if startErr := s.StartAPIServer(t.Context(), wharf); startErr != nil {
 		t.Fatal(startErr)
 	}

@@ -58,6 +58,7 @@ func TestSpokeOutageWhileAwaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("never running: %+v", getPod(t, s, wp.ID))
 	}
+	restoreSpokeAfter(t, s, wharf)
 	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +145,10 @@ func TestSweep(t *testing.T) {
 
 	// dock down: its sweep is skipped, and says so.
 	dock := s.Spoke("dock")
+	restoreSpokeAfter(t, s, dock)
 	if err := s.StopAPIServer(dock); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.StartAPIServer(context.Background(), dock) })
 	waitMetricPrefix(t, s.Federation.ControllerMetricsURL+"/metrics", `crucible_sweep_skipped_total{cluster="dock"} `)
 	if err := s.StartAPIServer(t.Context(), dock); err != nil {
 		t.Fatal(err)
