@@ -89,6 +89,11 @@ func between(ctx context.Context, r *rand.Rand, lo, hi time.Duration) {
 // it records the result and fails the test on any shortfall.
 func (sc scenario) run(t *testing.T) {
 	s := sc.stackFor(t)
+	if died := s.Died(); len(died) > 0 {
+		// A shared stack that lost a process fails every scenario after
+		// it; say why at once instead of after a wave's bound.
+		t.Fatalf("the stack lost processes before this scenario:\n%s", strings.Join(died, "\n"))
+	}
 	r, seed := rng(t, sc.num)
 	ctx := t.Context()
 	base, err := controllerStats(ctx, s)
@@ -195,12 +200,23 @@ func (sc scenario) run(t *testing.T) {
 
 // logTails prints what a failed scenario's stack logged last: any process of
 // the stack that died by itself, the controller's and the dev runtime's
-// warnings and errors, so that a failure
-// in CI, whose stack is removed with the test, can be read afterwards.
+// warnings and errors, the spokes' API servers' last lines — so that a
+// failure in CI, whose stack is removed with the test, can be read
+// afterwards.
 func logTails(t *testing.T, s *devstack.Stack) {
 	t.Helper()
 	for _, died := range s.Died() {
 		t.Log(died)
+	}
+	for _, c := range s.Spokes {
+		name := "kube-apiserver-" + c.Name
+		data, err := os.ReadFile(s.LogFile(name))
+		if err != nil {
+			t.Logf("%s's log: %v", name, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		t.Logf("%s's log, its last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
 	}
 	for _, name := range []string{"crucible-controller", "crucible-dev-runtime"} {
 		data, err := os.ReadFile(s.LogFile(name))
