@@ -127,9 +127,13 @@ func byLabel(before, after metrics, name, label string) map[string]int {
 }
 
 // Slack over the baseline that is not a leak: idle keep-alive connections of
-// clients, an informer's rewatch in flight. A per-pod leak of even one
-// goroutine or fd exceeds it in every scenario (20 or 200 pods).
-const goroutineSlack, fdSlack = 15, 8
+// clients, an informer's rewatch in flight, and — for a scenario on a stack
+// of its own, whose baseline is a controller just started — the connections
+// a controller holds once it has worked (its PostgreSQL pool grows from one
+// connection to up to four and keeps them idle; one CI run measured 19 → 28
+// fds after scenario 8). A per-pod leak of even one goroutine or fd exceeds
+// it in every scenario (20 or 200 pods).
+const goroutineSlack, fdSlack = 15, 12
 
 // settle polls until the controller is back within the slack of base, and
 // returns the last reading and whether it got there before within.
