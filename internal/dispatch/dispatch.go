@@ -127,7 +127,11 @@ func (d *Dispatcher) createPod(ctx context.Context, c *fleet.Client, want *corev
 // 403 from c's API server while it is not ready counting as transient
 // (retry.NotReady): every call to a spoke takes the same rule.
 func (d *Dispatcher) retry(ctx context.Context, c *fleet.Client, op string, fn func(context.Context) error) error {
-	return retry.Do(ctx, d.Retry, op, func(ctx context.Context) error {
+	return d.retryWithin(ctx, c, d.Retry, op, fn)
+}
+
+func (d *Dispatcher) retryWithin(ctx context.Context, c *fleet.Client, p retry.Policy, op string, fn func(context.Context) error) error {
+	return retry.Do(ctx, p, op, func(ctx context.Context) error {
 		return retry.NotReady(ctx, c.Server(), fn(ctx))
 	})
 }
@@ -185,16 +189,18 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 
 // Logs streams the pod's whole log, at most MaxLogBytes, into consume. A
 // transient failure, opening the stream or while consume reads it, starts
-// the stream again; consume must therefore start afresh each call (the
-// artifact writer stages into a new temp file each time). Streaming spares
-// holding a log of up to MaxLogBytes in memory per collecting worker.
-func (d *Dispatcher) Logs(ctx context.Context, cluster, namespace, name string, consume func(io.Reader) error) error {
+// the stream again within p (the caller's policy: the reconciler retries a
+// log for less than its whole budget, see reconcile.logRetryBudget);
+// consume must therefore start afresh each call (the artifact writer stages
+// into a new temp file each time). Streaming spares holding a log of up to
+// MaxLogBytes in memory per collecting worker.
+func (d *Dispatcher) Logs(ctx context.Context, p retry.Policy, cluster, namespace, name string, consume func(io.Reader) error) error {
 	c, err := d.client(cluster)
 	if err != nil {
 		return err
 	}
 	limit := int64(MaxLogBytes)
-	err = d.retry(ctx, c, "pod-log", func(ctx context.Context) error {
+	err = d.retryWithin(ctx, c, p, "pod-log", func(ctx context.Context) error {
 		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
 		if err != nil {
 			return err

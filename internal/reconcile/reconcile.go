@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -86,7 +87,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	r.queues = map[string]workqueue.TypedRateLimitingInterface[key]{}
 	var wg sync.WaitGroup
 	for _, c := range r.Clients.All() {
-		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
+		q := workqueue.NewTypedRateLimitingQueue(rowRateLimiter())
 		r.mu.Lock()
 		r.queues[c.Entry.Name] = q
 		r.mu.Unlock()
@@ -263,6 +264,21 @@ func (r *Reconciler) enqueue(k key) {
 	q := r.queues[k.Cluster]
 	r.mu.RUnlock()
 	q.Add(k)
+}
+
+// maxRowBackoff caps how long a row that keeps failing waits before its next
+// sync (client-go's default per-item cap is 1000 s): a log that failed for
+// minutes is collected within a minute of its spoke serving it again.
+const maxRowBackoff = time.Minute
+
+// rowRateLimiter is client-go's default controller rate limiter — per-row
+// exponential backoff from 5 ms, and an overall 10 qps bucket (burst 100) —
+// with the per-row backoff capped at maxRowBackoff.
+func rowRateLimiter() workqueue.TypedRateLimiter[key] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[key](5*time.Millisecond, maxRowBackoff),
+		&workqueue.TypedBucketRateLimiter[key]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // next syncs the next row of one cluster's queue q.

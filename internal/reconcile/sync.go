@@ -136,9 +136,20 @@ func (r *Reconciler) finish(ctx context.Context, row store.WorkPod, pod *cachedP
 	return nil
 }
 
+// logRetryBudget is how long one sync retries a finished pod's log before
+// it gives the worker back and the row is requeued with backoff. A spoke
+// that cannot serve logs (its node has no address, its kubelet is gone)
+// would otherwise hold each of the cluster's workers for the whole retry
+// budget per finished pod, and the cluster's other rows — a running pod's
+// uid, which its pushes wait for — would wait behind them. It bounds the
+// retries, not a transfer: a large log takes as long as it takes.
+const logRetryBudget = 15 * time.Second
+
 func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *cachedPod) error {
+	p := r.Dispatcher.Retry
+	p.Budget = min(p.Budget, logRetryBudget)
 	return r.storeLog(ctx, row.ID, func(consume func(io.Reader) error) error {
-		return r.Dispatcher.Logs(ctx, row.Cluster, pod.Namespace, pod.Name, consume)
+		return r.Dispatcher.Logs(ctx, p, row.Cluster, pod.Namespace, pod.Name, consume)
 	})
 }
 

@@ -42,25 +42,78 @@ import (
 func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
+	seen := make(chan string, 64)
+	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, holdLogs, seen)
+	st, run := isolatedReconciler(t, s, proxyURL, proxyCA, 10*time.Minute)
+
+	wName, dName := "isolation-w-"+suffix(), "isolation-d-"+suffix()
+	run(wharf, wName, "echo from wharf")
+	awaitLogRequest(t, seen, wName)
+
+	run(dock, dName, "echo from dock")
+	var row store.WorkPod
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		row, err = st.GetWorkPod(ctx, dName)
+		return err == nil && row.State == store.StateSucceeded && row.LogCollected, nil
+	})
+	if err != nil {
+		t.Fatalf("dock's row is %s (log collected %t) while wharf's log request hangs: one spoke held up another's rows", row.State, row.LogCollected)
+	}
+	checkNotCollected(t, st, wName)
+}
+
+// A spoke that answers every pod log with an error (its node has no
+// address, say) holds up none of its own other rows: a finished pod's log
+// is retried for logRetryBudget, then the row waits its backoff and the
+// worker goes on. With one worker and a retry budget of ten minutes,
+// wharf's second pod, started after the first one's log began failing, is
+// recorded running with its uid — which its pushes wait for — while the
+// first one's log is still refused.
+func TestFailingLogsHoldNoOtherRow(t *testing.T) {
+	s := devstacktest.Shared(t)
+	wharf := s.Spoke("wharf")
+	seen := make(chan string, 64)
+	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, failLogs, seen)
+	st, run := isolatedReconciler(t, s, proxyURL, proxyCA, 10*time.Minute)
+
+	first, second := "failing-logs-1-"+suffix(), "failing-logs-2-"+suffix()
+	run(wharf, first, "echo done")
+	awaitLogRequest(t, seen, first)
+
+	run(wharf, second, "sleep 600")
+	var row store.WorkPod
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		row, err = st.GetWorkPod(ctx, second)
+		return err == nil && row.State == store.StateRunning && row.PodUID != "", nil
+	})
+	if err != nil {
+		t.Fatalf("wharf's second row is %s (uid %q) while the first one's log keeps failing: the failing log held the cluster's worker", row.State, row.PodUID)
+	}
+	checkNotCollected(t, st, first)
+}
+
+// isolatedReconciler runs a reconciler of its own (instance "isolation",
+// one worker per cluster, retry budget budget) on a store of its own, with
+// wharf reached through the proxy at proxyURL and dock directly. run
+// records a pending row and creates its pod on a spoke, running command.
+func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA string, budget time.Duration) (store.Store, func(*devstack.Cluster, string, string)) {
+	t.Helper()
 	const instance = "isolation"
-	suffix := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
-
-	held := make(chan string, 64)
-	proxyURL, proxyCA := logHoldingProxy(t, wharf.Server, s.CAFile, held)
-
 	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	viaProxy, direct := s.ClusterEntry(wharf), s.ClusterEntry(dock)
+	viaProxy, direct := s.ClusterEntry(s.Spoke("wharf")), s.ClusterEntry(s.Spoke("dock"))
 	viaProxy.Server, viaProxy.CAFile = proxyURL, proxyCA
 	viaProxy.QPS, viaProxy.Burst, direct.QPS, direct.Burst = 100, 200, 100, 200
 	clients, err := fleet.NewClients([]fleet.ClusterEntry{viaProxy, direct})
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Budget: 10 * time.Minute}
+	policy := retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Budget: budget}
 	r := &reconcile.Reconciler{
 		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1,
 		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy},
@@ -76,7 +129,7 @@ func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-stopped }) // before the proxy closes: its held request ends with this
 
-	run := func(spoke *devstack.Cluster, name string) {
+	run := func(spoke *devstack.Cluster, name, command string) {
 		t.Helper()
 		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: name, Cluster: spoke.Name, Namespace: devstack.SpokeNamespace,
 			Kind: "turn", State: store.StatePending}); err != nil {
@@ -87,48 +140,61 @@ func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 				render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance, render.LabelWorkPod: name}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "c", Image: "x", Command: []string{"sh", "-c", "echo from " + spoke.Name}}}},
+				Containers: []corev1.Container{{Name: "c", Image: "x", Command: []string{"sh", "-c", command}}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = pods.Delete(context.WithoutCancel(t.Context()), name, metav1.DeleteOptions{}) })
+		zero := int64(0)
+		t.Cleanup(func() {
+			_ = pods.Delete(context.WithoutCancel(t.Context()), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		})
 	}
+	return st, run
+}
 
-	wName, dName := "isolation-w-"+suffix, "isolation-d-"+suffix
-	run(wharf, wName)
-	select {
-	case path := <-held:
-		if !strings.Contains(path, wName) {
-			t.Fatalf("the proxy held %s, want the log of %s", path, wName)
+func suffix() string { return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff) }
+
+// awaitLogRequest waits until the proxy saw the log request of pod name.
+func awaitLogRequest(t *testing.T, seen <-chan string, name string) {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case path := <-seen:
+			if strings.Contains(path, name) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the reconciler never asked for the log of %s, finished on wharf", name)
 		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the reconciler never asked for the log of %s, finished on wharf", wName)
 	}
+}
 
-	run(dock, dName)
-	var row store.WorkPod
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		row, err = st.GetWorkPod(ctx, dName)
-		return err == nil && row.State == store.StateSucceeded && row.LogCollected, nil
-	})
-	if err != nil {
-		t.Fatalf("dock's row is %s (log collected %t) while wharf's log request hangs: one spoke held up another's rows", row.State, row.LogCollected)
-	}
-	w, err := st.GetWorkPod(t.Context(), wName)
+// checkNotCollected fails the test when the row of pod name has its log:
+// then the proxy never stood in the way and the test proved nothing.
+func checkNotCollected(t *testing.T, st store.Store, name string) {
+	t.Helper()
+	w, err := st.GetWorkPod(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.LogCollected || w.State.Terminal() {
-		t.Errorf("wharf's row is %s (log collected %t) though its log was never served: the test held nothing", w.State, w.LogCollected)
+		t.Errorf("row %s is %s (log collected %t) though its log was never served: the proxy stood in no way", name, w.State, w.LogCollected)
 	}
 }
 
-// logHoldingProxy serves TLS in front of the API server at target and passes
-// every request through, except a pod's log: that is held until its caller
-// gives up, its path sent on held. It returns the proxy's URL and the file
-// of the CA its serving certificate is signed by.
-func logHoldingProxy(t *testing.T, target, targetCAFile string, held chan<- string) (string, string) {
+// What logProxy does with a pod's log request.
+const (
+	holdLogs = iota // held until its caller gives up
+	failLogs        // answered 503, as an API server whose node has no address answers 500
+)
+
+// logProxy serves TLS in front of the API server at target and passes every
+// request through, except a pod's log: that is held or failed (mode), its
+// path sent on seen. It returns the proxy's URL and the file of the CA its
+// serving certificate is signed by.
+func logProxy(t *testing.T, target, targetCAFile string, mode int, seen chan<- string) (string, string) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -148,8 +214,12 @@ func logHoldingProxy(t *testing.T, target, targetCAFile string, held chan<- stri
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/log") {
 			select {
-			case held <- r.URL.Path:
+			case seen <- r.URL.Path:
 			default:
+			}
+			if mode == failLogs {
+				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"no node address","reason":"ServiceUnavailable","code":503}`, http.StatusServiceUnavailable)
+				return
 			}
 			<-r.Context().Done()
 			return
