@@ -130,6 +130,7 @@ func (d *Dispatcher) retry(ctx context.Context, c *fleet.Client, op string, fn f
 	return d.retryWithin(ctx, c, d.Retry, op, fn)
 }
 
+// retryWithin is retry under policy p instead of the dispatcher's own.
 func (d *Dispatcher) retryWithin(ctx context.Context, c *fleet.Client, p retry.Policy, op string, fn func(context.Context) error) error {
 	return retry.Do(ctx, p, op, func(ctx context.Context) error {
 		return retry.NotReady(ctx, c.Server(), fn(ctx))
