@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
@@ -38,6 +40,10 @@ type Server struct {
 	Clients    Clusters
 	Artifacts  ArtifactReader
 	Uploads    Uploads // told when a pod is cancelled (default: nobody)
+	// Settler records how a pod whose live log ended is doing (default: the
+	// row as the store has it).
+	Settler  Settler
+	settling singleflight.Group // one Settle per pod however many viewers end
 	// Retry bounds reconnecting a live log stream after transient spoke
 	// errors (zero: package live's default).
 	Retry retry.Policy

@@ -9,6 +9,7 @@ import (
 
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
 )
@@ -42,7 +43,24 @@ type Clusters interface {
 	Get(name string) (*fleet.Client, bool)
 }
 
+// Settler brings a work pod's row up to date with its pod on the spoke
+// (*reconcile.Reconciler): a live log that ended is answered with how the
+// pod ended even when the pod's watch lags behind.
+type Settler interface {
+	Settle(ctx context.Context, id string) (store.WorkPod, error)
+}
+
+// storeSettler is the Settler of a server without a reconciler: the row as
+// the store has it.
+type storeSettler struct{ Store Store }
+
+func (s storeSettler) Settle(ctx context.Context, id string) (store.WorkPod, error) {
+	return s.Store.GetWorkPod(ctx, id)
+}
+
 var (
+	_ Settler    = (*reconcile.Reconciler)(nil)
+	_ Settler    = storeSettler{}
 	_ Store      = store.Store(nil)
 	_ Dispatcher = (*dispatch.Dispatcher)(nil)
 	_ Clusters   = (*fleet.Clients)(nil)

@@ -20,6 +20,7 @@ import (
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -28,9 +29,9 @@ const (
 	// keepAlive is how often an idle stream sends a comment, so proxies and
 	// clients see a live connection.
 	keepAlive = 15 * time.Second
-	// settle bounds waiting, after a pod's log ended, for its row to say
-	// how it ended (the informer records it), and for a finished pod's log
-	// to be collected before it is replayed.
+	// settle bounds waiting, after a pod's log ended, for its pod to say
+	// how it ended (Settler), and for a finished pod's log to be collected
+	// before it is replayed.
 	settle = 30 * time.Second
 )
 
@@ -116,7 +117,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		}
 		switch {
 		case errors.Is(err, io.EOF):
-			s.end(ctx, sse, p.ID)
+			s.end(ctx, sse, p)
 		case errors.Is(err, live.ErrSlowViewer):
 			sse.event("error", "", ErrorEvent{Error: err.Error()})
 		default:
@@ -152,20 +153,65 @@ func (s *Server) replay(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 			return nil // the client left
 		}
 	}
-	s.end(ctx, sse, p.ID)
+	s.end(ctx, sse, p)
 	_ = sse.flush()
 	return nil
 }
 
-// end sends the end event once the row says how the pod ended.
-func (s *Server) end(ctx context.Context, sse *sseWriter, id string) {
-	p, err := s.Store.GetWorkPod(ctx, id)
-	if err != nil {
-		sse.event("error", "", ErrorEvent{Error: "the log ended; the work pod's state is unreadable"})
-		return
+// end sends the end event: how the pod ended. The row is brought up to date
+// with the pod on its spoke first (Settler), so the end event, GET
+// /api/pods/{pod} and the events stream tell the same story even while the
+// pod's watch has not caught up. A pod that is still live after settle (its
+// log ended, its container did not) ends the stream with its live state and
+// says so; one whose spoke cannot tell ends with an error event, never with
+// a guess.
+func (s *Server) end(ctx context.Context, sse *sseWriter, row store.WorkPod) {
+	var p store.WorkPod
+	var err error
+	for deadline := time.Now().Add(settle); ; {
+		p, err = s.settleOnce(ctx, row.ID)
+		done := err == nil && p.State.Terminal() || err != nil && !retry.IsTransient(err)
+		if done || ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
-	p = s.settled(ctx, p, func(p store.WorkPod) bool { return p.State.Terminal() })
-	sse.event("end", "", EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
+	switch {
+	case ctx.Err() != nil:
+		return // the client left
+	case err != nil:
+		s.Log.Warn("live log ended; the pod's state could not be read", "pod", row.ID, "cluster", row.Cluster, "error", err)
+		sse.event("error", "", ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + spokeMessage(err)})
+	case p.State.Live():
+		sse.event("end", "", EndEvent{State: p.State, Reason: "the log ended, but the pod is still " + string(p.State) + " on " + p.Cluster})
+	default:
+		sse.event("end", "", EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
+	}
+}
+
+// settleOnce settles the row of pod id, once at a time per pod: the viewers
+// of one stream end together and share one read of the spoke.
+func (s *Server) settleOnce(ctx context.Context, id string) (store.WorkPod, error) {
+	settler := s.Settler
+	if settler == nil {
+		settler = storeSettler{Store: s.Store}
+	}
+	ch := s.settling.DoChan(id, func() (any, error) {
+		// Not the first viewer's context: it may leave while others wait.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settle)
+		defer cancel()
+		return settler.Settle(sctx, id)
+	})
+	select {
+	case <-ctx.Done():
+		return store.WorkPod{}, ctx.Err()
+	case r := <-ch:
+		p, _ := r.Val.(store.WorkPod)
+		return p, r.Err
+	}
 }
 
 // settled polls the row until done(row) or settle passed, and returns it.

@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
@@ -202,4 +207,67 @@ func TestAcceptsEventStream(t *testing.T) {
 			t.Errorf("%q: %v, want %v", in, got, want)
 		}
 	}
+}
+
+// settlerFunc is a Settler of a test.
+type settlerFunc func(ctx context.Context, id string) (store.WorkPod, error)
+
+func (f settlerFunc) Settle(ctx context.Context, id string) (store.WorkPod, error) { return f(ctx, id) }
+
+// A live log that ends is answered with how the pod ended as its spoke
+// tells (the Settler), whatever the row said when the log ended; a pod
+// still live is reported live and said so; a spoke that cannot tell ends
+// the stream with an error, never with a live state taken for an end.
+func TestLogsEndSettlesTheRow(t *testing.T) {
+	code := int32(7)
+	forbidden := fmt.Errorf("get pod: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "turn-end", errors.New("no get")))
+	failed := store.WorkPod{ID: "turn-end", Cluster: "wharf", State: store.StateFailed, ExitCode: &code, Reason: "Error"}
+	for _, tc := range []struct {
+		name   string
+		settle func(calls int) (store.WorkPod, error)
+		want   string
+	}{
+		{"finished", func(int) (store.WorkPod, error) { return failed, nil }, `end {"state":"failed","exit_code":7,"reason":"Error"}`},
+		{"finished on the second read", func(calls int) (store.WorkPod, error) {
+			if calls == 1 {
+				return store.WorkPod{ID: "turn-end", Cluster: "wharf", State: store.StateRunning}, nil
+			}
+			return failed, nil
+		}, `end {"state":"failed","exit_code":7,"reason":"Error"}`},
+		{"spoke unreachable for a moment", func(calls int) (store.WorkPod, error) {
+			if calls == 1 {
+				return store.WorkPod{}, fmt.Errorf("get pod: %w", syscall.ECONNREFUSED)
+			}
+			return failed, nil
+		}, `end {"state":"failed","exit_code":7,"reason":"Error"}`},
+		{"spoke refuses", func(int) (store.WorkPod, error) { return store.WorkPod{}, forbidden }, "error " + mustJSON(t, ErrorEvent{Error: "the log ended; how the pod ended could not be read from wharf: " + spokeMessage(forbidden)})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := newLogServer(t, fixedSource{lines: []string{"2026-11-30T04:00:00Z bye"}})
+			addRow(t, s, "turn-end", store.StateRunning, 0, "")
+			calls := 0
+			s.Settler = settlerFunc(func(ctx context.Context, id string) (store.WorkPod, error) {
+				calls++
+				if id != "turn-end" {
+					t.Errorf("settled %q, want turn-end", id)
+				}
+				return tc.settle(calls)
+			})
+			_, body := getLogs(t, srv, "turn-end", sse)
+			got := events(body)
+			if diff := cmp.Diff([]string{`line 1 {"ts":"2026-11-30T04:00:00Z","text":"bye"}`, tc.want}, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -99,7 +99,7 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
-		Events: bus,
+		Events: bus, Settler: rec,
 	}
 
 	drop, err := newDropBox(p, st, clients, arts, log.With("component", "ingest"))

@@ -185,8 +185,8 @@ func (r *nodeRuntime) newLog(pod *corev1.Pod) (*criLog, error) {
 // does.
 func (r *nodeRuntime) containerEnv(ctx context.Context, pod *corev1.Pod, c corev1.Container, home string) ([]string, error) {
 	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	if r.cfg.CrucibleDir != "" {
-		path = r.cfg.CrucibleDir + ":" + path
+	if r.binDir != "" {
+		path = r.binDir + ":" + path
 	}
 	env := []string{"PATH=" + path, "HOSTNAME=" + pod.Name, "HOME=" + home}
 	if r.caBundle != "" {

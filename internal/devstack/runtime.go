@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -56,8 +57,9 @@ type RuntimeConfig struct {
 	CertFile string `json:"certFile"`
 	KeyFile  string `json:"keyFile"`
 	CAFile   string `json:"caFile"`
-	// CrucibleDir is prepended to every pod's PATH.
-	CrucibleDir string `json:"crucibleDir"`
+	// Crucible is the crucible binary every pod finds first on its PATH
+	// (for `crucible push`); "": none.
+	Crucible string `json:"crucible"`
 	// Isolation is IsolationMountNamespace or IsolationPaths.
 	Isolation string `json:"isolation"`
 	// Detached: pods are not killed with the runtime's parent.
@@ -85,6 +87,9 @@ type nodeRuntime struct {
 	// podBase holds the pods' volumes and working directories. It is outside
 	// the stack directory, whose parents the pods' user may not traverse.
 	podBase string
+	// binDir holds the pods' crucible (installCrucible); first on every
+	// pod's PATH.
+	binDir string
 	// caBundle is the file SSL_CERT_FILE names in every pod: see
 	// writeCABundle.
 	caBundle string
@@ -175,10 +180,63 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 		_ = os.RemoveAll(base)
 		return nil, err
 	}
+	binDir, err := installCrucible(base, cfg.Crucible)
+	if err != nil {
+		_ = os.RemoveAll(base)
+		return nil, err
+	}
 	return &nodeRuntime{
-		cfg: cfg, spoke: sp.Name, node: sp.Node, client: client, logDir: logDir, podBase: base,
+		cfg: cfg, spoke: sp.Name, node: sp.Node, client: client, logDir: logDir, podBase: base, binDir: binDir,
 		caBundle: bundle, log: log, ctx: ctx, pods: map[types.UID]*podRun{},
 	}, nil
+}
+
+// installCrucible puts the crucible binary at base/bin/crucible, where every
+// pod's user can run it, and returns that directory ("" without a binary).
+// The binary itself may lie below a directory only its owner may traverse —
+// root's home after `go install`, a `mktemp -d` — and a pod runs as nobody:
+// every `crucible push` then failed with "Permission denied" (exit 127). A
+// hard link keeps the one copy when base is on the binary's file system.
+func installCrucible(base, bin string) (string, error) {
+	if bin == "" {
+		return "", nil
+	}
+	dir := filepath.Join(base, "bin")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, "crucible")
+	if err := os.Link(bin, dst); err == nil {
+		if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm()&0o005 == 0o005 {
+			return dir, nil
+		}
+		_ = os.Remove(dst) // linked, but not runnable by others: copy it with mode 0755
+	}
+	if err := copyFile(bin, dst, 0o755); err != nil {
+		return "", fmt.Errorf("install crucible for the pods: %w", err)
+	}
+	return dir, nil
+}
+
+// copyFile copies src to a new file dst of mode perm.
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm) // the umask does not narrow it
 }
 
 // podDirPrefix starts the name of a node's pod directory in the system's

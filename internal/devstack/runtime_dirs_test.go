@@ -61,3 +61,45 @@ func TestRemoveStalePodDirs(t *testing.T) {
 		t.Errorf("logged %d removals, want 2", logged)
 	}
 }
+
+// The pods' crucible is runnable by every user, whatever the directory of
+// the binary it comes from: a 0700 directory (root's home after `go
+// install`, a mktemp -d) left `crucible push` in every pod denied (exit 127).
+// Without a binary, no directory goes on the pods' PATH.
+func TestInstallCrucibleForThePods(t *testing.T) {
+	private := filepath.Join(t.TempDir(), "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(private, "crucible")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho crucible\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := installCrucible(base, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir != filepath.Join(base, "bin") {
+		t.Errorf("installed in %s, want %s/bin", dir, base)
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o755 | os.ModeDir, filepath.Join(dir, "crucible"): 0o755} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s has mode %v, want %v", path, fi.Mode(), want)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "crucible"))
+	if err != nil || string(got) != "#!/bin/sh\necho crucible\n" {
+		t.Errorf("installed binary %q, %v: not the original's bytes", got, err)
+	}
+	if dir, err := installCrucible(t.TempDir(), ""); dir != "" || err != nil {
+		t.Errorf("without a binary: %q, %v; want no directory", dir, err)
+	}
+}

@@ -22,7 +22,7 @@ func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 		CAFile:   s.CAFile,
 		Detached: s.opts.Detached,
 	}
-	cfg.CrucibleDir = s.crucibleDir()
+	cfg.Crucible = s.crucibleBinary()
 	cfg.Isolation = IsolationMountNamespace
 	if err := s.chooseIsolation(); err != nil {
 		cfg.Isolation = IsolationPaths
@@ -62,19 +62,27 @@ func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 	})
 }
 
-// crucibleDir is the directory put first on every pod's PATH, so that
-// `crucible push` works in a dev pod: the stack's crucible binary's, else
-// this program's.
-func (s *Stack) crucibleDir() string {
+// crucibleBinary is the crucible every pod runs as `crucible` (so that
+// `crucible push` works in a dev pod): the stack's crucible binary, else
+// this program when it is crucible, else a crucible beside this program
+// (a test binary's); "" when there is none.
+func (s *Stack) crucibleBinary() string {
 	for _, bin := range []string{s.opts.Crucible, s.opts.RuntimeBinary} {
 		if bin != "" {
 			if abs, err := filepath.Abs(bin); err == nil {
-				return filepath.Dir(abs)
+				return abs
 			}
 		}
 	}
-	if exe, err := os.Executable(); err == nil {
-		return filepath.Dir(exe)
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if filepath.Base(exe) == "crucible" {
+		return exe
+	}
+	if beside := filepath.Join(filepath.Dir(exe), "crucible"); fileExists(beside) {
+		return beside
 	}
 	return ""
 }
@@ -146,4 +154,9 @@ func (s *Stack) PodLogRequests(spoke *Cluster, namespace, name string) (int, err
 		}
 	}
 	return 0, fmt.Errorf("no spoke %s in the dev runtime", spoke.Name)
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

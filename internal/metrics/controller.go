@@ -43,6 +43,15 @@ var (
 		Help: "Sweeps skipped for a cluster because listing its pods failed; nothing is deleted there then.",
 	}, []string{"cluster"})
 
+	// WatchReconnects counts failed attempts to list or watch a cluster's
+	// work pods, each followed by a reconnect after a backoff capped at a
+	// few seconds. A steady rate means the spoke stays unreachable; rows
+	// there move only once it is back.
+	WatchReconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_pod_watch_reconnects_total",
+		Help: "Failed list or watch attempts of a cluster's work pods, each retried after a capped backoff.",
+	}, []string{"cluster"})
+
 	// ReconcileLost counts rows marked lost: their pod was confirmed gone by a
 	// list that succeeded.
 	ReconcileLost = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,5 +61,5 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost)
+	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost, WatchReconnects)
 }

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -55,6 +57,10 @@ type Reconciler struct {
 	// answering waits out its retries), and one spoke's waits must not hold
 	// up the rows of the others.
 	Workers int
+	// OnWatchRetry, when set, is told of every reconnect of a cluster's
+	// pod watch: the failed attempt (from 1 since the last established
+	// watch) and the delay before the next (rewatch).
+	OnWatchRetry func(cluster string, attempt int, delay time.Duration)
 	// SweepPage is how many pods one list request of the sweep returns
 	// (default 500): the sweep holds one page of full pods at a time, never
 	// a cluster's 50,000 (hundreds of MiB decoded).
@@ -117,9 +123,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 // holds cachedPods (cachePod) and no index: it is read by name only.
 func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGroup) {
 	name := c.Entry.Name
-	selector := Selector(r.Instance).String()
-	inf := coreinformers.NewFilteredPodInformer(c.Kube, c.Entry.LoopNamespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	inf := r.podInformer(c)
 	if err := inf.SetTransform(cachePod); err != nil {
 		r.Log.Error("set pod transform", "cluster", name, "error", err)
 		return
@@ -138,7 +142,7 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 		return
 	}
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		r.Log.Warn("watch pods failed; retrying", "cluster", name, "error", err)
+		r.Log.Warn("watch pods failed; relisting", "cluster", name, "error", err)
 	})
 	r.mu.Lock()
 	r.caches[name] = podCache{indexer: inf.GetIndexer(), namespace: c.Entry.LoopNamespace}
@@ -150,6 +154,30 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 		}
 		r.startupReconcile(ctx, name)
 	})
+}
+
+// podInformer is cluster c's informer of this instance's pods in its loop
+// namespace, listing and watching through a rewatch of its own.
+func (r *Reconciler) podInformer(c *fleet.Client) cache.SharedIndexInformer {
+	selector := Selector(r.Instance).String()
+	pods := c.Kube.CoreV1().Pods(c.Entry.LoopNamespace)
+	rw := &rewatch{Cluster: c.Entry.Name, Initial: reconnectInitial, Max: reconnectMax, Server: c.Kube.CoreV1().RESTClient(), Log: r.Log}
+	if r.OnWatchRetry != nil {
+		onRetry := r.OnWatchRetry
+		rw.OnRetry = func(attempt int, delay time.Duration) { onRetry(c.Entry.Name, attempt, delay) }
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return rw.list(ctx, func(ctx context.Context) (runtime.Object, error) { return pods.List(ctx, o) })
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return rw.watch(ctx, func(ctx context.Context) (watch.Interface, error) { return pods.Watch(ctx, o) })
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, c.Kube), &corev1.Pod{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
 }
 
 // startupPage is how many rows the startup reconcile reads at a time: with

@@ -58,6 +58,11 @@ func (r *Reconciler) sync(ctx context.Context, k key) error {
 	if err != nil {
 		return err
 	}
+	return r.act(ctx, f)
+}
+
+// act does what decideSync decides for f.
+func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 	switch a := decideSync(f); a.Op {
 	case syncLose:
 		return r.markLost(ctx, f.Row.ID, a.Reason)

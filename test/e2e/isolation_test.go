@@ -44,7 +44,8 @@ func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
 	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
 	seen := make(chan string, 64)
 	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, holdLogs, seen)
-	st, run := isolatedReconciler(t, s, proxyURL, proxyCA, 10*time.Minute)
+	iso := isolatedReconciler(t, s, proxyURL, proxyCA, 10*time.Minute)
+	st, run := iso.Store, iso.Run
 
 	wName, dName := "isolation-w-"+suffix(), "isolation-d-"+suffix()
 	run(wharf, wName, "echo from wharf")
@@ -75,7 +76,8 @@ func TestFailingLogsHoldNoOtherRow(t *testing.T) {
 	wharf := s.Spoke("wharf")
 	seen := make(chan string, 64)
 	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, failLogs, seen)
-	st, run := isolatedReconciler(t, s, proxyURL, proxyCA, 10*time.Minute)
+	iso := isolatedReconciler(t, s, proxyURL, proxyCA, 10*time.Minute)
+	st, run := iso.Store, iso.Run
 
 	first, second := "failing-logs-1-"+suffix(), "failing-logs-2-"+suffix()
 	run(wharf, first, "echo done")
@@ -94,11 +96,20 @@ func TestFailingLogsHoldNoOtherRow(t *testing.T) {
 	checkNotCollected(t, st, first)
 }
 
+// isolated is a reconciler of a test's own, on a store of its own.
+type isolated struct {
+	Store      store.Store
+	Reconciler *reconcile.Reconciler
+	Artifacts  artifact.Dir
+	// Run records a pending row and creates its pod on a spoke, running
+	// command.
+	Run func(spoke *devstack.Cluster, name, command string)
+}
+
 // isolatedReconciler runs a reconciler of its own (instance "isolation",
 // one worker per cluster, retry budget budget) on a store of its own, with
-// wharf reached through the proxy at proxyURL and dock directly. run
-// records a pending row and creates its pod on a spoke, running command.
-func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA string, budget time.Duration) (store.Store, func(*devstack.Cluster, string, string)) {
+// wharf reached through the proxy at proxyURL and dock directly.
+func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA string, budget time.Duration) isolated {
 	t.Helper()
 	const instance = "isolation"
 	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
@@ -114,10 +125,11 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 		t.Fatal(err)
 	}
 	policy := retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Budget: budget}
+	arts := artifact.Dir{Root: t.TempDir()}
 	r := &reconcile.Reconciler{
 		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1,
 		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy},
-		Artifacts:  artifact.Dir{Root: t.TempDir()}, Log: slog.New(slog.DiscardHandler),
+		Artifacts:  arts, Log: slog.New(slog.DiscardHandler),
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan struct{})
@@ -140,7 +152,7 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 				render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance, render.LabelWorkPod: name}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "c", Image: "x", Command: []string{"sh", "-c", command}}}},
+				Containers: []corev1.Container{{Name: render.ContainerName, Image: "x", Command: []string{"sh", "-c", command}}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +162,7 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 			_ = pods.Delete(context.WithoutCancel(t.Context()), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		})
 	}
-	return st, run
+	return isolated{Store: st, Reconciler: r, Artifacts: arts, Run: run}
 }
 
 func suffix() string { return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff) }
@@ -186,13 +198,14 @@ func checkNotCollected(t *testing.T, st store.Store, name string) {
 
 // What logProxy does with a pod's log request.
 const (
-	holdLogs = iota // held until its caller gives up
-	failLogs        // answered 503, as an API server whose node has no address answers 500
+	holdLogs    = iota // a pod's log request held until its caller gives up
+	failLogs           // a pod's log answered 503, as an API server whose node has no address answers 500
+	holdWatches        // every watch request held until its caller gives up
 )
 
 // logProxy serves TLS in front of the API server at target and passes every
-// request through, except a pod's log: that is held or failed (mode), its
-// path sent on seen. It returns the proxy's URL and the file of the CA its
+// request through, except a pod's log (holdLogs, failLogs) or a watch
+// (holdWatches): that is held or failed, its path sent on seen. It returns the proxy's URL and the file of the CA its
 // serving certificate is signed by.
 func logProxy(t *testing.T, target, targetCAFile string, mode int, seen chan<- string) (string, string) {
 	t.Helper()
@@ -212,6 +225,18 @@ func logProxy(t *testing.T, target, targetCAFile string, mode int, seen chan<- s
 	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
 	rp.FlushInterval = -1 // watches stream through
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mode == holdWatches {
+			if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+				select {
+				case seen <- r.URL.Path:
+				default:
+				}
+				<-r.Context().Done()
+				return
+			}
+			rp.ServeHTTP(w, r)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/log") {
 			select {
 			case seen <- r.URL.Path:

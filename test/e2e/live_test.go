@@ -47,9 +47,10 @@ func (v *sseView) done() bool {
 	return v.end != nil || v.err != ""
 }
 
-// view reads GET /api/pods/{id}/logs as SSE into v until the stream ends.
-func (v *sseView) view(ctx context.Context, s *devstack.Stack, id string) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Federation.ControllerInternalURL+"/api/pods/"+id+"/logs", nil)
+// view reads GET /api/pods/{id}/logs of the API at base as SSE into v
+// until the stream ends.
+func (v *sseView) view(ctx context.Context, base, id string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/pods/"+id+"/logs", nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := sseClient.Do(req)
 	if err != nil {
@@ -121,7 +122,7 @@ func startViewers(t testing.TB, ctx context.Context, s *devstack.Stack, id strin
 	var wg sync.WaitGroup
 	for i := range views {
 		views[i] = &sseView{}
-		wg.Go(func() { views[i].view(ctx, s, id) })
+		wg.Go(func() { views[i].view(ctx, s.Federation.ControllerInternalURL, id) })
 	}
 	return views, &wg
 }
