@@ -262,7 +262,6 @@ func TestLogsEndSettlesTheRow(t *testing.T) {
 	}
 }
 
-
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
