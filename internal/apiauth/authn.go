@@ -89,11 +89,11 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 		metrics.APIAuthCacheHits.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
 		return a.result()
 	}
-	v, err, _ := b.flight.Do(key, func() (any, error) {
-		st, err := b.reviewer.ReviewToken(context.WithoutCancel(r.Context()), token)
+	a, err := coalesce(r.Context(), &b.flight, key, func(ctx context.Context) (tokenAnswer, error) {
+		st, err := b.reviewer.ReviewToken(ctx, token)
 		if err != nil {
 			metrics.APIAuthReviews.WithLabelValues(reviewToken, "error").Inc()
-			return nil, fmt.Errorf("%w: token review on the hub: %w", ErrUnavailable, err)
+			return tokenAnswer{}, fmt.Errorf("%w: token review on the hub: %w", ErrUnavailable, err)
 		}
 		a := tokenAnswer{ok: st.Authenticated && st.User.Username != ""}
 		metrics.APIAuthReviews.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
@@ -108,7 +108,26 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	return v.(tokenAnswer).result()
+	return a.result()
+}
+
+// coalesce runs fn once for all concurrent callers of one key and waits for
+// it only while the caller's ctx lasts: a caller that has gone (a client
+// that hung up while the hub is slow) returns at once instead of holding its
+// goroutine for the review, and the callers still waiting get the answer.
+// fn runs on a context of its own, detached from whichever caller started
+// it, so that caller's leaving cancels nobody else's review.
+func coalesce[T any](ctx context.Context, g *singleflight.Group, key string, fn func(context.Context) (T, error)) (T, error) {
+	detached := context.WithoutCancel(ctx)
+	ch := g.DoChan(key, func() (any, error) { return fn(detached) })
+	select {
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("%w: the caller left while the hub reviewed: %w", ErrUnavailable, context.Cause(ctx))
+	case r := <-ch:
+		v, _ := r.Val.(T)
+		return v, r.Err
+	}
 }
 
 func (a tokenAnswer) result() (Identity, error) {

@@ -80,17 +80,18 @@ func (s *SubjectAccess) Authorize(ctx context.Context, id Identity, a Attributes
 	if ok {
 		metrics.APIAuthCacheHits.WithLabelValues(reviewAccess, outcome(ans.allowed)).Inc()
 	} else {
-		v, err, _ := s.flight.Do(key, func() (any, error) {
-			st, err := s.reviewer.ReviewAccess(context.WithoutCancel(ctx), spec)
+		var err error
+		ans, err = coalesce(ctx, &s.flight, key, func(ctx context.Context) (accessAnswer, error) {
+			st, err := s.reviewer.ReviewAccess(ctx, spec)
 			if err != nil {
 				metrics.APIAuthReviews.WithLabelValues(reviewAccess, "error").Inc()
-				return nil, fmt.Errorf("%w: access review on the hub: %w", ErrUnavailable, err)
+				return accessAnswer{}, fmt.Errorf("%w: access review on the hub: %w", ErrUnavailable, err)
 			}
 			if st.EvaluationError != "" && !st.Allowed && !st.Denied {
 				metrics.APIAuthReviews.WithLabelValues(reviewAccess, "error").Inc()
 				// RBAC could not read some bindings: a "no" now might be a
 				// "yes" in a moment.
-				return nil, fmt.Errorf("%w: access review on the hub: %s", ErrUnavailable, st.EvaluationError)
+				return accessAnswer{}, fmt.Errorf("%w: access review on the hub: %s", ErrUnavailable, st.EvaluationError)
 			}
 			ans := accessAnswer{allowed: st.Allowed && !st.Denied, reason: st.Reason}
 			metrics.APIAuthReviews.WithLabelValues(reviewAccess, outcome(ans.allowed)).Inc()
@@ -104,7 +105,6 @@ func (s *SubjectAccess) Authorize(ctx context.Context, id Identity, a Attributes
 		if err != nil {
 			return err
 		}
-		ans = v.(accessAnswer)
 	}
 	if !ans.allowed {
 		return fmt.Errorf("%w: %s may not %s", ErrForbidden, id.User, a)

@@ -2,6 +2,7 @@ package apiauth
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -108,4 +109,56 @@ func FuzzBearerToken(f *testing.F) {
 			t.Errorf("accepted %q", tok)
 		}
 	})
+}
+
+// A caller that leaves while its coalesced review waits on a blocked hub
+// returns at once, unavailable; the callers still waiting on the same review
+// get its answer once the hub answers, and the review is not cancelled by the
+// first caller's leaving.
+func TestBearerCallerThatLeavesStopsWaiting(t *testing.T) {
+	rev := &blockingTokens{release: make(chan struct{})}
+	b := NewBearer(rev, time.Minute, time.Minute, 10)
+	ctx, leave := context.WithCancel(t.Context())
+	gone := make(chan error, 1)
+	go func() {
+		_, err := b.Authenticate(bearerRequest("Bearer same").WithContext(ctx))
+		gone <- err
+	}()
+	for rev.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	stayed := make(chan Identity, 2)
+	for range 2 {
+		go func() {
+			id, err := b.Authenticate(bearerRequest("Bearer same"))
+			if err != nil {
+				t.Errorf("a caller that stayed: %v", err)
+			}
+			stayed <- id
+		}()
+	}
+	leave()
+	select {
+	case err := <-gone:
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
+			t.Errorf("the caller that left got %v, want ErrUnavailable wrapping context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller that left is still waiting for the blocked hub")
+	}
+	close(rev.release)
+	for range 2 {
+		if id := <-stayed; id.User != "alice" {
+			t.Errorf("a caller that stayed got %+v, want alice", id)
+		}
+	}
+	if n := rev.count(); n != 1 {
+		t.Errorf("%d reviews, want the one all three shared", n)
+	}
+}
+
+func (b *blockingTokens) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"syscall"
@@ -41,7 +42,7 @@ func failing(n int, err error) (func(context.Context) (watch.Interface, error), 
 	}, &calls
 }
 
-var refused = fmt.Errorf("dial tcp 127.0.0.1:6443: %w", syscall.ECONNREFUSED)
+var errRefused = fmt.Errorf("dial tcp 127.0.0.1:6443: %w", syscall.ECONNREFUSED)
 
 // A spoke that refuses connections is watched again after delays that
 // double from Initial and stop growing at Max, however long it refused;
@@ -50,7 +51,7 @@ var refused = fmt.Errorf("dial tcp 127.0.0.1:6443: %w", syscall.ECONNREFUSED)
 func TestRewatchBackoffIsCappedAndResets(t *testing.T) {
 	var l retryLog
 	w := newRewatch(&l)
-	open, calls := failing(7, refused)
+	open, calls := failing(7, errRefused)
 	if _, err := w.watch(t.Context(), open); err != nil {
 		t.Fatalf("watch: %v", err)
 	}
@@ -69,7 +70,7 @@ func TestRewatchBackoffIsCappedAndResets(t *testing.T) {
 	}
 
 	l = retryLog{}
-	open, _ = failing(2, refused)
+	open, _ = failing(2, errRefused)
 	if _, err := w.watch(t.Context(), open); err != nil {
 		t.Fatalf("watch after an established one: %v", err)
 	}
@@ -91,7 +92,7 @@ func TestRewatchReturnsAnswers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var l retryLog
 			open, calls := failing(1, err)
-			if _, got := newRewatch(&l).watch(t.Context(), open); got != err {
+			if _, got := newRewatch(&l).watch(t.Context(), open); !errors.Is(got, err) {
 				t.Fatalf("watch returned %v, want %v", got, err)
 			}
 			if *calls != 1 || len(l.attempts) != 0 {
@@ -104,8 +105,8 @@ func TestRewatchReturnsAnswers(t *testing.T) {
 		var l retryLog
 		w := newRewatch(&l)
 		w.OnRetry = func(int, time.Duration) { cancel() }
-		open, calls := failing(100, refused)
-		if _, err := w.watch(ctx, open); err != refused {
+		open, calls := failing(100, errRefused)
+		if _, err := w.watch(ctx, open); !errors.Is(err, errRefused) {
 			t.Fatalf("watch returned %v, want the last error", err)
 		}
 		if *calls != 1 {
