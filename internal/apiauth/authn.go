@@ -2,8 +2,6 @@ package apiauth
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -54,7 +52,7 @@ type TokenReviewer interface {
 
 // Bearer is auth "kubernetes": the caller presents a hub bearer token, which
 // the hub's TokenReview turns into a user and groups. Accepts and rejections
-// are cached apart, keyed by the token's SHA-256.
+// are cached apart, keyed by lru.TokenKey of the token.
 type Bearer struct {
 	reviewer    TokenReviewer
 	acceptTTL   time.Duration
@@ -83,8 +81,7 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	sum := sha256.Sum256([]byte(token))
-	key := hex.EncodeToString(sum[:])
+	key := lru.TokenKey(token)
 	if a, ok := b.cache.Get(key, b.now()); ok {
 		metrics.APIAuthCacheHits.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
 		return a.result()

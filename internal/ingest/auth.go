@@ -1,13 +1,12 @@
 package ingest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
+	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/store"
 )
@@ -57,8 +56,7 @@ func (h *Handler) authenticateRequest(r *http.Request, pod string) (store.WorkPo
 	if !ok {
 		return store.WorkPod{}, deny(http.StatusUnauthorized, errors.New("no bearer token")), false
 	}
-	sum := sha256.Sum256([]byte(token))
-	hash := hex.EncodeToString(sum[:])
+	hash := lru.TokenKey(token)
 	tokenID := hash[:12] // identifies the token in logs; the token itself is never logged
 
 	// 2. The local pre-check: shape, exp, audience, and which clusters'

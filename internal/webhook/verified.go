@@ -2,10 +2,11 @@ package webhook
 
 import (
 	"context"
-	"crypto/sha256"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"crucible.dev/crucible/internal/lru"
 )
 
 const (
@@ -20,7 +21,7 @@ const (
 	verifiedMaxAge = time.Minute
 )
 
-// verifiedCache remembers recent acceptances by the sha256 of the token, so
+// verifiedCache remembers recent acceptances by lru.TokenKey of the token, so
 // the several API servers of one spoke asking about the same token cost one
 // signature check. Only acceptances are stored: a rejection or an error is
 // always decided afresh. An entry is never used at or past the token's exp,
@@ -32,7 +33,7 @@ type verifiedCache struct {
 	maxAge time.Duration
 
 	mu      sync.Mutex
-	entries map[[sha256.Size]byte]verifiedEntry
+	entries map[string]verifiedEntry
 	ring    []ringSlot
 	next    int    // ring slot the next insertion takes
 	seq     uint64 // insertion counter; tells a slot's entry from a newer one
@@ -47,20 +48,20 @@ type verifiedEntry struct {
 }
 
 type ringSlot struct {
-	key [sha256.Size]byte
+	key string
 	seq uint64 // 0: empty
 }
 
 func newVerifiedCache(size int, maxAge time.Duration, now func() time.Time) *verifiedCache {
 	return &verifiedCache{
 		now: now, maxAge: maxAge,
-		entries: make(map[[sha256.Size]byte]verifiedEntry, size),
+		entries: make(map[string]verifiedEntry, size),
 		ring:    make([]ringSlot, size),
 	}
 }
 
 // get returns the cached acceptance of the token with this digest.
-func (c *verifiedCache) get(key [sha256.Size]byte) (outcome, bool) {
+func (c *verifiedCache) get(key string) (outcome, bool) {
 	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[key]
@@ -78,7 +79,7 @@ func (c *verifiedCache) get(key [sha256.Size]byte) (outcome, bool) {
 }
 
 // put stores out if it is an acceptance with an exp still ahead.
-func (c *verifiedCache) put(key [sha256.Size]byte, out outcome) {
+func (c *verifiedCache) put(key string, out outcome) {
 	if out.result != resultAuthenticated || out.exp.IsZero() {
 		return
 	}
@@ -112,7 +113,7 @@ func (c *verifiedCache) len() int {
 // review answers a token from the verified-token cache, or authenticates it
 // and encodes the answer's status once.
 func (s *snapshot) review(ctx context.Context, token string) outcome {
-	key := sha256.Sum256([]byte(token))
+	key := lru.TokenKey(token)
 	if out, ok := s.verified.get(key); ok {
 		return out
 	}

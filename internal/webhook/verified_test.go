@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"testing"
 	"time"
@@ -9,13 +8,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	authv1 "k8s.io/api/authentication/v1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"crucible.dev/crucible/internal/lru"
 )
 
 func accepted(exp time.Time) outcome {
 	return outcome{provider: "hub", result: resultAuthenticated, reason: "ok", user: hubUser(), exp: exp, status: []byte(`{"authenticated":true}`)}
 }
 
-func key(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }
+func key(s string) string { return lru.TokenKey(s) }
 
 // TestVerifiedCacheExpiry: an acceptance is reused until the token's exp or
 // the cache's max age, whichever comes first, and never at or after it.

@@ -1,0 +1,28 @@
+package lru
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// tokenKeySecret keys TokenKey; drawn once per process.
+var tokenKeySecret = func() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux; it panics rather than return short
+	return b
+}()
+
+// TokenKey is the cache key of a bearer token: the hex HMAC-SHA256 of it
+// under a key drawn at process start, as k8s.io/apiserver keys its token
+// cache. A plain SHA-256 is the same in every process and forever: one read
+// from a heap dump or a debug log could be checked offline against candidate
+// tokens, and matched across replicas. The webhook, the drop-box and the
+// API's authentication all key their caches with it; its first twelve
+// characters identify a token in logs, where the token itself never goes.
+func TokenKey(token string) string {
+	m := hmac.New(sha256.New, tokenKeySecret)
+	m.Write([]byte(token))
+	return hex.EncodeToString(m.Sum(nil))
+}
