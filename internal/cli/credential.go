@@ -44,7 +44,7 @@ secret.
 
 It refuses an unreadable, empty, malformed or expired token file with an error
 naming the file, rather than handing out a token the spoke would refuse.`,
-		Example: `  # a kubeconfig user for the spoke wharf (see README, "Deploy")
+		Example: `  # a kubeconfig user for the spoke wharf (see docs/cli.md)
   users:
   - name: crucible-wharf
     user:

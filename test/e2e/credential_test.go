@@ -14,7 +14,7 @@ import (
 )
 
 // credentialKubeconfig is a kubeconfig for spoke whose only credential is
-// `crucible credential --token-file tokenFile`, as README's Deploy section
+// `crucible credential --token-file tokenFile`, as docs/cli.md
 // shows it.
 func credentialKubeconfig(t *testing.T, s *devstack.Stack, spoke *devstack.Cluster, tokenFile string) string {
 	t.Helper()
