@@ -23,6 +23,7 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/ingest"
 	"crucible.dev/crucible/internal/metrics"
@@ -119,7 +120,10 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 	internal.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	internal.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := m.Check(r.Context()); err != nil {
-			http.Error(w, "mirror: "+err.Error(), http.StatusServiceUnavailable)
+			// The cause names the hub's address: the mirror logs it, the probe
+			// gets a fixed reason.
+			log.Debug("not ready: the discovery mirror has no document to serve", "error", err)
+			httperr.Write(w, r, httperr.Wrap(http.StatusServiceUnavailable, "mirror: no document to serve", err), httperr.Text)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
