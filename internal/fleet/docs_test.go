@@ -1,0 +1,126 @@
+package fleet
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// docsDefault is one row of docs/config.md whose Default column is a TOML
+// literal.
+type docsDefault struct {
+	section, key, literal string
+	line                  int
+}
+
+var (
+	docsSection = regexp.MustCompile("^## `\\[\\[?([a-z_]+)\\]\\]?`")
+	// A row: | `key` | type | `literal` ... |
+	docsRow = regexp.MustCompile("^\\| `([a-z_]+)` \\| [^|]+ \\| `([^`]+)`")
+)
+
+// docsDefaults reads every row of docs/config.md whose default is a literal
+// (not "unset", "required" or a value derived from another key).
+func docsDefaults(t *testing.T) []docsDefault {
+	t.Helper()
+	f, err := os.Open("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []docsDefault
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if m := docsSection.FindStringSubmatch(line); m != nil {
+			section = m[1]
+			continue
+		}
+		if strings.HasPrefix(line, "## ") {
+			section = "" // top level, or prose
+			continue
+		}
+		m := docsRow.FindStringSubmatch(line)
+		if m == nil || strings.ContainsAny(m[2], "<…") {
+			continue
+		}
+		out = append(out, docsDefault{section: section, key: m[1], literal: m[2], line: n})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every default docs/config.md states is the one the profile gets: the
+// literal of each row, decoded as TOML into that key's field, equals the
+// field of a minimal profile after defaults. A default changed in the code
+// and not in the manual (or the other way round) fails here.
+func TestDocsConfigDefaultsAreTheCodes(t *testing.T) {
+	p, err := Parse(encode(t, minimal()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := docsDefaults(t)
+	if len(rows) < 45 {
+		t.Fatalf("read %d literal defaults from docs/config.md; the table format changed and this test checks nothing", len(rows))
+	}
+	for _, row := range rows {
+		got, ok := profileField(reflect.ValueOf(p).Elem(), row.section, row.key)
+		if !ok {
+			t.Errorf("docs/config.md:%d: %s.%s is not a key of the profile", row.line, row.section, row.key)
+			continue
+		}
+		want := reflect.New(got.Type())
+		doc := fmt.Sprintf("v = %s\n", row.literal)
+		holder := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "V", Type: got.Type(), Tag: `toml:"v"`}}))
+		if _, err := toml.Decode(doc, holder.Interface()); err != nil {
+			t.Errorf("docs/config.md:%d: default %s of %s.%s is not a TOML value of its type %s: %v", row.line, row.literal, row.section, row.key, got.Type(), err)
+			continue
+		}
+		want.Elem().Set(holder.Elem().Field(0))
+		if !sameValue(want.Elem(), got) {
+			t.Errorf("docs/config.md:%d: %s.%s defaults to %v in the code, the manual says %s", row.line, row.section, row.key, got.Interface(), row.literal)
+		}
+	}
+}
+
+// profileField is the field of key in section ("" for the top level, the
+// first cluster for "clusters").
+func profileField(p reflect.Value, section, key string) (reflect.Value, bool) {
+	v := p
+	if section != "" {
+		f, ok := fieldByTag(v.Type(), section)
+		if !ok {
+			return reflect.Value{}, false
+		}
+		v = v.FieldByIndex(f.Index)
+		if v.Kind() == reflect.Slice {
+			v = v.Index(0)
+		}
+	}
+	f, ok := fieldByTag(v.Type(), key)
+	if !ok {
+		return reflect.Value{}, false
+	}
+	return v.FieldByIndex(f.Index), true
+}
+
+// sameValue is reflect.DeepEqual, except that a nil and an empty slice or
+// map are the same value (TOML's [] decodes to an empty one).
+func sameValue(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Slice, reflect.Map:
+		if a.Len() == 0 && b.Len() == 0 {
+			return true
+		}
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
