@@ -202,7 +202,7 @@ func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 	probe, err := pods.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "settle-"},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "probe", Image: "probe", Command: []string{"true"}}}},
+			Containers: []corev1.Container{{Name: "probe", Image: "probe", Command: []string{"echo", "settled"}}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("settle %s: create probe pod: %w", c.Name, err)
@@ -225,7 +225,44 @@ func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 	if phase != corev1.PodSucceeded {
 		return fmt.Errorf("settle %s: probe pod %s %s", c.Name, probe.Name, phase)
 	}
+	// Its log, through the API server, the node's address and the dev
+	// runtime's kubelet port: what log collection needs of the spoke.
+	var last error
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var raw []byte
+		raw, last = pods.GetLogs(probe.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if last == nil && string(raw) != "settled\n" {
+			last = fmt.Errorf("log %q, want %q", raw, "settled\n")
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("settle %s: the log of probe pod %s: %w (%w); node: %s", c.Name, probe.Name, last, err, s.NodeSummary(context.WithoutCancel(ctx), c))
+	}
 	return nil
+}
+
+// NodeSummary says what spoke c's node reports: its addresses, kubelet port
+// and conditions — what a failed test prints about a spoke its pods' logs
+// cannot be read from.
+func (s *Stack) NodeSummary(ctx context.Context, c *Cluster) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("node %s: %v", c.NodeName, err)
+	}
+	var conds []string
+	for _, cd := range n.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s (%s, heartbeat %s)", cd.Type, cd.Status, cd.Reason, cd.LastHeartbeatTime.UTC().Format(time.TimeOnly)))
+	}
+	var taints []string
+	for _, t := range n.Spec.Taints {
+		taints = append(taints, t.Key+":"+string(t.Effect))
+	}
+	return fmt.Sprintf("node %s created %s, resourceVersion %s, addresses %v, kubelet port %d, conditions [%s], taints %v",
+		n.Name, n.CreationTimestamp.UTC().Format(time.TimeOnly), n.ResourceVersion, n.Status.Addresses,
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port, strings.Join(conds, "; "), taints)
 }
 
 // controllerServed waits until spoke c lets the controller's identity list

@@ -209,14 +209,16 @@ func logTails(t *testing.T, s *devstack.Stack) {
 		t.Log(died)
 	}
 	for _, c := range s.Spokes {
-		name := "kube-apiserver-" + c.Name
-		data, err := os.ReadFile(s.LogFile(name))
-		if err != nil {
-			t.Logf("%s's log: %v", name, err)
-			continue
+		for _, name := range []string{"kube-apiserver-" + c.Name, "kwok-" + c.Name} {
+			data, err := os.ReadFile(s.LogFile(name))
+			if err != nil {
+				t.Logf("%s's log: %v", name, err)
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			t.Logf("%s's log, its last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
 		}
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		t.Logf("%s's log, its last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		t.Logf("%s: %s", c.Name, s.NodeSummary(context.WithoutCancel(t.Context()), c))
 	}
 	for _, name := range []string{"crucible-controller", "crucible-dev-runtime"} {
 		data, err := os.ReadFile(s.LogFile(name))
