@@ -49,76 +49,138 @@ func hubRESTConfig(h fleet.Hub) (*rest.Config, error) {
 	return fleet.TokenFileConfig(in.Host, in.CAFile, in.BearerTokenFile)
 }
 
-// Run serves until ctx ends.
+// Run serves until ctx ends: it assembles the controller's parts from the
+// profile, then runs them until the first one returns.
 func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
-	hubCfg, err := hubRESTConfig(p.Hub)
+	c, err := assemble(ctx, p, log)
 	if err != nil {
 		return err
 	}
-	hubHTTP, err := rest.HTTPClientFor(hubCfg)
-	if err != nil {
-		return fmt.Errorf("hub client: %w", err)
-	}
-	m, err := mirror.New(mirror.Options{
-		Upstream: hubHTTP, UpstreamURL: hubCfg.Host, ExternalURL: p.Controller.ExternalURL,
-		TTL: p.Mirror.TTL.Duration, MaxStale: p.Mirror.MaxStale.Duration, Logger: log.With("component", "mirror"),
+	defer c.close()
+	return runAll(ctx, c.runnables(), func() {
+		log.Info("controller started", "instance", p.Controller.Instance, "clusters", len(p.Clusters), "internal", p.Controller.InternalListen,
+			"external", p.Controller.ExternalListen, "metrics", p.Controller.MetricsListen, "auth", p.API.Auth, "leader_elect", p.Controller.LeaderElect)
 	})
-	if err != nil {
-		return fmt.Errorf("discovery mirror: %w", err)
+}
+
+// parts is the assembled controller: what its runnables serve and run, and
+// what closes when they are done.
+type parts struct {
+	p       *fleet.Profile
+	log     *slog.Logger
+	hubCfg  *rest.Config
+	clients *fleet.Clients
+	rec     *reconcile.Reconciler
+	// internal serves the API, the web UI, /healthz and /readyz; external
+	// exactly the drop-box and the discovery mirror.
+	internal, external http.Handler
+	closers            []func() // in the order opened; closed in reverse
+}
+
+// assemble builds every part from the profile: the hub client and the
+// discovery mirror, the store and its feed of changes, one federated client
+// per spoke, the dispatcher, the reconciler, the API and its authentication,
+// the drop-box, and the two listeners' handlers. Nothing runs yet.
+func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts, err error) {
+	c = &parts{p: p, log: log}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if c.hubCfg, err = hubRESTConfig(p.Hub); err != nil {
+		return nil, err
 	}
-	st, err := store.Open(ctx, p.Controller.Store)
+	m, err := newMirror(p, c.hubCfg, log.With("component", "mirror"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer st.Close()
+	raw, err := store.Open(ctx, p.Controller.Store)
+	if err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, func() { raw.Close() })
 	// Every row change is published to GET /api/events (this replica's
 	// writes only; package events).
 	bus := events.NewBus()
-	st = events.Store{Store: st, Pub: bus}
-	clients, err := fleet.NewClients(p.Clusters)
-	if err != nil {
-		return err
+	st := events.Store{Store: raw, Pub: bus}
+	if c.clients, err = fleet.NewClients(p.Clusters); err != nil {
+		return nil, err
 	}
-	clients.SetLogger(log.With("component", "fleet"))
+	c.clients.SetLogger(log.With("component", "fleet"))
 	policy := retry.Policy{Initial: 200 * time.Millisecond, Max: p.Reconcile.MaxBackoff.Duration, Budget: p.Reconcile.RetryBudget.Duration}
-	d := &dispatch.Dispatcher{Clients: clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
+	d := &dispatch.Dispatcher{Clients: c.clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
 	arts, release, err := openArtifacts(ctx, p.Controller, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer release()
-	rec := &reconcile.Reconciler{
-		Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Instance: p.Controller.Instance, Retry: policy,
+	c.closers = append(c.closers, release)
+	c.rec = &reconcile.Reconciler{
+		Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Instance: p.Controller.Instance, Retry: policy,
 		SweepInterval: p.Reconcile.SweepInterval.Duration, OrphanGrace: p.Reconcile.OrphanGrace.Duration,
 		PendingGrace: dispatchTimeout(p), Log: log.With("component", "reconcile"),
 	}
-	authn, authz, err := apiAuth(p.API, hubCfg)
+	authn, authz, err := apiAuth(p.API, c.hubCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	apiSrv := &api.Server{
-		Profile: p, Store: st, Dispatcher: d, Clients: clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
+		Profile: p, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
-		Events: bus, Settler: rec,
+		Events: bus, Settler: c.rec,
 	}
-
-	drop, err := newDropBox(p, st, clients, arts, log.With("component", "ingest"))
+	drop, err := newDropBox(p, st, c.clients, arts, log.With("component", "ingest"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rec.Uploads, apiSrv.Uploads = drop, drop // collecting or cancelling a pod closes its uploads
-	// The external listener is the internet-facing route: exactly the
-	// drop-box and the mirror (which answers 404 for every other path).
-	external := http.NewServeMux()
-	external.Handle("/api/pods/{pod}/artifacts/{kind}", drop)
-	external.Handle("/", m)
+	c.rec.Uploads, apiSrv.Uploads = drop, drop // collecting or cancelling a pod closes its uploads
+	c.external = externalHandler(drop, m)
+	c.internal = internalHandler(apiSrv, m, log)
+	return c, nil
+}
 
-	internal := http.NewServeMux()
-	apiSrv.Routes(internal)
-	ui.Routes(internal) // the web UI at / and /ui/: embedded, using only the API
-	internal.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	internal.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+// close releases what assemble opened, last first.
+func (c *parts) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+}
+
+// newMirror is the discovery mirror: the hub's OIDC documents, fetched with
+// the controller's own hub identity.
+func newMirror(p *fleet.Profile, hubCfg *rest.Config, log *slog.Logger) (*mirror.Mirror, error) {
+	hubHTTP, err := rest.HTTPClientFor(hubCfg)
+	if err != nil {
+		return nil, fmt.Errorf("hub client: %w", err)
+	}
+	m, err := mirror.New(mirror.Options{
+		Upstream: hubHTTP, UpstreamURL: hubCfg.Host, ExternalURL: p.Controller.ExternalURL,
+		TTL: p.Mirror.TTL.Duration, MaxStale: p.Mirror.MaxStale.Duration, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("discovery mirror: %w", err)
+	}
+	return m, nil
+}
+
+// externalHandler is the internet-facing route: exactly the drop-box and
+// the mirror (which answers 404 for every other path).
+func externalHandler(drop http.Handler, m http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/pods/{pod}/artifacts/{kind}", drop)
+	mux.Handle("/", m)
+	return mux
+}
+
+// internalHandler serves the API, the web UI, /healthz and /readyz, which
+// is ready once the mirror has a document it may serve.
+func internalHandler(apiSrv *api.Server, m *mirror.Mirror, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	apiSrv.Routes(mux)
+	ui.Routes(mux) // the web UI at / and /ui/: embedded, using only the API
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := m.Check(r.Context()); err != nil {
 			// The cause names the hub's address: the mirror logs it, the probe
 			// gets a fixed reason.
@@ -128,42 +190,79 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	return mux
+}
 
-	c := p.Controller
-	loops := rec.Start // await, log collection, startup reconcile, sweep: once per deployment
-	if c.LeaderElect {
-		loops = func(ctx context.Context) error {
-			return runAsLeader(ctx, hubCfg, p.LeaderElection, log.With("component", "leader"), rec.Start)
-		}
-	} else {
-		metrics.Leader.Set(1)
+// runnable is one of the controller's long-running parts.
+type runnable interface {
+	Start(ctx context.Context) error
+}
+
+var (
+	_ runnable = loops{}
+	_ runnable = probes{}
+	_ runnable = listener{}
+)
+
+// runnables are the parts that run: the reconciler's loops, the health
+// probes and the listeners (internal, external, and metrics unless off).
+func (c *parts) runnables() []runnable {
+	ctl := c.p.Controller
+	rs := []runnable{
+		loops{rec: c.rec, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
+		probes{clients: c.clients, every: c.p.Reconcile.HealthInterval.Duration},
+		listener{log: c.log, handler: c.internal, opts: httpserve.Options{Name: "internal", Addr: ctl.InternalListen,
+			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == ""}},
+		listener{log: c.log, handler: c.external, opts: httpserve.Options{Name: "external", Addr: ctl.ExternalListen,
+			CertFile: ctl.ExternalTLSCert, KeyFile: ctl.ExternalTLSKey, InsecureHTTP: ctl.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute,
+			NoReadTimeout: true}}, // the drop-box enforces a minimum upload rate instead
 	}
-	runnables := []func(context.Context) error{
-		loops,
-		func(ctx context.Context) error { return clients.ProbeLoop(ctx, p.Reconcile.HealthInterval.Duration) },
-		func(ctx context.Context) error {
-			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "internal", Addr: c.InternalListen,
-				CertFile: c.InternalTLSCert, KeyFile: c.InternalTLSKey, InsecureHTTP: c.InternalTLSCert == ""}, internal, log)
-		},
-		func(ctx context.Context) error {
-			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "external", Addr: c.ExternalListen,
-				CertFile: c.ExternalTLSCert, KeyFile: c.ExternalTLSKey, InsecureHTTP: c.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute,
-				NoReadTimeout: true}, external, log) // the drop-box enforces a minimum upload rate instead
-		},
-	}
-	if c.MetricsListen != fleet.MetricsListenOff {
+	if ctl.MetricsListen != fleet.MetricsListenOff {
 		// Metrics on their own listener: the API's listener may face users,
 		// and scraping must not need an API identity.
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
-		runnables = append(runnables, func(ctx context.Context) error {
-			return httpserve.ListenAndServe(ctx, httpserve.Options{Name: "metrics", Addr: c.MetricsListen, InsecureHTTP: true}, mux, log)
-		})
+		rs = append(rs, listener{log: c.log, handler: mux, opts: httpserve.Options{Name: "metrics", Addr: ctl.MetricsListen, InsecureHTTP: true}})
 	}
-	return runAll(ctx, runnables, func() {
-		log.Info("controller started", "instance", c.Instance, "clusters", len(p.Clusters), "internal", c.InternalListen, "external", c.ExternalListen,
-			"metrics", c.MetricsListen, "auth", p.API.Auth, "leader_elect", c.LeaderElect)
-	})
+	return rs
+}
+
+// loops runs the reconciler (await, log collection, startup reconcile,
+// sweep) once per deployment: here, or with leader election only while this
+// replica holds the Lease.
+type loops struct {
+	rec      *reconcile.Reconciler
+	elect    bool
+	hub      *rest.Config
+	election fleet.LeaderElection
+	log      *slog.Logger
+}
+
+func (l loops) Start(ctx context.Context) error {
+	if !l.elect {
+		metrics.Leader.Set(1)
+		return l.rec.Start(ctx)
+	}
+	return runAsLeader(ctx, l.hub, l.election, l.log, l.rec.Start)
+}
+
+// probes keeps every cluster's health current.
+type probes struct {
+	clients *fleet.Clients
+	every   time.Duration
+}
+
+func (p probes) Start(ctx context.Context) error { return p.clients.ProbeLoop(ctx, p.every) }
+
+// listener serves one listener until ctx ends.
+type listener struct {
+	opts    httpserve.Options
+	handler http.Handler
+	log     *slog.Logger
+}
+
+func (l listener) Start(ctx context.Context) error {
+	return httpserve.ListenAndServe(ctx, l.opts, l.handler, l.log)
 }
 
 // runAll runs every runnable in an errgroup (controller-runtime's
@@ -171,13 +270,13 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 // once they are launched. Any runnable returning, with an error or without,
 // stops the rest: a controller with half its loops is worse than one that
 // restarts. It returns the first error, after all have returned.
-func runAll(ctx context.Context, runnables []func(context.Context) error, started func()) error {
+func runAll(ctx context.Context, runnables []runnable, started func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx) // cancelled on the first error
-	for _, run := range runnables {
+	for _, r := range runnables {
 		g.Go(func() error {
-			err := run(ctx)
+			err := r.Start(ctx)
 			if err == nil {
 				cancel() // errgroup cancels on an error, after recording it first
 			}

@@ -39,9 +39,9 @@ func TestRunAll(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stopped atomic.Int32
-			runnables := []func(context.Context) error{waiter(&stopped, tt.onStop), waiter(&stopped, tt.onStop)}
+			runnables := []runnable{runFunc(waiter(&stopped, tt.onStop)), runFunc(waiter(&stopped, tt.onStop))}
 			if tt.first != nil {
-				runnables = append(runnables, tt.first)
+				runnables = append(runnables, runFunc(tt.first))
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
@@ -67,3 +67,8 @@ func TestRunAll(t *testing.T) {
 		})
 	}
 }
+
+// runFunc is a runnable of a test.
+type runFunc func(context.Context) error
+
+func (f runFunc) Start(ctx context.Context) error { return f(ctx) }
