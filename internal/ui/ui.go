@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+
+	"crucible.dev/crucible/internal/httperr"
 )
 
 //go:embed static
@@ -40,7 +42,7 @@ func Routes(mux *http.ServeMux) {
 	mux.Handle("GET /{$}", secured(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		page, err := fs.ReadFile(sub, "index.html")
 		if err != nil {
-			http.Error(w, "ui missing", http.StatusInternalServerError)
+			httperr.Write(w, r, httperr.Wrap(http.StatusInternalServerError, "the web UI is missing from this binary", err), httperr.Text)
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
