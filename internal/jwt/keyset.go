@@ -10,6 +10,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"golang.org/x/sync/singleflight"
+
+	"crucible.dev/crucible/internal/lru"
 )
 
 // Verification outcomes other than a payload. Callers map them to answers:
@@ -76,7 +78,11 @@ type KeySet struct {
 	mu          sync.Mutex // guards the fields below
 	lastAttempt time.Time
 	lastErr     error
-	firstSeen   *kidTracker
+	// firstSeen is when each unknown key id was first seen, for the
+	// unknown-kid grace; bounded, so a flood of random kids costs bounded
+	// memory (an evicted id that comes back starts a new grace, which only
+	// delays a definitive answer).
+	firstSeen *lru.Cache[time.Time]
 }
 
 // NewKeySet returns a KeySet that fetches nothing until first needed.
@@ -93,7 +99,7 @@ func NewKeySet(opts KeySetOptions) *KeySet {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &KeySet{opts: opts, firstSeen: newKidTracker(opts.MaxTrackedKids)}
+	return &KeySet{opts: opts, firstSeen: lru.New[time.Time](opts.MaxTrackedKids)}
 }
 
 // Verify checks a compact JWS's signature and returns its payload, fetching
@@ -212,9 +218,7 @@ func (k *KeySet) undecided(kid string, fetchErr error) error {
 	}
 	if k.opts.UnknownKidGrace > 0 {
 		now := k.opts.Now()
-		k.mu.Lock()
-		first := k.firstSeen.seen(kid, now)
-		k.mu.Unlock()
+		first := k.firstSeen.GetOrAdd(kid, now, func() (time.Time, time.Time) { return now, time.Time{} })
 		if now.Sub(first) < k.opts.UnknownKidGrace {
 			return fmt.Errorf("%w: key id %q unknown, within its grace", ErrUnavailable, kid)
 		}
@@ -252,7 +256,7 @@ func (k *KeySet) refresh(ctx context.Context) error {
 		}
 		k.keys.Store(&keys)
 		for _, key := range keys {
-			k.firstSeen.forget(key.KeyID)
+			k.firstSeen.Delete(key.KeyID)
 		}
 		return nil, nil
 	})

@@ -228,7 +228,7 @@ func TestUnknownKidGrace(t *testing.T) {
 	if _, err := f.ks.Verify(t.Context(), forged); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("after the grace: %v, want ErrUnknownKey", err)
 	}
-	if n := f.ks.firstSeen.len(); n != 1 {
+	if n := f.ks.firstSeen.Len(); n != 1 {
 		t.Errorf("tracked kids = %d, want 1 (k3; k2 was published)", n)
 	}
 }
@@ -251,7 +251,7 @@ func TestUnknownKidTrackingBounded(t *testing.T) {
 			t.Fatalf("random kid %d within the grace: %v", i, err)
 		}
 	}
-	if n := f.ks.firstSeen.len(); n != DefaultMaxTrackedKids {
+	if n := f.ks.firstSeen.Len(); n != DefaultMaxTrackedKids {
 		t.Errorf("tracked kids = %d, want the bound %d", n, DefaultMaxTrackedKids)
 	}
 }

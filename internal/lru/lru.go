@@ -1,8 +1,9 @@
 // Package lru owns crucible's one bounded cache: a map with a per-entry
 // expiry that evicts the least recently used entry when full. The drop-box
 // (accepts, rejections, rate limiters) and the API's authentication (token
-// and access reviews) keep security decisions in it, so its bound is what
-// keeps a flood of distinct keys from growing memory.
+// and access reviews) keep security decisions in it, and the JWT key sets
+// the first sighting of each unknown key id, so its bound is what keeps a
+// flood of distinct keys from growing memory.
 //
 // Times are passed in rather than read, so callers decide with one clock and
 // tests need none of their own.
@@ -89,6 +90,16 @@ func (c *Cache[V]) addLocked(key string, value V, expires time.Time) {
 		delete(c.items, oldest.Value.(*entry[V]).key)
 	}
 	c.items[key] = c.order.PushFront(&entry[V]{key: key, value: value, expires: expires})
+}
+
+// Delete removes the entry under key, if any.
+func (c *Cache[V]) Delete(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		c.order.Remove(el)
+		delete(c.items, key)
+	}
 }
 
 // DeleteFunc removes every entry whose key matches and returns how many.

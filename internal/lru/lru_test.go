@@ -89,3 +89,18 @@ func TestAtLeastOne(t *testing.T) {
 		t.Error("a cache made with max 0 holds nothing")
 	}
 }
+
+func TestDelete(t *testing.T) {
+	c := New[int](2)
+	now := time.Now()
+	c.Put("a", 1, time.Time{})
+	c.Put("b", 2, time.Time{})
+	c.Delete("a")
+	c.Delete("missing")
+	if _, ok := c.Get("a", now); ok {
+		t.Error("a is still there after Delete")
+	}
+	if v, ok := c.Get("b", now); !ok || v != 2 || c.Len() != 1 {
+		t.Errorf("b = %d, %t with %d entries; want 2 and one entry", v, ok, c.Len())
+	}
+}
