@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/render"
@@ -137,86 +136,25 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.Kind == "" {
-		req.Kind = "turn"
-	}
-	cluster, ok := s.Profile.Cluster(req.Cluster)
-	name := cluster.Name
-	if !ok {
-		name = req.Cluster
-	}
 	// Authorized before anything about the cluster is revealed.
-	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: name}); err != nil {
+	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(s.Profile, req.Cluster)}); err != nil {
 		return err
 	}
-	if !ok {
-		var names []string
-		for _, c := range s.Profile.Clusters {
-			names = append(names, c.Name)
-		}
-		return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", truncate(req.Cluster, 100), strings.Join(names, ", "))}
-	}
-	prefix := req.Kind
-	if prefix != "loop" && prefix != "turn" {
-		prefix = "wp" // Validate reports the kind; the id must still be a name
-	}
-	wp := render.WorkPod{
-		ID: newID(prefix), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
-		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
-	}
-	if errs := wp.Validate(); len(errs) > 0 {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
-	}
-	spec, err := specForStore(wp)
+	sub, err := newSubmission(s.Profile, req, identity(r).User, key, newID)
 	if err != nil {
 		return err
-	}
-	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
-		Spec: spec, Submitter: identity(r).User, IdempotencyKey: key}
-	if key != "" {
-		req.Cluster = cluster.Name
-		if row.RequestSHA256, err = requestDigest(req); err != nil {
-			return err
-		}
 	}
 	// With a key, the insert itself decides which of several requests
 	// carrying it (retries, also on other replicas) makes the row.
-	if err := s.Store.CreateWorkPod(r.Context(), row); errors.Is(err, store.ErrKeyTaken) {
-		return s.replaySubmit(w, r, key, row.RequestSHA256)
+	if err := s.Store.CreateWorkPod(r.Context(), sub.row); errors.Is(err, store.ErrKeyTaken) {
+		return s.replaySubmit(w, r, key, sub.row.RequestSHA256)
 	} else if err != nil {
 		return fmt.Errorf("record work pod: %w", err)
 	}
-	// The spoke work outlives a client that hangs up: the row must end in a
-	// state that says what happened.
-	ctx, cancel := detach(r.Context(), s.DispatchTimeout)
-	defer cancel()
-	res, derr := s.Dispatcher.Dispatch(ctx, cluster.Name, wp)
-	if derr != nil {
-		// The row records the failure unless the pod's own fate was
-		// recorded meanwhile (a watch that saw it finish, a cancel).
-		_, err := s.Store.TransitionWorkPod(ctx, wp.ID, store.Transition{From: dispatchFailable, To: store.StateFailed,
-			Reason: "dispatch: " + spokeMessage(derr), Finish: true})
-		if err != nil && !errors.Is(err, store.ErrConflict) {
-			s.Log.Error("recording a failed dispatch failed", "pod", wp.ID, "error", err)
-		}
-		code := http.StatusBadGateway
-		if errors.Is(derr, dispatch.ErrNotOurs) {
-			code = http.StatusConflict
-		}
-		return httperr.Wrap(code, "dispatch to "+cluster.Name+" failed: "+spokeMessage(derr), derr)
-	}
-	// One conditional statement: pending → dispatched with the pod's uid.
-	// A row the watch moved on already (dispatched, running, even finished)
-	// or a cancel got to first is answered as it is.
-	updated, err := s.Store.TransitionWorkPod(ctx, wp.ID, store.Transition{From: []store.State{store.StatePending},
-		To: store.StateDispatched, PodUID: string(res.PodUID)})
-	if errors.Is(err, store.ErrConflict) {
-		updated, err = s.Store.GetWorkPod(ctx, wp.ID)
-	}
+	updated, err := s.dispatchAndRecord(r.Context(), sub)
 	if err != nil {
-		return fmt.Errorf("record dispatch of %s: %w", wp.ID, err)
+		return err
 	}
-	updated.Spec = spec // a transition returns the row without it
 	writeJSON(w, http.StatusCreated, view(updated))
 	return nil
 }

@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// submission is a submit decided: the work pod to dispatch and the pending
+// row that records it.
+type submission struct {
+	pod render.WorkPod
+	row store.WorkPod
+}
+
+// newSubmission decides a submit without doing anything: the kind's
+// default, the target cluster, validation, the spec as stored and, with an
+// Idempotency-Key, the request's digest. id makes the work pod's id from a
+// prefix. An error names the field at fault (400).
+func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, id func(prefix string) string) (submission, error) {
+	if req.Kind == "" {
+		req.Kind = "turn"
+	}
+	cluster, ok := p.Cluster(req.Cluster)
+	if !ok {
+		var names []string
+		for _, c := range p.Clusters {
+			names = append(names, c.Name)
+		}
+		return submission{}, &httperr.Error{Code: http.StatusBadRequest, Field: "cluster",
+			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", truncate(req.Cluster, 100), strings.Join(names, ", "))}
+	}
+	prefix := req.Kind
+	if prefix != "loop" && prefix != "turn" {
+		prefix = "wp" // Validate reports the kind; the id must still be a name
+	}
+	wp := render.WorkPod{
+		ID: id(prefix), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
+		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
+	}
+	if errs := wp.Validate(); len(errs) > 0 {
+		return submission{}, &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+	}
+	spec, err := specForStore(wp)
+	if err != nil {
+		return submission{}, err
+	}
+	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
+		Spec: spec, Submitter: submitter, IdempotencyKey: key}
+	if key != "" {
+		// Digested as dispatched: the default kind and cluster filled in,
+		// so a retry that names them matches one that left them out.
+		req.Cluster = cluster.Name
+		if row.RequestSHA256, err = requestDigest(req); err != nil {
+			return submission{}, err
+		}
+	}
+	return submission{pod: wp, row: row}, nil
+}
+
+// targetCluster is the cluster a submit naming name goes to: the default
+// for "", name itself when the fleet has no such cluster (authorization is
+// asked about what was named, before the 400 reveals the fleet).
+func targetCluster(p *fleet.Profile, name string) string {
+	if c, ok := p.Cluster(name); ok {
+		return c.Name
+	}
+	return name
+}
+
+// dispatchAndRecord creates the submission's pod on its spoke and records
+// the outcome in its row. The spoke work outlives a client that hangs up:
+// the row must end in a state that says what happened.
+func (s *Server) dispatchAndRecord(ctx context.Context, sub submission) (store.WorkPod, error) {
+	ctx, cancel := detach(ctx, s.DispatchTimeout)
+	defer cancel()
+	id, cluster := sub.pod.ID, sub.row.Cluster
+	res, derr := s.Dispatcher.Dispatch(ctx, cluster, sub.pod)
+	if derr != nil {
+		// The row records the failure unless the pod's own fate was
+		// recorded meanwhile (a watch that saw it finish, a cancel).
+		_, err := s.Store.TransitionWorkPod(ctx, id, store.Transition{From: dispatchFailable, To: store.StateFailed,
+			Reason: "dispatch: " + spokeMessage(derr), Finish: true})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			s.Log.Error("recording a failed dispatch failed", "pod", id, "error", err)
+		}
+		code := http.StatusBadGateway
+		if errors.Is(derr, dispatch.ErrNotOurs) {
+			code = http.StatusConflict
+		}
+		return store.WorkPod{}, httperr.Wrap(code, "dispatch to "+cluster+" failed: "+spokeMessage(derr), derr)
+	}
+	// One conditional statement: pending → dispatched with the pod's uid.
+	// A row the watch moved on already (dispatched, running, even finished)
+	// or a cancel got to first is answered as it is.
+	updated, err := s.Store.TransitionWorkPod(ctx, id, store.Transition{From: []store.State{store.StatePending},
+		To: store.StateDispatched, PodUID: string(res.PodUID)})
+	if errors.Is(err, store.ErrConflict) {
+		updated, err = s.Store.GetWorkPod(ctx, id)
+	}
+	if err != nil {
+		return store.WorkPod{}, fmt.Errorf("record dispatch of %s: %w", id, err)
+	}
+	updated.Spec = sub.row.Spec // a transition returns the row without it
+	return updated, nil
+}
