@@ -109,7 +109,7 @@ type isolated struct {
 // isolatedReconciler runs a reconciler of its own (instance "isolation",
 // one worker per cluster, retry budget budget) on a store of its own, with
 // wharf reached through the proxy at proxyURL and dock directly.
-func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA string, budget time.Duration) isolated {
+func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA string, budget time.Duration, configure ...func(*reconcile.Reconciler)) isolated {
 	t.Helper()
 	const instance = "isolation"
 	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
@@ -130,6 +130,9 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1,
 		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy},
 		Artifacts:  arts, Log: slog.New(slog.DiscardHandler),
+	}
+	for _, c := range configure {
+		c(r)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan struct{})
