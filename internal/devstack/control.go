@@ -189,7 +189,8 @@ const settleTimeout = 3 * time.Minute
 // and the spoke's scheduler, kwok and dev runtime reconnect with client-go's
 // backoff, which after a few outages in a row holds a new pod for up to a
 // minute. Tests sharing a stack call it after restarting a spoke, so the
-// next test finds the spoke as it would at any other time.
+// next test finds the spoke as it would at any other time. Every node of
+// the spoke runs a probe pod.
 func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
@@ -198,14 +199,16 @@ func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 			return err
 		}
 	}
+	return each(c.Nodes, func(n NodeSpec) error { return s.settleNode(ctx, c, n) })
+}
+
+// settleNode runs a probe pod on node n of spoke c — through the scheduler,
+// pinned by hostname and tolerating the node's taints — and reads its log.
+func (s *Stack) settleNode(ctx context.Context, c *Cluster, n NodeSpec) error {
 	pods := c.Client.CoreV1().Pods(SpokeNamespace)
-	probe, err := pods.Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "settle-"},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "probe", Image: "probe", Command: []string{"echo", "settled"}}}},
-	}, metav1.CreateOptions{})
+	probe, err := pods.Create(ctx, settleProbe(n), metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("settle %s: create probe pod: %w", c.Name, err)
+		return fmt.Errorf("settle %s: create probe pod for node %s: %w", c.Name, n.Name, err)
 	}
 	defer func() {
 		zero := int64(0)
@@ -220,7 +223,7 @@ func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
 	})
 	if err != nil {
-		return fmt.Errorf("settle %s: probe pod %s still %q: %w", c.Name, probe.Name, phase, err)
+		return fmt.Errorf("settle %s: probe pod %s for node %s still %q: %w", c.Name, probe.Name, n.Name, phase, err)
 	}
 	if phase != corev1.PodSucceeded {
 		return fmt.Errorf("settle %s: probe pod %s %s", c.Name, probe.Name, phase)
@@ -237,20 +240,45 @@ func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("settle %s: the log of probe pod %s: %w (%w); node: %s", c.Name, probe.Name, last, err, s.NodeSummary(context.WithoutCancel(ctx), c))
+		return fmt.Errorf("settle %s: the log of probe pod %s: %w (%w); %s", c.Name, probe.Name, last, err, s.NodeSummary(context.WithoutCancel(ctx), c))
 	}
 	return nil
 }
 
-// NodeSummary says what spoke c's node reports: its addresses, kubelet port
-// and conditions — what a failed test prints about a spoke its pods' logs
-// cannot be read from.
+// settleProbe is a pod that only node n takes.
+func settleProbe(n NodeSpec) *corev1.Pod {
+	tolerations := make([]corev1.Toleration, 0, len(n.Taints))
+	for _, t := range n.Taints {
+		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpExists, Effect: t.Effect})
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "settle-"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			NodeSelector:  map[string]string{corev1.LabelHostname: n.Name},
+			Tolerations:   tolerations,
+			Containers:    []corev1.Container{{Name: "probe", Image: "probe", Command: []string{"echo", "settled"}}},
+		},
+	}
+}
+
+// NodeSummary says what spoke c's nodes report: their addresses, kubelet
+// port, conditions and taints — what a failed test prints about a spoke its
+// pods' logs cannot be read from.
 func (s *Stack) NodeSummary(ctx context.Context, c *Cluster) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
+	summaries := make([]string, 0, len(c.Nodes))
+	for _, spec := range c.Nodes {
+		summaries = append(summaries, nodeSummary(ctx, c, spec.Name))
+	}
+	return strings.Join(summaries, " | ")
+}
+
+func nodeSummary(ctx context.Context, c *Cluster, name string) string {
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Sprintf("node %s: %v", c.NodeName, err)
+		return fmt.Sprintf("node %s: %v", name, err)
 	}
 	var conds []string
 	for _, cd := range n.Status.Conditions {

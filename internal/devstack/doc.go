@@ -1,6 +1,7 @@
 // Package devstack runs a real local hub and spoke clusters: one etcd, a hub
 // kube-apiserver and, per spoke, a kube-apiserver, kube-scheduler,
-// kube-controller-manager, kwok as the node and a dev runtime as its kubelet,
+// kube-controller-manager, kwok as its nodes (with capacity, labels and
+// taints, wharf's GPU node among them) and a dev runtime as their kubelet,
 // which runs every pod's command as a local process (development only: the
 // image is ignored). It is what crucible's tests and `crucible dev up` run on,
 // so that Kubernetes behaviour is exercised against real API servers rather

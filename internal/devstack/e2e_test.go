@@ -27,8 +27,10 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
+// The shared stack has two spokes with their default nodes: wharf with a
+// CPU and a GPU node, dock with a CPU node only.
 func TestMain(m *testing.M) {
-	os.Exit(devstacktest.Main(m, devstack.Options{}))
+	os.Exit(devstacktest.Main(m, devstack.Options{Spokes: []devstack.SpokeOptions{{Name: devstack.DefaultSpokeName}, {Name: "dock"}}}))
 }
 
 // testPod is a pod whose first container runs command on the dev runtime.

@@ -8,11 +8,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// The runtime answers the kubelet API's containerLogs on the node's kubelet
-// port (the node's daemonEndpoints), so that the spoke's kube-apiserver serves
+// The runtime answers the kubelet API's containerLogs on the kubelet port
+// every node of the spoke names (their daemonEndpoints), so that the spoke's kube-apiserver serves
 // pods/log — follow, timestamps, sinceTime, tailLines and limitBytes
 // included — from the pod's own CRI log, as it would from a kubelet.
 
@@ -50,7 +51,7 @@ func (r *nodeRuntime) newLogServer(certFile, keyFile, caFile string) (*http.Serv
 func (r *nodeRuntime) listenAndServe(srv *http.Server, port int) (net.Listener, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("listen on the kubelet port of %s: %w", r.node, err)
+		return nil, fmt.Errorf("listen on the kubelet port of %s: %w", r.spoke, err)
 	}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	return ln, nil
@@ -75,7 +76,7 @@ func (r *nodeRuntime) serveContainerLogs(w http.ResponseWriter, req *http.Reques
 	r.mu.Unlock()
 	p := r.lookup(ns, name)
 	if p == nil {
-		http.Error(w, fmt.Sprintf("pod %s/%s is not running on node %s", ns, name, r.node), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("pod %s/%s is not running on the nodes of %s (%s)", ns, name, r.spoke, strings.Join(r.nodes, ", ")), http.StatusNotFound)
 		return
 	}
 	if container != p.container {

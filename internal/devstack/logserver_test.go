@@ -18,7 +18,7 @@ import (
 // The kubelet-port handler refuses what the API server would never send and
 // what an unauthenticated local user might.
 func TestContainerLogsEdge(t *testing.T) {
-	r := &nodeRuntime{node: "n", pods: map[types.UID]*podRun{}}
+	r := &nodeRuntime{spoke: "s", nodes: []string{"n"}, pods: map[types.UID]*podRun{}}
 	started := newPodRun(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Namespace: "ns", Name: "running"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "work"}}}})
 	l, err := newCRILog(filepath.Join(t.TempDir(), "work.log"))
@@ -44,7 +44,7 @@ func TestContainerLogsEdge(t *testing.T) {
 		{"ok", "/containerLogs/ns/running/work", verified, 200, "hi\n"},
 		{"no client certificate", "/containerLogs/ns/running/work", nil, 401, "client certificate"},
 		{"unverified certificate", "/containerLogs/ns/running/work", &tls.ConnectionState{}, 401, "client certificate"},
-		{"unknown pod", "/containerLogs/ns/nope/work", verified, 404, "not running on node n"},
+		{"unknown pod", "/containerLogs/ns/nope/work", verified, 404, "not running on the nodes of s (n)"},
 		{"other namespace", "/containerLogs/other/running/work", verified, 404, "not running"},
 		{"second container", "/containerLogs/ns/running/sidecar", verified, 400, "only the first container"},
 		{"not started", "/containerLogs/ns/waiting/work", verified, 400, "waiting to start: ContainerCreating"},

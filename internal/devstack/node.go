@@ -22,9 +22,9 @@ var kwokStages embed.FS
 
 // startNodes gives every spoke what turns pod objects into running pods:
 // kube-scheduler (binding), kube-controller-manager (garbage collection,
-// default service accounts, node taints), kwok (the node: its status and
-// lease) and the dev runtime (the node's kubelet: it runs the pods and serves
-// pods/log on the node's kubelet port).
+// default service accounts, node taints), kwok (the nodes: their status and
+// leases) and the dev runtime (the nodes' kubelet: it runs their pods and
+// serves pods/log on the one kubelet port all of the spoke's nodes name).
 func (s *Stack) startNodes(ctx context.Context) error {
 	kubeletPorts, err := freePorts(len(s.Spokes))
 	if err != nil {
@@ -56,15 +56,12 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort in
 	if err := writeKwokConfig(kwokConfig); err != nil {
 		return err
 	}
-	// kwok manages only nodes carrying its annotation; the node is created
-	// here so that its name and addresses are ours.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name:        c.NodeName,
-		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-		Labels:      map[string]string{"kubernetes.io/hostname": c.NodeName, "type": "kwok"},
-	}}
-	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create node on %s: %w", c.Name, err)
+	// kwok manages only nodes carrying its annotation; the nodes are created
+	// here so that their names, capacity, labels and taints are ours.
+	for _, n := range c.Nodes {
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n.object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s on %s: %w", n.Name, c.Name, err)
+		}
 	}
 
 	kubeconfig := c.KubeconfigFile
@@ -79,7 +76,8 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort in
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--node-ip=127.0.0.1",
-			// The node's kubelet port, in its status, is the dev runtime's.
+			// Every node's kubelet port, in its status, is the dev runtime's
+			// one port for the spoke.
 			"--node-port=" + strconv.Itoa(kubeletPort),
 			"--server-address=127.0.0.1:" + strconv.Itoa(kwokPort),
 			"--tls-cert-file=" + filepath.Join(certs, "serving.crt"),
@@ -129,23 +127,17 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort in
 // kube-controller-manager, which serve self-signed certificates on loopback.
 var selfSignedClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe of a process we started
 
-// waitSpokeReady waits until the spoke's node is Ready without the not-ready
-// taint (kube-controller-manager removes it) and the service-account
-// controller has created the default account, so a test's first pod schedules.
+// waitSpokeReady waits until every node of the spoke is Ready without the
+// not-ready taint (kube-controller-manager removes it) and the
+// service-account controller has created the default account, so a test's
+// first pod schedules.
 func (s *Stack) waitSpokeReady(ctx context.Context, c *Cluster) error {
 	began := time.Now()
 	kwok := s.proc("kwok-" + c.Name)
 	err := kwok.waitReady(ctx, startTimeout, func(ctx context.Context) error {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, c.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !nodeReady(node) {
-			return fmt.Errorf("node %s not Ready yet", c.NodeName)
-		}
-		for _, t := range node.Spec.Taints {
-			if t.Key == corev1.TaintNodeNotReady {
-				return fmt.Errorf("node %s still tainted %s", c.NodeName, t.Key)
+		for _, n := range c.Nodes {
+			if err := nodeSchedulable(ctx, c, n.Name); err != nil {
+				return err
 			}
 		}
 		if _, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
@@ -156,8 +148,33 @@ func (s *Stack) waitSpokeReady(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return fmt.Errorf("spoke %s: %w", c.Name, err)
 	}
-	s.opts.Progress("%s node %s Ready (%s)", c.Name, c.NodeName, time.Since(began).Round(100*time.Millisecond))
+	s.opts.Progress("%s nodes %s Ready (%s)", c.Name, strings.Join(nodeNames(c.Nodes), ", "), time.Since(began).Round(100*time.Millisecond))
 	return nil
+}
+
+// nodeSchedulable reports why node name of c cannot take pods yet, or nil.
+func nodeSchedulable(ctx context.Context, c *Cluster, name string) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !nodeReady(node) {
+		return fmt.Errorf("node %s not Ready yet", name)
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady {
+			return fmt.Errorf("node %s still tainted %s", name, t.Key)
+		}
+	}
+	return nil
+}
+
+func nodeNames(nodes []NodeSpec) []string {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	return names
 }
 
 func nodeReady(n *corev1.Node) bool {

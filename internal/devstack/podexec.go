@@ -39,10 +39,32 @@ type execSpec struct {
 	Pdeathsig bool     `json:"pdeathsig"`
 }
 
+// bindMount is one volume at its mountPath: Source bind-mounted there, or a
+// tmpfs of its own for a memory-backed emptyDir.
 type bindMount struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"readOnly"`
+	Source   string      `json:"source"`
+	Target   string      `json:"target"`
+	ReadOnly bool        `json:"readOnly"`
+	Tmpfs    *tmpfsMount `json:"tmpfs,omitempty"`
+}
+
+// tmpfsMount is a memory-backed emptyDir: a tmpfs of SizeBytes (0: the
+// kernel's default, half of the machine's memory) owned by the pod's user.
+// The kernel enforces the size, as it does for a kubelet's: a write beyond
+// it fails with ENOSPC.
+type tmpfsMount struct {
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	UID       int   `json:"uid"`
+	GID       int   `json:"gid"`
+}
+
+// options is the tmpfs's mount data.
+func (t tmpfsMount) options() string {
+	opts := fmt.Sprintf("mode=0755,uid=%d,gid=%d", t.UID, t.GID)
+	if t.SizeBytes > 0 {
+		opts += fmt.Sprintf(",size=%d", t.SizeBytes)
+	}
+	return opts
 }
 
 func init() {
@@ -128,39 +150,59 @@ func lookPath(file string, env []string) (string, error) {
 	return "", fmt.Errorf("%q: executable file not found in $PATH", file)
 }
 
-// mountVolumes bind-mounts every volume at its target, parents first. A
-// target that does not exist is created without touching the host: its
-// deepest existing ancestor is covered with a tmpfs into which the
-// ancestor's entries are bind-mounted back, and the missing directories are
-// made in that tmpfs.
+// mountVolumes mounts every volume at its target, parents first. A target
+// that does not exist is created without touching the host: its deepest
+// existing ancestor is covered with a tmpfs into which the ancestor's entries
+// are bind-mounted back, and the missing directories are made in that tmpfs.
 func mountVolumes(mounts []bindMount) error {
 	slices.SortFunc(mounts, func(a, b bindMount) int { return strings.Compare(a.Target, b.Target) })
 	var made []string // directories created in a tmpfs of ours
 	for _, m := range mounts {
-		src, err := os.Open(m.Source)
+		created, err := mountVolume(m, made)
 		if err != nil {
-			return fmt.Errorf("volume for %s: %w", m.Target, err)
-		}
-		created, err := makeMountPoint(m.Target, made)
-		if err != nil {
-			src.Close()
 			return err
 		}
 		made = append(made, created...)
-		// Through the open descriptor: the source may lie under a directory
-		// just covered by a tmpfs.
-		err = syscall.Mount(fmt.Sprintf("/proc/self/fd/%d", src.Fd()), m.Target, "", syscall.MS_BIND|syscall.MS_REC, "")
-		src.Close()
-		if err != nil {
-			return fmt.Errorf("bind mount %s: %w", m.Target, err)
-		}
-		if m.ReadOnly {
-			if err := syscall.Mount("", m.Target, "", syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_RDONLY, ""); err != nil {
-				return fmt.Errorf("read-only %s: %w", m.Target, err)
-			}
-		}
 	}
 	return nil
+}
+
+// mountVolume mounts m and returns the directories it created for it.
+func mountVolume(m bindMount, made []string) ([]string, error) {
+	if m.Tmpfs != nil {
+		created, err := makeMountPoint(m.Target, made)
+		if err != nil {
+			return nil, err
+		}
+		flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV)
+		if m.ReadOnly {
+			flags |= syscall.MS_RDONLY
+		}
+		if err := syscall.Mount("tmpfs", m.Target, "tmpfs", flags, m.Tmpfs.options()); err != nil {
+			return nil, fmt.Errorf("tmpfs at %s: %w", m.Target, err)
+		}
+		return created, nil
+	}
+	src, err := os.Open(m.Source)
+	if err != nil {
+		return nil, fmt.Errorf("volume for %s: %w", m.Target, err)
+	}
+	defer src.Close()
+	created, err := makeMountPoint(m.Target, made)
+	if err != nil {
+		return nil, err
+	}
+	// Through the open descriptor: the source may lie under a directory
+	// just covered by a tmpfs.
+	if err := syscall.Mount(fmt.Sprintf("/proc/self/fd/%d", src.Fd()), m.Target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return nil, fmt.Errorf("bind mount %s: %w", m.Target, err)
+	}
+	if m.ReadOnly {
+		if err := syscall.Mount("", m.Target, "", syscall.MS_REMOUNT|syscall.MS_BIND|syscall.MS_RDONLY, ""); err != nil {
+			return nil, fmt.Errorf("read-only %s: %w", m.Target, err)
+		}
+	}
+	return created, nil
 }
 
 // makeMountPoint makes target an existing directory in this mount namespace

@@ -3,6 +3,7 @@ package devstack
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,34 @@ func TestPodHelperMountsVolumesPrivately(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(parent, "crucible")); !os.IsNotExist(err) {
 		t.Errorf("the host's directory got a crucible entry (stat: %v)", err)
+	}
+}
+
+// A memory-backed emptyDir is a tmpfs of its sizeLimit, owned by the pod's
+// user, in the pod's mount namespace only: the kernel refuses a write beyond
+// the size.
+func TestPodHelperMountsSizedTmpfs(t *testing.T) {
+	if err := probeMountNamespace(); err != nil {
+		t.Skipf("no mount namespace here: %v", err)
+	}
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shm")
+	spec := execSpec{
+		Mounts: []bindMount{{Target: target, Tmpfs: &tmpfsMount{SizeBytes: 1 << 20, UID: os.Geteuid(), GID: os.Getegid()}}},
+		Dir:    dir,
+		Argv: []string{"sh", "-c", `set -- $(df -k shm | tail -n 1); echo "$2"; stat -c %u shm; ` +
+			`dd if=/dev/zero of=shm/fill bs=4096 count=300 2>/dev/null && echo fitted || echo full`},
+		Env: []string{"PATH=/usr/bin:/bin"},
+	}
+	out, err := runHelper(t, spec, true)
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("1024\n%d\nfull\n", os.Geteuid()); out != want {
+		t.Errorf("output = %q, want %q", out, want)
+	}
+	if entries, err := os.ReadDir(target); err == nil && len(entries) != 0 {
+		t.Errorf("the host's %s has %v: the tmpfs was not the pod's own", target, entries)
 	}
 }
 

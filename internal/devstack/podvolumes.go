@@ -47,9 +47,27 @@ func (r *nodeRuntime) prepareVolumes(ctx context.Context, p *podRun, pod *corev1
 			}
 			prepared[m.Name] = src
 		}
-		mounts = append(mounts, bindMount{Source: src, Target: filepath.Clean(m.MountPath), ReadOnly: m.ReadOnly})
+		mounts = append(mounts, bindMount{Source: src, Target: filepath.Clean(m.MountPath), ReadOnly: m.ReadOnly, Tmpfs: memoryBacked(v, who)})
 	}
 	return mounts, nil
+}
+
+// memoryBacked is the tmpfs of an emptyDir of medium Memory — the /dev/shm
+// of a pod class — sized by its sizeLimit, or nil for any other volume. It
+// takes effect only in a private mount namespace; without one the volume is
+// a directory in the pod's directory whose size nothing limits.
+func memoryBacked(v corev1.Volume, who podUser) *tmpfsMount {
+	if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+		return nil
+	}
+	t := &tmpfsMount{UID: os.Geteuid(), GID: os.Getegid()}
+	if who.set {
+		t.UID, t.GID = who.uid, who.gid
+	}
+	if v.EmptyDir.SizeLimit != nil {
+		t.SizeBytes = v.EmptyDir.SizeLimit.Value()
+	}
+	return t
 }
 
 func (r *nodeRuntime) prepareVolume(ctx context.Context, p *podRun, pod *corev1.Pod, v corev1.Volume, dir string, who podUser) error {

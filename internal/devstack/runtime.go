@@ -28,14 +28,15 @@ import (
 	"crucible.dev/crucible/internal/retry"
 )
 
-// The dev runtime is the kubelet of a dev-stack spoke's node, for development
-// only: for each pod bound to the node it runs the first container's command
-// as a local process (the image is ignored), with the pod's env and volumes,
-// as nobody in a process group of its own, and reports the pod's status. It
-// serves the node's kubelet port for pods/log. kwok still plays the node
-// itself (status, lease); it has no pod stages, so the runtime alone writes
-// pod status. Attached stacks run it in-process; a detached stack runs it as
-// `crucible dev runtime`.
+// The dev runtime is the kubelet of a dev-stack spoke's nodes, for
+// development only: for each pod bound to one of them it runs the first
+// container's command as a local process (the image is ignored), with the
+// pod's env and volumes, as nobody in a process group of its own, and
+// reports the pod's status. It serves the kubelet port every node of the
+// spoke names, for pods/log. kwok still plays the nodes themselves (status,
+// leases); it has no pod stages, so the runtime alone writes pod status.
+// Attached stacks run it in-process; a detached stack runs it as `crucible
+// dev runtime`.
 
 // Pod isolation modes of the runtime.
 const (
@@ -67,21 +68,22 @@ type RuntimeConfig struct {
 	Spokes   []RuntimeSpoke `json:"spokes"`
 }
 
-// RuntimeSpoke is one node the runtime plays the kubelet of.
+// RuntimeSpoke is one spoke whose nodes the runtime plays the kubelet of,
+// all on one port.
 type RuntimeSpoke struct {
-	Name       string `json:"name"`
-	Kubeconfig string `json:"kubeconfig"`
-	Node       string `json:"node"`
-	Port       int    `json:"port"`
+	Name       string   `json:"name"`
+	Kubeconfig string   `json:"kubeconfig"`
+	Nodes      []string `json:"nodes"`
+	Port       int      `json:"port"`
 }
 
 const runtimeConfigFile = "runtime.json"
 
-// nodeRuntime runs the pods of one node.
+// nodeRuntime runs the pods of one spoke's nodes.
 type nodeRuntime struct {
 	cfg    RuntimeConfig
 	spoke  string
-	node   string
+	nodes  []string
 	client kubernetes.Interface
 	logDir string
 	// podBase holds the pods' volumes and working directories. It is outside
@@ -186,7 +188,7 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 		return nil, err
 	}
 	return &nodeRuntime{
-		cfg: cfg, spoke: sp.Name, node: sp.Node, client: client, logDir: logDir, podBase: base, binDir: binDir,
+		cfg: cfg, spoke: sp.Name, nodes: sp.Nodes, client: client, logDir: logDir, podBase: base, binDir: binDir,
 		caBundle: bundle, log: log, ctx: ctx, pods: map[types.UID]*podRun{},
 	}, nil
 }
@@ -316,25 +318,31 @@ func writeCABundle(dir, caFile string) (string, error) {
 	return path, nil
 }
 
-// watch follows the node's pods with an informer and waits for its first
-// list.
+// watch follows the pods of the spoke's nodes and waits for their first
+// list. A field selector cannot name several nodes, and one on
+// spec.nodeName!="" would cache every bound pod of the spoke, so each node
+// has an informer of its own; they share the handlers.
 func (r *nodeRuntime) watch(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", r.node).String()
-	}))
-	inf := factory.Core().V1().Pods().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.sync(obj) },
 		UpdateFunc: func(_, obj any) { r.sync(obj) },
 		DeleteFunc: func(obj any) { r.forget(obj) },
-	})
-	if err != nil {
-		return err
 	}
-	factory.Start(r.ctx.Done())
+	synced := make([]cache.InformerSynced, 0, len(r.nodes))
+	for _, node := range r.nodes {
+		factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		}))
+		inf := factory.Core().V1().Pods().Informer()
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return err
+		}
+		factory.Start(r.ctx.Done())
+		synced = append(synced, inf.HasSynced)
+	}
 	wctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
 		return fmt.Errorf("runtime for %s: pod informer did not sync", r.spoke)
 	}
 	return nil

@@ -30,7 +30,7 @@ func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 	}
 	s.PodIsolation = cfg.Isolation
 	for i, c := range s.Spokes {
-		cfg.Spokes = append(cfg.Spokes, RuntimeSpoke{Name: c.Name, Kubeconfig: c.KubeconfigFile, Node: c.NodeName, Port: ports[i]})
+		cfg.Spokes = append(cfg.Spokes, RuntimeSpoke{Name: c.Name, Kubeconfig: c.KubeconfigFile, Nodes: nodeNames(c.Nodes), Port: ports[i]})
 	}
 	if !s.opts.Detached {
 		h, err := startRuntime(ctx, cfg, s.opts.Progress)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,6 @@ const (
 	SpokeNamespace      = "loops"
 	SpokeServiceAccount = "crucible-turn"
 	DefaultSpokeName    = "wharf"
-	NodeName            = "kwok-node-0"
 	hubName             = "hub"
 	startTimeout        = 90 * time.Second
 	stopGrace           = 10 * time.Second
@@ -102,6 +102,8 @@ type SpokeOptions struct {
 	// instead of crucible's webhook. It needs an Issuer of its own. Benchmarks
 	// compare the two paths.
 	BuiltinHubAuthn bool
+	// Nodes are the spoke's nodes; empty means DefaultNodes(Name).
+	Nodes []NodeSpec
 }
 
 // TokenWebhook is where a spoke's kube-apiserver sends TokenReviews.
@@ -152,8 +154,11 @@ type Cluster struct {
 	Client kubernetes.Interface
 	// ServiceAccountKey signs the cluster's service-account tokens.
 	ServiceAccountKey ServiceAccountKey
-	// NodeName (spokes) is the kwok node pods are scheduled onto; the dev
-	// runtime runs their commands.
+	// Nodes (spokes) are the kwok nodes pods are scheduled onto; the dev
+	// runtime runs the pods of all of them.
+	Nodes []NodeSpec
+	// NodeName is the first of Nodes: by default the CPU node, where a pod
+	// that tolerates no taint lands.
 	NodeName string
 
 	dir string
@@ -172,6 +177,12 @@ func (s *Stack) Spoke(name string) *Cluster {
 func (o *Options) setDefaults() {
 	if len(o.Spokes) == 0 {
 		o.Spokes = []SpokeOptions{{Name: DefaultSpokeName}}
+	}
+	o.Spokes = slices.Clone(o.Spokes) // the caller's slice stays as it was
+	for i := range o.Spokes {
+		if len(o.Spokes[i].Nodes) == 0 {
+			o.Spokes[i].Nodes = DefaultNodes(o.Spokes[i].Name)
+		}
 	}
 	if o.Tools.Dir == "" {
 		o.Tools = FindTools()
@@ -217,6 +228,7 @@ func (o *Options) validate() error {
 		if s.TokenWebhook != nil && s.TokenWebhook.URL == "" {
 			errs = append(errs, fmt.Errorf("spokes[%d].tokenWebhook.url: required", i))
 		}
+		errs = append(errs, validateNodes(fmt.Sprintf("spokes[%d]", i), s.Nodes)...)
 	}
 	if o.Detached && o.RuntimeBinary == "" && o.Crucible == "" {
 		errs = append(errs, errors.New("runtimeBinary: a detached stack needs a crucible binary to run its dev runtime"))
