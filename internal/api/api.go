@@ -11,8 +11,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -45,7 +43,7 @@ type Server struct {
 	Settler  Settler
 	settling singleflight.Group // one Settle per pod however many viewers end
 	// Retry bounds reconnecting a live log stream after transient spoke
-	// errors (zero: package live's default).
+	// errors: the profile's [reconcile] policy (package live refuses zero).
 	Retry retry.Policy
 	Log   *slog.Logger
 	// MaxRequestBytes bounds request bodies (413 beyond).
@@ -63,9 +61,11 @@ type Server struct {
 	// PageSize is GET /api/pods's page without ?limit (and at most
 	// fleet.MaxAPIPageSize with it).
 	PageSize int
-	// Live shares pods' live log streams; nil: made on first use (logs.go).
+	// Live shares pods' live log streams; nil: made on first use from the
+	// profile's [live] section (logs.go).
 	Live     *live.Hub
 	liveOnce sync.Once
+	liveErr  error // why Live could not be made
 	// Events feeds GET /api/events; the controller publishes every row
 	// change into it (events.Store). nil: a bus nobody publishes to.
 	Events     *podevents.Bus
@@ -89,56 +89,51 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	}))
 }
 
-// handle guards fn (auth.go) and turns its error into a JSON answer. Every
-// state-changing request is logged with the caller's identity.
-func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &recorder{ResponseWriter: w}
-		r, err := s.guard(rec, r)
-		if err == nil {
-			err = fn(rec, r)
-		}
-		if err != nil {
-			s.fail(rec, r, err)
-		}
-		if stateChanging(r.Method) {
-			s.Log.Info("api change", "method", r.Method, "path", r.URL.Path, "user", identity(r).User, "code", rec.code)
-		}
-	})
+// handle serves fn at the API's edge: behind the guard (auth.go), every
+// error answered as JSON naming the bad field.
+func (s *Server) handle(fn httperr.HandlerFunc) http.Handler {
+	return s.edge().Handle(fn)
 }
 
-// fail answers err as JSON (httperr.JSON): its public message only. The
-// cause of a 5xx is logged; a 503 always says when to retry and a 401 how to
-// authenticate.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	he, classified := errors.AsType[*httperr.Error](err)
-	switch {
-	case classified:
-	case store.IsUnavailable(err):
-		// The database restarting or out of connections: transient.
-		he = httperr.Wrap(http.StatusServiceUnavailable, "the store is unavailable; retry later", err)
-	default:
-		he = httperr.From(err)
+// edge answers the public message of every error as JSON (httperr.JSON);
+// a store outage is a 503, and a 503 always says when to retry and a 401
+// how to authenticate. The cause of a 5xx is logged, and every
+// state-changing request with the caller's identity and its status.
+func (s *Server) edge() httperr.Edge {
+	return httperr.Edge{
+		Format:     httperr.JSON,
+		Guard:      s.guard,
+		Classify:   classify,
+		RetryAfter: retryAfterSeconds,
+		Challenge:  `Bearer realm="crucible"`,
+		Log: func(r *http.Request, he *httperr.Error, err error) {
+			if he.Code >= 500 {
+				s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
+			}
+		},
+		Done: func(r *http.Request, code int, _ *httperr.Error) {
+			if stateChanging(r.Method) {
+				s.Log.Info("api change", "method", r.Method, "path", r.URL.Path, "user", identity(r).User, "code", code)
+			}
+		},
 	}
-	if he.Code >= 500 {
-		s.Log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "code", he.Code, "error", err)
-	}
-	if he.Code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", retryAfterSeconds)
-	}
-	if he.Code == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="crucible"`)
-	}
-	httperr.Write(w, r, he, httperr.JSON)
 }
 
+// classify answers an error no handler classified: the database restarting
+// or out of connections is transient, anything else a fixed 500.
+func classify(err error) *httperr.Error {
+	if store.IsUnavailable(err) {
+		return httperr.Wrap(http.StatusServiceUnavailable, "the store is unavailable; retry later", err)
+	}
+	return nil
+}
+
+// writeJSON answers v indented (httperr.JSON). The API's views are plain
+// structs, which always encode; one that did not would get the fixed 500.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	if err := httperr.WriteJSON(w, nil, code, v, httperr.JSON); err != nil {
+		httperr.Edge{Format: httperr.JSON}.Fail(w, nil, err)
+	}
 }
 
 // newID makes a work pod's id, which is also its pod's name on the spoke.

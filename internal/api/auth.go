@@ -235,32 +235,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
-
-// recorder remembers the status a handler wrote, for the audit line. It
-// passes Flush and Unwrap through so that streaming handlers still work.
-type recorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (rec *recorder) WriteHeader(code int) {
-	if rec.code == 0 {
-		rec.code = code
-	}
-	rec.ResponseWriter.WriteHeader(code)
-}
-
-func (rec *recorder) Write(b []byte) (int, error) {
-	if rec.code == 0 {
-		rec.code = http.StatusOK
-	}
-	return rec.ResponseWriter.Write(b)
-}
-
-func (rec *recorder) Flush() {
-	if f, ok := rec.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }

@@ -20,8 +20,9 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // fakeAuthn knows tokens by value; "down" is a hub that cannot answer.
@@ -81,14 +82,14 @@ type fixture struct {
 	mux   *http.ServeMux
 	authz *fakeAuthz
 	log   *bytes.Buffer
-	st    *fakeStore
+	st    *storetest.Faulty
 	arts  *fakeArtifacts
 	disp  *fakeDispatcher
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	st, arts, disp := newFakeStore(), &fakeArtifacts{}, &fakeDispatcher{}
+	st, arts, disp := &storetest.Faulty{Store: storetest.SQLite(t)}, &fakeArtifacts{}, &fakeDispatcher{}
 	authz := &fakeAuthz{allowed: map[string]bool{
 		"viewer list ": true, "viewer list wharf": true, "viewer get wharf": true, "viewer get/log wharf": true, "viewer get/artifacts wharf": true,
 		"submitter create *": true,
@@ -425,6 +426,6 @@ func TestSpecForStoreKeepsOnlyDigests(t *testing.T) {
 	}
 }
 
-func renderWorkPodWithSecrets() render.WorkPod {
-	return render.WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox", SecretFiles: map[string]string{"token": "hunter2"}}
+func renderWorkPodWithSecrets() workpod.WorkPod {
+	return workpod.WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox", SecretFiles: map[string]string{"token": "hunter2"}}
 }

@@ -9,15 +9,21 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
-	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 
 	"crucible.dev/crucible/internal/httperr"
 )
 
-// decode reads a JSON body strictly: a size limit (413), unknown fields and
-// trailing data are errors naming what was wrong. The body is read whole
-// (it is bounded) so that an unknown field can be named by walking it
-// against v's type: encoding/json reports unknown fields only as text.
+// maxFieldPathBytes bounds a field path taken from a body: a hostile key is
+// named, never echoed whole.
+const maxFieldPathBytes = 100
+
+// decode reads a JSON body strictly, as kube-apiserver's strict field
+// validation does: within the size limit (413), exactly one JSON value,
+// keys matched case-sensitively, and every unknown or repeated field
+// refused with its path (400).
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -31,129 +37,110 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return httperr.Wrap(http.StatusBadRequest, "unreadable request body", err)
 	}
+	return decodeJSON(data, v)
+}
+
+// decodeJSON decodes data into v, which must be a pointer. encoding/json's
+// decoder frames the one value (a syntax error's offset, trailing data);
+// sigs.k8s.io/json then decodes it strictly, reporting each unknown or
+// duplicate field with its path.
+func decodeJSON(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(data, v, err)
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		if syntax, ok := errors.AsType[*json.SyntaxError](err); ok {
+			return httperr.New(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d", syntax.Offset))
+		}
+		return httperr.Wrap(http.StatusBadRequest, "unreadable JSON body", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return httperr.New(http.StatusBadRequest, "trailing data after the JSON object")
+	}
+	strict, err := kjson.UnmarshalStrict(raw, v)
+	if typ, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		return typeError(typ)
+	}
+	if err != nil {
+		return httperr.Wrap(http.StatusBadRequest, "unreadable JSON body", err)
+	}
+	if len(strict) > 0 {
+		return badRequest(strictProblems(raw, reflect.TypeOf(v).Elem(), strict))
 	}
 	return nil
 }
 
-// decodeError says what was wrong with a body that did not decode into v.
-func decodeError(data []byte, v any, err error) error {
-	if syntax, ok := errors.AsType[*json.SyntaxError](err); ok {
-		return httperr.New(http.StatusBadRequest, fmt.Sprintf("malformed JSON at byte %d", syntax.Offset))
+// strictProblems turns sigs.k8s.io/json's strict errors into field errors,
+// in document order. Which of them are repeated keys is learned by decoding
+// raw again, into a scratch t, with only that check: the errors say which
+// they are in their text alone.
+func strictProblems(raw []byte, t reflect.Type, strict []error) field.ErrorList {
+	dups, _ := kjson.UnmarshalStrict(raw, reflect.New(t).Interface(), kjson.DisallowDuplicateFields)
+	repeated := map[string]bool{}
+	for _, e := range dups {
+		repeated[strictPath(e)] = true
 	}
-	if typ, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: typ.Field,
-			Msg: fmt.Sprintf("%s: must be %s, not %s", typ.Field, typ.Type, typ.Value)}
+	var errs field.ErrorList
+	for _, e := range strict {
+		path := strictPath(e)
+		p := field.NewPath(truncate(path, maxFieldPathBytes))
+		if repeated[path] {
+			errs = append(errs, field.Duplicate(p, field.OmitValueType{}))
+		} else {
+			errs = append(errs, field.Forbidden(p, "unknown field"))
+		}
 	}
-	if name, ok := unknownField(data, reflect.TypeOf(v)); ok {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: name, Msg: "unknown field " + name, Err: err}
-	}
-	return httperr.Wrap(http.StatusBadRequest, "unreadable JSON body", err)
+	return errs
 }
 
-// maxFieldNameBytes bounds an unknown field's name in a message.
-const maxFieldNameBytes = 100
-
-// unknownField returns the first object key of data, in document order,
-// that matches no field of t where t is a struct, as encoding/json matches
-// them (the json tag's name or the Go name, case-insensitively, embedded
-// structs' fields promoted). data is JSON that already tokenizes.
-func unknownField(data []byte, t reflect.Type) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	name, found, err := walk(dec, t)
-	if err != nil || !found {
-		return "", false
+// strictPath is the JSON path of a strict error ("env[0].valueFrom").
+func strictPath(err error) string {
+	if fe, ok := errors.AsType[kjson.FieldError](err); ok {
+		return fe.FieldPath()
 	}
-	return truncate(name, maxFieldNameBytes), true
+	return ""
 }
 
-// walk consumes one JSON value from dec, judged against t; it returns the
-// first unknown key it meets, if any.
-func walk(dec *json.Decoder, t reflect.Type) (name string, found bool, err error) {
-	for t != nil && t.Kind() == reflect.Pointer {
+// typeError names a value of the wrong JSON type by its path (whose list
+// indexes encoding/json does not record).
+func typeError(e *json.UnmarshalTypeError) error {
+	detail := fmt.Sprintf("must be %s, not %s", jsonKind(e.Type), e.Value)
+	if e.Field == "" {
+		return httperr.New(http.StatusBadRequest, truncate("request body: "+detail, maxMessageBytes))
+	}
+	p := field.NewPath(truncate(e.Field, maxFieldPathBytes))
+	return badRequest(field.ErrorList{field.TypeInvalid(p, field.OmitValueType{}, detail)})
+}
+
+// jsonKind names what JSON value decodes into t, in encoding/json's words
+// for what it found ("string", "number", ...).
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return "", false, err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return "", false, nil // a scalar
-	}
-	var elem func(key string) (reflect.Type, bool)
-	switch {
-	case d == '{' && t != nil && t.Kind() == reflect.Struct:
-		elem = func(key string) (reflect.Type, bool) { return fieldType(t, key) }
-	case d == '{' && t != nil && t.Kind() == reflect.Map:
-		elem = func(string) (reflect.Type, bool) { return t.Elem(), true }
-	case d == '{':
-		elem = func(string) (reflect.Type, bool) { return nil, true } // any, RawMessage: nothing is unknown
-	}
-	for dec.More() {
-		var next reflect.Type
-		if elem != nil {
-			key, err := dec.Token()
-			if err != nil {
-				return "", false, err
-			}
-			k, _ := key.(string)
-			ft, known := elem(k)
-			if !known {
-				return k, true, nil
-			}
-			next = ft
-		} else if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			next = t.Elem()
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "string" // base64
 		}
-		if name, found, err := walk(dec, next); err != nil || found {
-			return name, found, err
-		}
+		return "array"
+	case reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	default:
+		return t.String()
 	}
-	_, err = dec.Token() // the closing delimiter
-	return "", false, err
 }
 
-// fieldType finds the field of struct t that a JSON key decodes into.
-func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
-	var fold reflect.Type
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				if et, ok := fieldType(ft, key); ok {
-					return et, true
-				}
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if name == key {
-			return f.Type, true
-		}
-		if fold == nil && strings.EqualFold(name, key) {
-			fold = f.Type
-		}
-	}
-	return fold, fold != nil
+// badRequest is the 400 of a request with field problems: all of them in
+// the message, the first one's path as the answer's field.
+func badRequest(errs field.ErrorList) *httperr.Error {
+	return &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 }

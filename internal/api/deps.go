@@ -10,8 +10,8 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/reconcile"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // Store is what the API reads and writes of the store: work-pod rows and
@@ -31,7 +31,7 @@ type Store interface {
 // Dispatcher is the spoke side of submit, cancel and the live log
 // (*dispatch.Dispatcher).
 type Dispatcher interface {
-	Dispatch(ctx context.Context, cluster string, w render.WorkPod) (dispatch.Result, error)
+	Dispatch(ctx context.Context, cluster string, w workpod.Valid) (dispatch.Result, error)
 	Delete(ctx context.Context, cluster, namespace, name string, uid types.UID) error
 	FollowLogs(ctx context.Context, cluster, namespace, name string, since time.Time, follow bool) (io.ReadCloser, error)
 }

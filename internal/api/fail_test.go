@@ -38,7 +38,7 @@ func TestFailStoreUnavailable(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			s.fail(rec, httptest.NewRequest(http.MethodPost, "/api/pods", nil), c.err)
+			s.edge().Fail(rec, httptest.NewRequest(http.MethodPost, "/api/pods", nil), c.err)
 			if rec.Code != c.code || (rec.Header().Get("Retry-After") != "") != c.retryAfter {
 				t.Errorf("answered %d, Retry-After %q; want %d, Retry-After set %v", rec.Code, rec.Header().Get("Retry-After"), c.code, c.retryAfter)
 			}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/reconcile"
@@ -89,7 +90,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 // stream relays the live stream until the pod ends, the stream fails or the
 // client leaves.
 func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64) error {
-	v := s.liveHub().Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
+	hub, err := s.liveHub()
+	if err != nil {
+		s.Log.Error("live log hub unavailable", "error", err)
+		sse.event("error", "", ErrorEvent{Error: "the live log is unavailable"})
+		_ = sse.flush()
+		return nil
+	}
+	v := hub.Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
 	defer v.Close()
 	for {
 		l, ok, err := v.TryNext()
@@ -119,7 +127,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		case errors.Is(err, io.EOF):
 			s.end(ctx, sse, p)
 		case errors.Is(err, live.ErrSlowViewer):
-			sse.event("error", "", ErrorEvent{Error: err.Error()})
+			sse.event("error", "", ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
 		default:
 			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
 			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + spokeMessage(err)})
@@ -248,7 +256,7 @@ func (s *Server) plainLog(w http.ResponseWriter, r *http.Request, p store.WorkPo
 	defer f.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the stored log, copied from its file
 	_, _ = io.Copy(w, f)
 	return nil
 }
@@ -284,15 +292,19 @@ func lastEventID(v string) (int64, error) {
 }
 
 // liveHub returns the shared live hub, made on first use over the
-// dispatcher's federated clients.
-func (s *Server) liveHub() *live.Hub {
+// dispatcher's federated clients with the profile's [live] section.
+func (s *Server) liveHub() (*live.Hub, error) {
 	s.liveOnce.Do(func() {
 		if s.Live == nil {
-			s.Live = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} },
-				live.Options{Retry: s.Retry, Log: s.Log.With("component", "live")})
+			var l fleet.Live // zero without a profile, which NewHub refuses
+			if s.Profile != nil {
+				l = s.Profile.Live
+			}
+			s.Live, s.liveErr = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} },
+				live.Options{Buffer: l.Buffer, History: l.History, Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live")})
 		}
 	})
-	return s.Live
+	return s.Live, s.liveErr
 }
 
 // podSource reads a work pod's log and status from its spoke.

@@ -23,6 +23,7 @@ import (
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 )
 
 // fixedSource is a running pod whose log is lines, then it finishes.
@@ -38,8 +39,14 @@ func (f fixedSource) Open(_ context.Context, _ time.Time, _ bool) (io.ReadCloser
 
 func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	t.Helper()
-	s := &Server{Store: newFakeStore(), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
-	s.Live = live.NewHub(func(live.Key) live.Source { return src }, live.Options{Poll: 10 * time.Millisecond})
+	s := &Server{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
+	d := fleet.Default()
+	hub, err := live.NewHub(func(live.Key) live.Source { return src },
+		live.Options{Buffer: d.Live.Buffer, History: d.Live.History, Poll: 10 * time.Millisecond, Retry: d.Reconcile.RetryPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Live = hub
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewUnstartedServer(mux)
@@ -60,7 +67,7 @@ func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, l
 		digest := fmt.Sprintf("%x", sha256.Sum256([]byte(log)))
 		s.Artifacts.(*fakeArtifacts).put(id, "log", digest, []byte(log))
 		a := store.Artifact{PodID: id, Kind: "log", Size: int64(len(log)), SHA256: digest, Source: store.SourceController}
-		if _, err := s.Store.(*fakeStore).PutArtifact(t.Context(), a, store.Quota{}); err != nil {
+		if _, err := s.Store.(store.Store).PutArtifact(t.Context(), a, store.Quota{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,8 +15,8 @@ import (
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // SubmitRequest is the body of POST /api/pods.
@@ -26,7 +26,7 @@ type SubmitRequest struct {
 	Image       string            `json:"image"`
 	Command     []string          `json:"command,omitempty"`
 	Args        []string          `json:"args,omitempty"`
-	Env         []render.EnvVar   `json:"env,omitempty"`
+	Env         []workpod.EnvVar  `json:"env,omitempty"`
 	Files       map[string]string `json:"files,omitempty"`
 	SecretFiles map[string]string `json:"secret_files,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -103,12 +103,12 @@ func sortedKeys[V any](m map[string]V) []string {
 // secret files' values replaced by their SHA-256 digests. The values live
 // only in the Secret on the spoke; nothing re-reads them from the store.
 type storedSpec struct {
-	render.WorkPod
+	workpod.WorkPod
 	SecretFiles   map[string]string `json:"secret_files,omitempty"` // always empty: shadows the embedded field
 	SecretDigests map[string]string `json:"secret_digests,omitempty"`
 }
 
-func specForStore(wp render.WorkPod) ([]byte, error) {
+func specForStore(wp workpod.WorkPod) ([]byte, error) {
 	st := storedSpec{WorkPod: wp}
 	for k, v := range wp.SecretFiles {
 		if st.SecretDigests == nil {
@@ -181,10 +181,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 			f.States = append(f.States, store.State(one))
 		}
 	}
-	f.Limit = s.PageSize
-	if f.Limit <= 0 {
-		f.Limit = fleet.DefaultAPIPageSize
+	if s.PageSize <= 0 {
+		// The profile's api.page_size, whose default package fleet applies:
+		// a server built without it is a bug, not a reason for a second default.
+		return fmt.Errorf("api: PageSize %d: not the profile's api.page_size", s.PageSize)
 	}
+	f.Limit = s.PageSize
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > fleet.MaxAPIPageSize {

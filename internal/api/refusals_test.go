@@ -69,7 +69,7 @@ func TestRefusals(t *testing.T) {
 			if len(w.Body.String()) > 1500 {
 				t.Errorf("answer of %d bytes: hostile input is echoed unbounded", w.Body.Len())
 			}
-			f.st.err = nil
+			f.st.Fail(nil)
 			p, err := f.st.GetWorkPod(t.Context(), "p-wharf")
 			if err != nil || p.State != store.StateRunning {
 				t.Errorf("p-wharf after a refused request: %s, %v", p.State, err)
@@ -87,13 +87,15 @@ func submitRefusals(admin, long string) []refusal {
 		{name: "submit: truncated JSON", req: post(`{"image":`), wantCode: 400, wantError: "unreadable JSON body"},
 		{name: "submit: empty body", req: post(""), wantCode: 400, wantError: "unreadable JSON body"},
 		{name: "submit: not an object", req: post(`["busybox"]`), wantCode: 400,
-			wantError: ": must be api.SubmitRequest, not array"},
-		{name: "submit: wrong type", req: post(`{"image":42}`), wantCode: 400, wantError: "image: must be string, not number", wantField: "image"},
-		{name: "submit: unknown field", req: post(`{"image":"x","imagee":"y"}`), wantCode: 400, wantError: "unknown field imagee", wantField: "imagee"},
+			wantError: "request body: must be object, not array"},
+		{name: "submit: wrong type", req: post(`{"image":42}`), wantCode: 400, wantError: "image: Invalid value: must be string, not number", wantField: "image"},
+		{name: "submit: unknown field", req: post(`{"image":"x","imagee":"y"}`), wantCode: 400, wantError: "imagee: Forbidden: unknown field", wantField: "imagee"},
 		{name: "submit: unknown nested field", req: post(`{"image":"x","env":[{"name":"A","value":"b","valueFrom":{}}]}`), wantCode: 400,
-			wantError: "unknown field valueFrom", wantField: "valueFrom"},
+			wantError: "env[0].valueFrom: Forbidden: unknown field", wantField: "env[0].valueFrom"},
+		{name: "submit: case-mismatched field", req: post(`{"IMAGE":"busybox"}`), wantCode: 400, wantError: "IMAGE: Forbidden: unknown field", wantField: "IMAGE"},
+		{name: "submit: duplicate field", req: post(`{"image":"busybox","image":"evil"}`), wantCode: 400, wantError: "image: Duplicate value", wantField: "image"},
 		{name: "submit: unknown field, hostile name", req: post(`{"image":"x","<script>` + long + `":1}`), wantCode: 400,
-			wantError: "unknown field <script>" + long[:92] + "…", wantField: "<script>" + long[:92] + "…"},
+			wantError: "<script>" + long[:92] + "…: Forbidden: unknown field", wantField: "<script>" + long[:92] + "…"},
 		{name: "submit: trailing data", req: post(`{"image":"busybox"} {"image":"busybox"}`), wantCode: 400, wantError: "trailing data after the JSON object"},
 		{name: "submit: oversized", req: post(`{"image":"x","args":["` + strings.Repeat("a", 1<<20) + `"]}`), wantCode: 413,
 			wantError: "request body over 1048576 bytes"},
@@ -128,7 +130,7 @@ func submitRefusals(admin, long string) []refusal {
 		{name: "submit: name taken on the spoke", req: post(`{"image":"busybox"}`), setup: func(_ *testing.T, f *fixture) {
 			f.disp.dispatchErr = fmt.Errorf("%s: %w", internalDetail, dispatch.ErrNotOurs)
 		}, wantCode: 409, wantError: "dispatch to wharf failed: an object with the work pod's name exists on the spoke and is not this work pod's"},
-		{name: "submit: store down", req: post(`{"image":"busybox"}`), setup: func(_ *testing.T, f *fixture) { f.st.err = errors.New(internalDetail) },
+		{name: "submit: store down", req: post(`{"image":"busybox"}`), setup: func(_ *testing.T, f *fixture) { f.st.Fail(errors.New(internalDetail)) },
 			wantCode: 500, wantError: "internal error", logged: internalDetail},
 		{name: "submit: wrong method", req: req{method: "PUT", path: "/api/pods", token: admin, body: `{"image":"x"}`,
 			header: map[string]string{"Content-Type": "application/json", ClientHeader: "t"}}, wantCode: 404, wantError: "no such endpoint: PUT /api/pods"},
@@ -150,7 +152,7 @@ func listRefusals(admin, long string) []refusal {
 		{name: "list: limit not a number", req: get("limit=ten"), wantCode: 400, wantError: `limit "ten": must be a number from 1 to 10000`, wantField: "limit"},
 		{name: "list: negative limit", req: get("limit=-1"), wantCode: 400, wantError: `limit "-1": must be a number from 1 to 10000`, wantField: "limit"},
 		{name: "list: bad page token", req: get("continue=%00%01"), wantCode: 400, wantError: "continue: not a token this API issued", wantField: "continue"},
-		{name: "list: store down", req: get(""), setup: func(_ *testing.T, f *fixture) { f.st.err = errors.New(internalDetail) },
+		{name: "list: store down", req: get(""), setup: func(_ *testing.T, f *fixture) { f.st.Fail(errors.New(internalDetail)) },
 			wantCode: 500, wantError: "internal error", logged: internalDetail},
 		{name: "clusters: wrong method", req: req{method: "POST", path: "/api/clusters", token: admin}, wantCode: 404,
 			wantError: "no such endpoint: POST /api/clusters"},
@@ -174,7 +176,7 @@ func podRefusals(admin, long string) []refusal {
 		{name: "get: path trick", req: get("/api/pods/..%2Fp-wharf"), wantCode: 404, wantError: `work pod "../p-wharf" not found`},
 		{name: "get: unicode pod", req: get("/api/pods/p-wh%C3%A4rf"), wantCode: 404, wantError: `work pod "p-whärf" not found`},
 		{name: "get: oversized pod", req: get("/api/pods/" + long), wantCode: 404, wantError: `work pod "` + long[:100] + `…" not found`},
-		{name: "get: store down", req: get("/api/pods/p-wharf"), setup: func(_ *testing.T, f *fixture) { f.st.err = errors.New(internalDetail) },
+		{name: "get: store down", req: get("/api/pods/p-wharf"), setup: func(_ *testing.T, f *fixture) { f.st.Fail(errors.New(internalDetail)) },
 			wantCode: 500, wantError: "internal error", logged: internalDetail},
 		{name: "get: wrong method", req: req{method: "DELETE", path: "/api/pods/p-wharf", token: admin,
 			header: map[string]string{"Content-Type": "application/json", ClientHeader: "t"}}, wantCode: 404, wantError: "no such endpoint: DELETE /api/pods/p-wharf"},

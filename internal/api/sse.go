@@ -24,7 +24,7 @@ func startSSE(w http.ResponseWriter, banner string) *sseWriter {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: its body is events, its failures events too
 	sse := &sseWriter{w: w, rc: rc}
 	sse.comment(banner)
 	return sse

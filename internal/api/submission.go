@@ -10,24 +10,25 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // submission is a submit decided: the work pod to dispatch and the pending
 // row that records it.
 type submission struct {
-	pod render.WorkPod
+	pod workpod.Valid
 	row store.WorkPod
 }
 
 // newSubmission decides a submit without doing anything: the kind's
-// default, the target cluster, validation, the spec as stored and, with an
-// Idempotency-Key, the request's digest. id makes the work pod's id from a
-// prefix. An error names the field at fault (400).
+// default, the target cluster, validation (workpod.Check, the only one a
+// work pod gets), the spec as stored and, with an Idempotency-Key, the
+// request's digest. id makes the work pod's id from a prefix. An error names
+// the field at fault (400).
 func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, id func(prefix string) string) (submission, error) {
 	if req.Kind == "" {
-		req.Kind = "turn"
+		req.Kind = workpod.DefaultKind
 	}
 	cluster, ok := p.Cluster(req.Cluster)
 	if !ok {
@@ -39,15 +40,16 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, i
 			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", truncate(req.Cluster, 100), strings.Join(names, ", "))}
 	}
 	prefix := req.Kind
-	if prefix != "loop" && prefix != "turn" {
-		prefix = "wp" // Validate reports the kind; the id must still be a name
+	if prefix != workpod.KindLoop && prefix != workpod.KindTurn {
+		prefix = "wp" // Check reports the kind; the id must still be a name
 	}
-	wp := render.WorkPod{
+	wp := workpod.WorkPod{
 		ID: id(prefix), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
 		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
 	}
-	if errs := wp.Validate(); len(errs) > 0 {
-		return submission{}, &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+	valid, errs := workpod.Check(wp)
+	if len(errs) > 0 {
+		return submission{}, badRequest(errs)
 	}
 	spec, err := specForStore(wp)
 	if err != nil {
@@ -63,7 +65,7 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, i
 			return submission{}, err
 		}
 	}
-	return submission{pod: wp, row: row}, nil
+	return submission{pod: valid, row: row}, nil
 }
 
 // targetCluster is the cluster a submit naming name goes to: the default
@@ -82,7 +84,7 @@ func targetCluster(p *fleet.Profile, name string) string {
 func (s *Server) dispatchAndRecord(ctx context.Context, sub submission) (store.WorkPod, error) {
 	ctx, cancel := detach(ctx, s.DispatchTimeout)
 	defer cancel()
-	id, cluster := sub.pod.ID, sub.row.Cluster
+	id, cluster := sub.row.ID, sub.row.Cluster
 	res, derr := s.Dispatcher.Dispatch(ctx, cluster, sub.pod)
 	if derr != nil {
 		// The row records the failure unless the pod's own fate was

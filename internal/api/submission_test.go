@@ -58,8 +58,8 @@ func TestNewSubmission(t *testing.T) {
 			if diff := cmp.Diff(tt.wantRow, got); diff != "" {
 				t.Errorf("row (-want +got):\n%s", diff)
 			}
-			if sub.pod.ID != got.ID || sub.pod.Kind != got.Kind {
-				t.Errorf("pod %s (%s) is not the row's %s (%s)", sub.pod.ID, sub.pod.Kind, got.ID, got.Kind)
+			if pod := sub.pod.Pod(); pod.ID != got.ID || pod.Kind != got.Kind {
+				t.Errorf("pod %s (%s) is not the row's %s (%s)", pod.ID, pod.Kind, got.ID, got.Kind)
 			}
 		})
 	}

@@ -6,14 +6,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // The pod view shows what ran and the names of env and files, never a value.
 func TestViewShowsNamesNotValues(t *testing.T) {
-	spec, err := specForStore(render.WorkPod{ID: "turn-a", Kind: "turn", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
-		Env:         []render.EnvVar{{Name: "TOKEN", Value: "env-secret-value"}, {Name: "MODE", Value: "fast"}},
+	spec, err := specForStore(workpod.WorkPod{ID: "turn-a", Kind: "turn", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
+		Env:         []workpod.EnvVar{{Name: "TOKEN", Value: "env-secret-value"}, {Name: "MODE", Value: "fast"}},
 		Files:       map[string]string{"b.txt": "file-content", "a.txt": "other-content"},
 		SecretFiles: map[string]string{"key.pem": "secret-file-value"}})
 	if err != nil {

@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // defaultControllerUsername is the name a spoke's authn webhook maps the hub
@@ -64,7 +66,7 @@ func (f *renderFlags) load() (*fleet.Profile, fleet.ClusterEntry, error) {
 func newRenderTurnCmd() *cobra.Command {
 	var (
 		rf   renderFlags
-		w    = render.WorkPod{}
+		w    = workpod.WorkPod{}
 		envs []string
 	)
 	cmd := &cobra.Command{
@@ -108,16 +110,17 @@ arguments; without it the image's entrypoint runs.`,
 				if !ok {
 					return fmt.Errorf("--env %q: want NAME=VALUE", kv)
 				}
-				w.Env = append(w.Env, render.EnvVar{Name: name, Value: value})
+				w.Env = append(w.Env, workpod.EnvVar{Name: name, Value: value})
 			}
-			if err := workPodFlagErrors(w, envs); err != nil {
+			valid, errs := workpod.Check(w)
+			if err := workPodFlagErrors(errs, envs); err != nil {
 				return err
 			}
 			p, c, err := rf.load()
 			if err != nil {
 				return err
 			}
-			objs, err := render.Turn(c, p.Pods, p.Controller.Instance, w)
+			objs, err := render.Turn(c, p.Pods, p.Controller.Instance, valid)
 			if err != nil {
 				return err
 			}
@@ -132,18 +135,18 @@ arguments; without it the image's entrypoint runs.`,
 	rf.add(cmd)
 	f := cmd.Flags()
 	f.StringVar(&w.ID, "id", "turn-example", "the work pod's id, which is the pod's name (a DNS label)")
-	f.StringVar(&w.Kind, "kind", render.KindTurn, `"turn" (a short pod) or "loop" (a long one)`)
+	f.StringVar(&w.Kind, "kind", workpod.KindTurn, `"turn" (a short pod) or "loop" (a long one)`)
 	f.StringVar(&w.Image, "image", "", "the container image (required)")
 	f.StringArrayVar(&envs, "env", nil, "an environment variable NAME=VALUE (repeatable; names starting with CRUCIBLE_ are reserved)")
 	_ = cmd.MarkFlagRequired("image")
 	return cmd
 }
 
-// workPodFlagErrors reports the work pod's problems by the flag that set the
-// bad value.
-func workPodFlagErrors(w render.WorkPod, envs []string) error {
+// workPodFlagErrors reports workpod.Check's problems by the flag that set
+// the bad value.
+func workPodFlagErrors(problems field.ErrorList, envs []string) error {
 	var errs []error
-	for _, e := range w.Validate() {
+	for _, e := range problems {
 		flag := "--" + e.Field // id, kind, image
 		var i int
 		if _, err := fmt.Sscanf(e.Field, "env[%d]", &i); err == nil && i < len(envs) {

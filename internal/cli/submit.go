@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"crucible.dev/crucible/internal/api"
-	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 func newSubmitCmd() *cobra.Command {
@@ -57,7 +57,7 @@ second one.`,
 				if !ok {
 					return fmt.Errorf("--env %q: want NAME=VALUE", kv)
 				}
-				req.Env = append(req.Env, render.EnvVar{Name: k, Value: v})
+				req.Env = append(req.Env, workpod.EnvVar{Name: k, Value: v})
 			}
 			for name, path := range files {
 				data, err := os.ReadFile(path)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,23 +18,19 @@ import (
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 )
 
 // watchFixture is a real API server (auth none) on a real SQLite store whose
 // changes feed its event bus.
 func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 	t.Helper()
-	raw, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
 	bus := podevents.NewBus()
-	st := podevents.Store{Store: raw, Pub: bus}
+	st := podevents.Store{Store: storetest.SQLite(t), Pub: bus}
 	s := &api.Server{
 		Profile: &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}},
 		Store:   st, Events: bus, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
-		AllowedHosts: fleet.DefaultAPIAllowedHosts(),
+		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)

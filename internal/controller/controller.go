@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,7 +28,6 @@ import (
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/mirror"
 	"crucible.dev/crucible/internal/reconcile"
-	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/ui"
 )
@@ -108,7 +106,7 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 		return nil, err
 	}
 	c.clients.SetLogger(log.With("component", "fleet"))
-	policy := retry.Policy{Initial: 200 * time.Millisecond, Max: p.Reconcile.MaxBackoff.Duration, Budget: p.Reconcile.RetryBudget.Duration}
+	policy := p.Reconcile.RetryPolicy()
 	d := &dispatch.Dispatcher{Clients: c.clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
 	arts, release, err := openArtifacts(ctx, p.Controller, log)
 	if err != nil {
@@ -118,6 +116,7 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 	c.rec = &reconcile.Reconciler{
 		Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Instance: p.Controller.Instance, Retry: policy,
 		SweepInterval: p.Reconcile.SweepInterval.Duration, OrphanGrace: p.Reconcile.OrphanGrace.Duration,
+		Workers: p.Reconcile.Workers, SweepPage: p.Reconcile.SweepPage,
 		PendingGrace: dispatchTimeout(p), Log: log.With("component", "reconcile"),
 	}
 	authn, authz, err := apiAuth(p.API, c.hubCfg)
@@ -179,17 +178,22 @@ func internalHandler(apiSrv *api.Server, m *mirror.Mirror, log *slog.Logger) htt
 	mux := http.NewServeMux()
 	apiSrv.Routes(mux)
 	ui.Routes(mux) // the web UI at / and /ui/: embedded, using only the API
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		httperr.WriteBody(w, r, http.StatusOK, "text/plain; charset=utf-8", []byte("ok\n"))
+	}
+	mux.HandleFunc("GET /healthz", ok)
+	// The cause names the hub's address: the mirror logs it, the probe gets
+	// a fixed reason.
+	probe := httperr.Edge{Format: httperr.Text, Log: func(_ *http.Request, he *httperr.Error, _ error) {
+		log.Debug("not ready: the discovery mirror has no document to serve", "error", he.Err)
+	}}
+	mux.Handle("GET /readyz", probe.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		if err := m.Check(r.Context()); err != nil {
-			// The cause names the hub's address: the mirror logs it, the probe
-			// gets a fixed reason.
-			log.Debug("not ready: the discovery mirror has no document to serve", "error", err)
-			httperr.Write(w, r, httperr.Wrap(http.StatusServiceUnavailable, "mirror: no document to serve", err), httperr.Text)
-			return
+			return httperr.Wrap(http.StatusServiceUnavailable, "mirror: no document to serve", err)
 		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+		ok(w, r)
+		return nil
+	}))
 	return mux
 }
 
@@ -293,31 +297,16 @@ func dispatchTimeout(p *fleet.Profile) time.Duration {
 	return p.Reconcile.RetryBudget.Duration + 30*time.Second
 }
 
-// newDropBox builds the drop-box's validator map from the fleet: per cluster
-// its shared client, loop namespace, turn service account and ingest audience.
+// newDropBox builds the drop-box from the profile's [ingest] section and
+// the fleet's validator map: per cluster its shared client, loop namespace,
+// turn service account and ingest audience.
 func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts ingest.Blobs, log *slog.Logger) (*ingest.Handler, error) {
 	var clusters []ingest.Cluster
 	for _, c := range clients.All() {
 		clusters = append(clusters, ingest.Cluster{Name: c.Entry.Name, Client: c, Namespace: c.Entry.LoopNamespace,
 			ServiceAccount: c.Entry.TurnServiceAccount, Audience: c.Entry.IngestAudience})
 	}
-	var proxies []netip.Prefix
-	for _, cidr := range p.Ingest.TrustedProxies {
-		prefix, err := netip.ParsePrefix(cidr)
-		if err != nil {
-			return nil, fmt.Errorf("ingest.trusted_proxies: %w", err)
-		}
-		proxies = append(proxies, prefix)
-	}
-	in := p.Ingest
-	h, err := ingest.New(ingest.Options{
-		Clusters: clusters, Store: st, Artifacts: arts, MaxBodyBytes: in.MaxBodyBytes,
-		AcceptTTL: in.AcceptTTL.Duration, NegativeTTL: in.NegativeTTL.Duration, CacheSize: in.CacheSize,
-		RatePerSource: float64(in.RatePerSource), RateBurst: in.RateBurst, TrustedProxies: proxies, Logger: log,
-		RatePerPod: float64(in.RatePerPod), RateBurstPerPod: in.RateBurstPerPod,
-		MaxKindsPerPod: in.MaxKindsPerPod, MaxBytesPerPod: in.MaxBytesPerPod, MinFreeBytes: in.MinFreeBytes,
-		MaxStagingPerPod: in.MaxStagingPerPod, MinUploadRate: in.MinUploadRate, UploadRateWindow: in.UploadRateWindow.Duration,
-	})
+	h, err := ingest.New(ingest.Options{Clusters: clusters, Store: st, Artifacts: arts, Ingest: p.Ingest, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("drop-box: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // ErrUnknownCluster is returned for a cluster the profile does not name.
@@ -31,16 +32,21 @@ var ErrUnknownCluster = errors.New("unknown cluster")
 // spoke but was not created by this controller for that work pod.
 var ErrNotOurs = errors.New("object exists and is not this work pod's")
 
-// MaxLogBytes bounds a pulled log (tier 1); the drop-box takes larger output.
-const MaxLogBytes = 64 << 20
-
 // Dispatcher creates, deletes and reads work pods on the fleet's clusters.
 type Dispatcher struct {
-	Clients  *fleet.Clients
+	Clients *fleet.Clients
+	// Pods is the profile's [pods] section, its defaults applied by package
+	// fleet: what every work pod gets, and Pods.MaxLogBytes, the bound of a
+	// pulled log (tier 1; the drop-box takes larger output), which Logs
+	// refuses to read without.
 	Pods     fleet.Pods
 	Instance string
 	Retry    retry.Policy
 }
+
+// ErrNoLogBound is returned by Logs when Pods.MaxLogBytes is not set: a
+// dispatcher built without the profile's [pods] section.
+var ErrNoLogBound = errors.New("pods.max_log_bytes is not set: the dispatcher needs the profile's [pods] section")
 
 // Result is what a dispatch created or adopted.
 type Result struct {
@@ -62,7 +68,8 @@ func (d *Dispatcher) client(cluster string) (*fleet.Client, error) {
 // the Pod because ownership needs the Pod's uid and the controller may only
 // create, not patch; the kubelet waits for the volumes' sources.) If a later
 // step fails for good, the Pod is deleted again: nothing is left half-made.
-func (d *Dispatcher) Dispatch(ctx context.Context, cluster string, w render.WorkPod) (Result, error) {
+// w was checked where it was submitted; Dispatch does not check it again.
+func (d *Dispatcher) Dispatch(ctx context.Context, cluster string, w workpod.Valid) (Result, error) {
 	c, err := d.client(cluster)
 	if err != nil {
 		return Result{}, err
@@ -138,8 +145,8 @@ func (d *Dispatcher) retryWithin(ctx context.Context, c *fleet.Client, p retry.P
 }
 
 func sameWorkPod(got, want map[string]string) bool {
-	return got[render.LabelWorkPod] == want[render.LabelWorkPod] && got[render.LabelInstance] == want[render.LabelInstance] &&
-		got[render.LabelManagedBy] == render.ManagedByValue
+	return got[workpod.LabelWorkPod] == want[workpod.LabelWorkPod] && got[workpod.LabelInstance] == want[workpod.LabelInstance] &&
+		got[workpod.LabelManagedBy] == workpod.ManagedByValue
 }
 
 func (d *Dispatcher) createOwned(ctx context.Context, c *fleet.Client, pod *corev1.Pod, objs render.Objects) error {
@@ -188,19 +195,22 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 	return explain(cluster, err)
 }
 
-// Logs streams the pod's whole log, at most MaxLogBytes, into consume. A
+// Logs streams the pod's whole log, at most Pods.MaxLogBytes, into consume. A
 // transient failure, opening the stream or while consume reads it, starts
 // the stream again within p (the caller's policy: the reconciler retries a
 // log for less than its whole budget, see reconcile.logRetryBudget);
 // consume must therefore start afresh each call (the artifact writer stages
 // into a new temp file each time). Streaming spares holding a log of up to
-// MaxLogBytes in memory per collecting worker.
+// Pods.MaxLogBytes in memory per collecting worker.
 func (d *Dispatcher) Logs(ctx context.Context, p retry.Policy, cluster, namespace, name string, consume func(io.Reader) error) error {
+	limit := d.Pods.MaxLogBytes
+	if limit <= 0 {
+		return ErrNoLogBound
+	}
 	c, err := d.client(cluster)
 	if err != nil {
 		return err
 	}
-	limit := int64(MaxLogBytes)
 	err = d.retryWithin(ctx, c, p, "pod-log", func(ctx context.Context) error {
 		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
 		if err != nil {

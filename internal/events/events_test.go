@@ -3,7 +3,6 @@ package events
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -145,24 +144,14 @@ func TestSubNextHonoursContextAndClose(t *testing.T) {
 	}
 }
 
-func openSQLite(t *testing.T) store.Store {
-	t.Helper()
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
-}
-
 // The decorator is still a conforming store.
 func TestStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return Store{Store: openSQLite(t), Pub: NewBus()} })
+	storetest.Run(t, func(t *testing.T) store.Store { return Store{Store: storetest.SQLite(t), Pub: NewBus()} })
 }
 
 func TestStorePublishesVisibleChanges(t *testing.T) {
 	b := NewBus()
-	st := Store{Store: openSQLite(t), Pub: b}
+	st := Store{Store: storetest.SQLite(t), Pub: b}
 	sub, _ := b.Subscribe("")
 	defer sub.Close()
 	ctx := t.Context()
@@ -213,7 +202,7 @@ func TestStorePublishesVisibleChanges(t *testing.T) {
 }
 
 func TestStoreWithoutPublisher(t *testing.T) {
-	st := Store{Store: openSQLite(t)}
+	st := Store{Store: storetest.SQLite(t)}
 	if err := st.CreateWorkPod(t.Context(), pod("a", store.StatePending)); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +215,7 @@ func TestStoreWithoutPublisher(t *testing.T) {
 // publishes nothing.
 func TestStorePublishesTransitions(t *testing.T) {
 	b := NewBus()
-	st := Store{Store: openSQLite(t), Pub: b}
+	st := Store{Store: storetest.SQLite(t), Pub: b}
 	sub, _ := b.Subscribe("")
 	defer sub.Close()
 	ctx := t.Context()

@@ -23,9 +23,19 @@ const (
 	DefaultOrphanGrace    = 10 * time.Minute
 	DefaultRetryBudget    = 2 * time.Minute
 	DefaultMaxBackoff     = 10 * time.Second
+	DefaultRetryInitial   = 200 * time.Millisecond
 	DefaultHealthInterval = 15 * time.Second
+	// DefaultWorkers syncs four rows of a cluster at once: enough that one
+	// slow log collection does not stall the cluster's other rows.
+	DefaultWorkers = 4
+	// DefaultSweepPage keeps the sweep's memory to one page of full pods,
+	// never a cluster's 50,000 (hundreds of MiB decoded).
+	DefaultSweepPage = 500
 
 	DefaultIngestTokenExpiration = time.Hour
+	// DefaultMaxLogBytes bounds a pulled log at 64 MiB, also what a
+	// collecting worker may stream into one artifact.
+	DefaultMaxLogBytes = 64 << 20
 	// MinIngestTokenExpiration is the kubelet's lower bound for a projected
 	// service-account token's expirationSeconds.
 	MinIngestTokenExpiration = 10 * time.Minute
@@ -83,6 +93,15 @@ const (
 	MetricsListenOff     = "off"
 )
 
+// Live log defaults: a late viewer gets the last 10000 lines, a viewer
+// 1024 lines behind is dropped (it reconnects with Last-Event-ID), and a
+// pending or followed pod is checked once a second.
+const (
+	DefaultLiveHistory      = 10000
+	DefaultLiveBuffer       = 1024
+	DefaultLivePollInterval = time.Second
+)
+
 // The values of [api] auth.
 const (
 	AuthNone       = "none"
@@ -107,12 +126,23 @@ const (
 	DefaultRetryPeriod     = 2 * time.Second
 )
 
+// Default is the profile of an empty file with every default applied: the
+// sections consumers take, for callers (tests above all) that build a part
+// without a profile file. It is not a valid profile: it has no clusters and
+// no external URL.
+func Default() Profile {
+	var p Profile
+	setDefaults(&p)
+	return p
+}
+
 // setDefaults fills every key of p that is unset or zero and has a default.
 // It is the one place defaults are applied (kueue's SetDefaults_Configuration
 // is the model): Parse calls it exactly once, before validation, so no other
-// package needs a fallback for a zero profile value. Keys whose default
-// depends on another key (the lease name, the default cluster) are filled
-// after that key's own default.
+// package needs a fallback for a zero profile value; consumers take the
+// defaulted section and refuse a zero value. Keys whose default depends on
+// another key (the lease name, the default cluster) are filled after that
+// key's own default.
 func setDefaults(p *Profile) {
 	c := &p.Controller
 	setZero(&c.Instance, DefaultInstance)
@@ -131,25 +161,15 @@ func setDefaults(p *Profile) {
 	setZero(&r.OrphanGrace.Duration, DefaultOrphanGrace)
 	setZero(&r.RetryBudget.Duration, DefaultRetryBudget)
 	setZero(&r.MaxBackoff.Duration, DefaultMaxBackoff)
+	setZero(&r.RetryInitial.Duration, DefaultRetryInitial)
 	setZero(&r.HealthInterval.Duration, DefaultHealthInterval)
+	setZero(&r.Workers, DefaultWorkers)
+	setZero(&r.SweepPage, DefaultSweepPage)
 
 	setZero(&p.Pods.IngestTokenExpiration.Duration, DefaultIngestTokenExpiration)
+	setZero(&p.Pods.MaxLogBytes, DefaultMaxLogBytes)
 
-	in := &p.Ingest
-	setZero(&in.MaxBodyBytes, DefaultIngestMaxBodyBytes)
-	setZero(&in.AcceptTTL.Duration, DefaultIngestAcceptTTL)
-	setZero(&in.NegativeTTL.Duration, DefaultIngestNegativeTTL)
-	setZero(&in.CacheSize, DefaultIngestCacheSize)
-	setZero(&in.RatePerSource, DefaultIngestRatePerSource)
-	setZero(&in.RateBurst, DefaultIngestRateBurst)
-	setZero(&in.RatePerPod, DefaultIngestRatePerPod)
-	setZero(&in.RateBurstPerPod, DefaultIngestRateBurstPod)
-	setZero(&in.MaxKindsPerPod, DefaultIngestMaxKindsPerPod)
-	setZero(&in.MaxBytesPerPod, DefaultIngestMaxBytesPerPod)
-	setZero(&in.MinFreeBytes, DefaultIngestMinFreeBytes)
-	setZero(&in.MaxStagingPerPod, DefaultIngestMaxStagingPerPod)
-	setZero(&in.MinUploadRate, DefaultIngestMinUploadRate)
-	setZero(&in.UploadRateWindow.Duration, DefaultIngestUploadRateWindow)
+	setIngestDefaults(&p.Ingest)
 
 	a := &p.API
 	setZero(&a.Auth, DefaultAPIAuth)
@@ -166,6 +186,10 @@ func setDefaults(p *Profile) {
 	setZero(&a.CacheSize, DefaultAPICacheSize)
 	setZero(&a.PageSize, DefaultAPIPageSize)
 
+	setZero(&p.Live.History, DefaultLiveHistory)
+	setZero(&p.Live.Buffer, DefaultLiveBuffer)
+	setZero(&p.Live.PollInterval.Duration, DefaultLivePollInterval)
+
 	l := &p.LeaderElection
 	setZero(&l.LeaseName, c.Instance+DefaultLeaseNameSuffix) // after the instance's default
 	setZero(&l.LeaseNamespace, DefaultLeaseNamespace)
@@ -181,6 +205,24 @@ func setDefaults(p *Profile) {
 	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
 		p.DefaultCluster = p.Clusters[0].Name
 	}
+}
+
+// setIngestDefaults fills the drop-box's limits, quotas and pacing.
+func setIngestDefaults(in *Ingest) {
+	setZero(&in.MaxBodyBytes, DefaultIngestMaxBodyBytes)
+	setZero(&in.AcceptTTL.Duration, DefaultIngestAcceptTTL)
+	setZero(&in.NegativeTTL.Duration, DefaultIngestNegativeTTL)
+	setZero(&in.CacheSize, DefaultIngestCacheSize)
+	setZero(&in.RatePerSource, DefaultIngestRatePerSource)
+	setZero(&in.RateBurst, DefaultIngestRateBurst)
+	setZero(&in.RatePerPod, DefaultIngestRatePerPod)
+	setZero(&in.RateBurstPerPod, DefaultIngestRateBurstPod)
+	setZero(&in.MaxKindsPerPod, DefaultIngestMaxKindsPerPod)
+	setZero(&in.MaxBytesPerPod, DefaultIngestMaxBytesPerPod)
+	setZero(&in.MinFreeBytes, DefaultIngestMinFreeBytes)
+	setZero(&in.MaxStagingPerPod, DefaultIngestMaxStagingPerPod)
+	setZero(&in.MinUploadRate, DefaultIngestMinUploadRate)
+	setZero(&in.UploadRateWindow.Duration, DefaultIngestUploadRateWindow)
 }
 
 // setZero sets *v to def when it is the zero value: the profile's rule that

@@ -23,11 +23,26 @@ var (
 	docsSection = regexp.MustCompile("^## `\\[\\[?([a-z_]+)\\]\\]?`")
 	// A row: | `key` | type | `literal` ... |
 	docsRow = regexp.MustCompile("^\\| `([a-z_]+)` \\| [^|]+ \\| `([^`]+)`")
+	// Any row of a key, whatever its default.
+	docsKeyRow = regexp.MustCompile("^\\| `([a-z_]+)` \\|")
 )
 
 // docsDefaults reads every row of docs/config.md whose default is a literal
 // (not "unset", "required" or a value derived from another key).
 func docsDefaults(t *testing.T) []docsDefault {
+	t.Helper()
+	var out []docsDefault
+	for _, row := range docsRows(t) {
+		if row.literal != "" && !strings.ContainsAny(row.literal, "<…") {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// docsRows reads every key row of docs/config.md, with the literal of its
+// Default column ("" when the default is not a literal).
+func docsRows(t *testing.T) []docsDefault {
 	t.Helper()
 	f, err := os.Open("../../docs/config.md")
 	if err != nil {
@@ -47,11 +62,15 @@ func docsDefaults(t *testing.T) []docsDefault {
 			section = "" // top level, or prose
 			continue
 		}
-		m := docsRow.FindStringSubmatch(line)
-		if m == nil || strings.ContainsAny(m[2], "<…") {
+		m := docsKeyRow.FindStringSubmatch(line)
+		if m == nil {
 			continue
 		}
-		out = append(out, docsDefault{section: section, key: m[1], literal: m[2], line: n})
+		row := docsDefault{section: section, key: m[1], line: n}
+		if lit := docsRow.FindStringSubmatch(line); lit != nil {
+			row.literal = lit[2]
+		}
+		out = append(out, row)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -69,7 +88,7 @@ func TestDocsConfigDefaultsAreTheCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := docsDefaults(t)
-	if len(rows) < 45 {
+	if len(rows) < 52 {
 		t.Fatalf("read %d literal defaults from docs/config.md; the table format changed and this test checks nothing", len(rows))
 	}
 	for _, row := range rows {
@@ -123,4 +142,41 @@ func sameValue(a, b reflect.Value) bool {
 		}
 	}
 	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+// Every key of the profile has its row in docs/config.md, so a key added to
+// the code (and its default) cannot be left out of the manual.
+func TestDocsConfigListsEveryKey(t *testing.T) {
+	documented := map[string]bool{}
+	for _, row := range docsRows(t) {
+		documented[row.section+"."+row.key] = true
+	}
+	for _, key := range profileKeys(reflect.TypeFor[Profile](), "") {
+		if !documented[key] {
+			t.Errorf("profile key %s has no row in docs/config.md", strings.TrimPrefix(key, "."))
+		}
+	}
+}
+
+// profileKeys lists the keys of struct t as "section.key" ("" for the top
+// level): one level of sections, as docs/config.md has.
+func profileKeys(t reflect.Type, section string) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+			if section == "" {
+				keys = append(keys, "."+name) // [[clusters]] has a top-level row too
+			}
+			ft = ft.Elem()
+		}
+		if section == "" && ft.Kind() == reflect.Struct && ft != reflect.TypeFor[Duration]() {
+			keys = append(keys, profileKeys(ft, name)...)
+			continue
+		}
+		keys = append(keys, section+"."+name)
+	}
+	return keys
 }

@@ -40,7 +40,7 @@ func FuzzParse(f *testing.F) {
 		}
 		if err != nil {
 			perr, ok := errors.AsType[*ProfileError](err)
-			if !ok || !errors.Is(err, ErrInvalidProfile) || len(perr.Problems) == 0 {
+			if !ok || !errors.Is(err, ErrInvalidProfile) || len(perr.Problems()) == 0 {
 				t.Fatalf("Parse error %T %v: want a *ProfileError with problems", err, err)
 			}
 			return

@@ -59,7 +59,7 @@ func TestLeaderElectionProblems(t *testing.T) {
 		{
 			name: "unknown key",
 			edit: func(m map[string]any) { table(m, "leader_election")["lease"] = "x" },
-			want: []string{`unknown key leader_election.lease`},
+			want: []string{`leader_election.lease: unknown key`},
 		},
 	}
 	for _, tt := range tests {
@@ -72,7 +72,7 @@ func TestLeaderElectionProblems(t *testing.T) {
 			if !ok {
 				t.Fatalf("Parse: %v, want a *ProfileError\n%s", err, data)
 			}
-			if diff := cmp.Diff(tt.want, perr.Problems); diff != "" {
+			if diff := cmp.Diff(tt.want, perr.Problems()); diff != "" {
 				t.Errorf("problems (-want +got):\n%s\ninput:\n%s", diff, data)
 			}
 		})

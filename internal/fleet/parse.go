@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MaxProfileBytes bounds the profile file; nothing legitimate comes near it.
@@ -24,14 +25,19 @@ const MaxProfileBytes = 1 << 20
 // errors.Is. The error itself is a *ProfileError listing every problem.
 var ErrInvalidProfile = errors.New("invalid profile")
 
-// ProfileError lists every problem of a profile at once, each starting with
-// its key path, e.g. `clusters[1].token_file: required`.
+// ProfileError lists every problem of a profile at once. Its message puts
+// one problem on each line, starting with its key path, e.g.
+// `clusters[1].token_file: required`.
 type ProfileError struct {
 	// File is the profile's path; "" when it was parsed from memory.
 	File string
-	// Problems are in file order: syntax, then unknown keys and wrong
-	// types, then invalid values.
-	Problems []string
+	// Syntax is why the file is not a TOML document (with the line), or
+	// that it is too large to read; "" when it was read.
+	Syntax string
+	// Errs are the problems of the content in file order: unknown keys
+	// and wrong types, then invalid values. Each has the TOML key path,
+	// array indexes included, and a type callers may branch on.
+	Errs field.ErrorList
 }
 
 func (e *ProfileError) Error() string {
@@ -41,17 +47,32 @@ func (e *ProfileError) Error() string {
 		b.WriteString(" ")
 		b.WriteString(e.File)
 	}
-	if len(e.Problems) == 1 {
+	problems := e.Problems()
+	if len(problems) == 1 {
 		b.WriteString(": ")
-		b.WriteString(e.Problems[0])
+		b.WriteString(problems[0])
 		return b.String()
 	}
-	b.WriteString(":")
-	for _, p := range e.Problems {
+	if len(problems) > 0 {
+		b.WriteString(":")
+	}
+	for _, p := range problems {
 		b.WriteString("\n  ")
 		b.WriteString(p)
 	}
 	return b.String()
+}
+
+// Problems renders each problem as one line, as docs/config.md quotes them.
+func (e *ProfileError) Problems() []string {
+	var lines []string
+	if e.Syntax != "" {
+		lines = append(lines, e.Syntax)
+	}
+	for _, fe := range e.Errs {
+		lines = append(lines, problemText(fe))
+	}
+	return lines
 }
 
 // Unwrap makes errors.Is(err, ErrInvalidProfile) hold.
@@ -82,45 +103,55 @@ func Load(path string) (*Profile, error) {
 // *ProfileError.
 func Parse(data []byte) (*Profile, error) {
 	if len(data) > MaxProfileBytes {
-		return nil, &ProfileError{Problems: []string{fmt.Sprintf("larger than %d bytes", MaxProfileBytes)}}
+		return nil, &ProfileError{Syntax: fmt.Sprintf("larger than %d bytes", MaxProfileBytes)}
 	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
-		return nil, &ProfileError{Problems: []string{syntaxProblem(err)}}
+		return nil, &ProfileError{Syntax: syntaxProblem(err)}
 	}
 	var s shape
-	s.table(tree, profileType, "")
+	s.table(tree, profileType, nil)
+	p, err := s.decode(data, tree)
+	if err != nil {
+		return nil, &ProfileError{Syntax: err.Error(), Errs: s.errs}
+	}
+	setDefaults(p)
+	for _, e := range validateProfile(p) {
+		if !s.covers(e.Field) {
+			s.errs = append(s.errs, e)
+		}
+	}
+	if len(s.errs) > 0 {
+		return nil, &ProfileError{Errs: s.errs}
+	}
+	return p, nil
+}
 
-	// The tree is now exactly what fits the Go types; decode it into them.
-	// When the walk removed something, re-encode the tree, so that what it
-	// removed (a key differing only in case, a mistyped value) cannot reach
-	// the decoder, which matches keys case-insensitively.
+// decode decodes the tree, which the walk left holding exactly what fits
+// the Go types, into a Profile. When the walk removed something, it
+// re-encodes the tree, so that what was removed (a key differing only in
+// case, a mistyped value) cannot reach the decoder, which matches keys
+// case-insensitively. Keys the decoder leaves over are reported as unknown.
+func (s *shape) decode(data []byte, tree map[string]any) (*Profile, error) {
 	src := data
 	if s.changed {
 		var buf bytes.Buffer
 		if err := toml.NewEncoder(&buf).Encode(tree); err != nil {
-			return nil, &ProfileError{Problems: append(s.problems, "re-encode: "+err.Error())}
+			return nil, fmt.Errorf("re-encode: %w", err)
 		}
 		src = buf.Bytes()
 	}
 	var p Profile
 	md, err := toml.Decode(string(src), &p)
 	if err != nil {
-		return nil, &ProfileError{Problems: append(s.problems, syntaxProblem(err))}
+		return nil, errors.New(syntaxProblem(err))
 	}
-	problems := s.problems
 	for _, k := range md.Undecoded() {
-		problems = append(problems, "unknown key "+k.String())
-	}
-
-	setDefaults(&p)
-	for _, e := range validateProfile(&p) {
-		if !s.covers(e.Field) {
-			problems = append(problems, problemText(e))
+		var path *field.Path
+		for _, part := range k {
+			path = path.Child(tomlKey(part))
 		}
-	}
-	if len(problems) > 0 {
-		return nil, &ProfileError{Problems: problems}
+		s.errs = append(s.errs, unknownKey(path))
 	}
 	return &p, nil
 }
@@ -132,6 +163,10 @@ func syntaxProblem(err error) string {
 	return err.Error()
 }
 
+// unknownKey is a key the profile's types do not have: not allowed, so
+// Forbidden, worded for a file rather than an API object.
+func unknownKey(path *field.Path) *field.Error { return field.Forbidden(path, "unknown key") }
+
 var (
 	profileType       = reflect.TypeFor[Profile]()
 	textUnmarshalType = reflect.TypeFor[encoding.TextUnmarshaler]()
@@ -142,17 +177,23 @@ var (
 // (array indexes included, which toml.MetaData cannot give), and removes
 // them from the tree.
 type shape struct {
-	problems []string
+	errs field.ErrorList
 	// bad are the paths of removed values: validation problems at or below
 	// them would only repeat the type error.
 	bad     []string
 	changed bool
 }
 
-func (s *shape) fail(path, msg string) {
-	s.problems = append(s.problems, path+": "+msg)
-	s.bad = append(s.bad, path)
+// fail reports a value and marks it for removal from the tree.
+func (s *shape) fail(e *field.Error) {
+	s.errs = append(s.errs, e)
+	s.bad = append(s.bad, e.Field)
 	s.changed = true
+}
+
+// wrongType reports v where the key takes want, e.g. "a table".
+func (s *shape) wrongType(path *field.Path, v any, want string) {
+	s.fail(field.TypeInvalid(path, v, "must be "+want+", not "+tomlType(v)))
 }
 
 // covers reports whether path is at or below a removed value.
@@ -166,15 +207,14 @@ func (s *shape) covers(path string) bool {
 }
 
 // table checks a TOML table against struct type t; keys are matched to the
-// fields' toml tags exactly.
-func (s *shape) table(m map[string]any, t reflect.Type, path string) {
+// fields' toml tags exactly. path is nil for the document itself.
+func (s *shape) table(m map[string]any, t reflect.Type, path *field.Path) {
 	for _, key := range sortedKeys(m) {
-		kp := joinKey(path, key)
+		kp := path.Child(tomlKey(key))
 		f, ok := fieldByTag(t, key)
 		if !ok {
-			s.problems = append(s.problems, "unknown key "+kp)
+			s.fail(unknownKey(kp))
 			delete(m, key)
-			s.changed = true
 			continue
 		}
 		v, ok := s.value(m[key], f.Type, kp)
@@ -188,129 +228,161 @@ func (s *shape) table(m map[string]any, t reflect.Type, path string) {
 
 // value checks one value against t and returns it, normalised for
 // re-encoding; false means it was reported and must be removed.
-func (s *shape) value(v any, t reflect.Type, path string) (any, bool) {
+func (s *shape) value(v any, t reflect.Type, path *field.Path) (any, bool) {
 	if reflect.PointerTo(t).Implements(textUnmarshalType) {
-		str, ok := v.(string)
-		if !ok {
-			s.fail(path, "must be a string such as \"30s\", not "+tomlType(v))
-			return nil, false
-		}
-		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(str)); err != nil {
-			s.problems = append(s.problems, fmt.Sprintf("%s %q: %v", path, str, err))
-			s.bad = append(s.bad, path)
-			s.changed = true
-			return nil, false
-		}
-		return str, true
+		return v, s.text(v, t, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			s.fail(path, "must be a table, not "+tomlType(v))
+			s.wrongType(path, v, "a table")
 			return nil, false
 		}
 		s.table(m, t, path)
 		return m, true
-	case reflect.Map: // map[string]string
-		m, ok := v.(map[string]any)
-		if !ok {
-			s.fail(path, "must be a table, not "+tomlType(v))
-			return nil, false
-		}
-		for _, key := range sortedKeys(m) {
-			if _, ok := s.value(m[key], t.Elem(), joinKey(path, key)); !ok {
-				delete(m, key)
-			}
-		}
-		return m, true
+	case reflect.Map:
+		return s.stringMap(v, t.Elem(), path)
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.String {
-			return s.strings(v, path)
+			return v, s.strings(v, path)
 		}
-		// of structs: an array of tables
-		var elems []any
-		switch a := v.(type) {
-		case []map[string]any:
-			for _, e := range a {
-				elems = append(elems, e)
-			}
-		case []any:
-			elems = a
-		default:
-			s.fail(path, "must be an array of tables, not "+tomlType(v))
-			return nil, false
-		}
-		out := make([]map[string]any, len(elems))
-		for i, e := range elems {
-			ip := fmt.Sprintf("%s[%d]", path, i)
-			m, ok := e.(map[string]any)
-			if !ok {
-				// Keep the element so the indexes of the others stay.
-				s.fail(ip, "must be a table, not "+tomlType(e))
-				m = map[string]any{}
-			} else {
-				s.table(m, t.Elem(), ip)
-			}
-			out[i] = m
-		}
-		return out, true
-	case reflect.String:
-		if _, ok := v.(string); !ok {
-			s.fail(path, "must be a string, not "+tomlType(v))
-			return nil, false
-		}
-	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
-			s.fail(path, "must be true or false, not "+tomlType(v))
-			return nil, false
-		}
-	case reflect.Int, reflect.Int64:
-		n, ok := v.(int64)
-		if !ok {
-			s.fail(path, "must be an integer, not "+tomlType(v))
-			return nil, false
-		}
-		if t.Kind() == reflect.Int && int64(int(n)) != n {
-			s.fail(path, "out of range")
-			return nil, false
-		}
-	case reflect.Float32:
-		switch n := v.(type) {
-		case int64:
-			if n > 1<<24 || n < -(1<<24) {
-				s.fail(path, "out of range")
-				return nil, false
-			}
-		case float64:
-			if math.IsInf(n, 0) || math.Abs(n) > math.MaxFloat32 {
-				s.fail(path, "out of range")
-				return nil, false
-			}
-		default:
-			s.fail(path, "must be a number, not "+tomlType(v))
-			return nil, false
-		}
-	default:
-		panic("fleet: profile field of unhandled kind " + t.Kind().String())
+		return s.tables(v, t.Elem(), path)
 	}
-	return v, true
+	return v, s.scalar(v, t.Kind(), path)
+}
+
+// text checks a string that t (a Duration) parses itself.
+func (s *shape) text(v any, t reflect.Type, path *field.Path) bool {
+	str, ok := v.(string)
+	if !ok {
+		s.wrongType(path, v, "a string such as \"30s\"")
+		return false
+	}
+	if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(str)); err != nil {
+		s.fail(field.Invalid(path, str, err.Error()))
+		return false
+	}
+	return true
+}
+
+// stringMap checks a table of free keys (pods.node_selector) whose values
+// are of type elem; a wrong value is removed alone.
+func (s *shape) stringMap(v any, elem reflect.Type, path *field.Path) (any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		s.wrongType(path, v, "a table")
+		return nil, false
+	}
+	for _, key := range sortedKeys(m) {
+		if _, ok := s.value(m[key], elem, path.Child(tomlKey(key))); !ok {
+			delete(m, key)
+		}
+	}
+	return m, true
 }
 
 // strings checks an array of strings.
-func (s *shape) strings(v any, path string) (any, bool) {
+func (s *shape) strings(v any, path *field.Path) bool {
 	a, ok := v.([]any)
 	if !ok {
-		s.fail(path, "must be an array of strings, not "+tomlType(v))
-		return nil, false
+		s.wrongType(path, v, "an array of strings")
+		return false
 	}
 	for i, e := range a {
 		if _, ok := e.(string); !ok {
-			s.fail(fmt.Sprintf("%s[%d]", path, i), "must be a string, not "+tomlType(e))
-			return nil, false
+			s.wrongType(path.Index(i), e, "a string")
+			return false
 		}
 	}
-	return v, true
+	return true
+}
+
+// tables checks an array of tables of struct type elem, written either as
+// [[key]] sections or inline.
+func (s *shape) tables(v any, elem reflect.Type, path *field.Path) (any, bool) {
+	var elems []any
+	switch a := v.(type) {
+	case []map[string]any:
+		for _, e := range a {
+			elems = append(elems, e)
+		}
+	case []any:
+		elems = a
+	default:
+		s.wrongType(path, v, "an array of tables")
+		return nil, false
+	}
+	out := make([]map[string]any, len(elems))
+	for i, e := range elems {
+		m, ok := e.(map[string]any)
+		if !ok {
+			// Keep the element so the indexes of the others stay.
+			s.wrongType(path.Index(i), e, "a table")
+			m = map[string]any{}
+		} else {
+			s.table(m, elem, path.Index(i))
+		}
+		out[i] = m
+	}
+	return out, true
+}
+
+// scalar checks a string, boolean or number of kind k.
+func (s *shape) scalar(v any, k reflect.Kind, path *field.Path) bool {
+	var ok bool
+	switch k {
+	case reflect.String:
+		if _, ok = v.(string); !ok {
+			s.wrongType(path, v, "a string")
+		}
+	case reflect.Bool:
+		if _, ok = v.(bool); !ok {
+			s.wrongType(path, v, "true or false")
+		}
+	case reflect.Int, reflect.Int64:
+		ok = s.integer(v, k == reflect.Int, path)
+	case reflect.Float32:
+		ok = s.number(v, path)
+	default:
+		panic("fleet: profile field of unhandled kind " + k.String())
+	}
+	return ok
+}
+
+// integer checks an integer; asInt means it must fit a Go int.
+func (s *shape) integer(v any, asInt bool, path *field.Path) bool {
+	n, ok := v.(int64)
+	switch {
+	case !ok:
+		s.wrongType(path, v, "an integer")
+	case asInt && int64(int(n)) != n:
+		s.fail(field.Invalid(path, n, "out of range"))
+	default:
+		return true
+	}
+	return false
+}
+
+// number checks a number that must fit a float32: an integer only up to
+// 2^24, which a float32 holds exactly.
+func (s *shape) number(v any, path *field.Path) bool {
+	switch n := v.(type) {
+	case int64:
+		if n > 1<<24 || n < -(1<<24) {
+			s.fail(field.Invalid(path, n, "out of range"))
+			return false
+		}
+	case float64:
+		if math.IsInf(n, 0) || math.Abs(n) > math.MaxFloat32 {
+			s.fail(field.Invalid(path, n, "out of range"))
+			return false
+		}
+	default:
+		s.wrongType(path, v, "a number")
+		return false
+	}
+	return true
 }
 
 // fieldByTag finds the field of struct t whose toml tag is exactly key.
@@ -327,15 +399,6 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 // tomlKey quotes one key as TOML would need it, so that paths read as the
 // file does: pods.node_selector."bad key".
 func tomlKey(key string) string { return toml.Key{key}.String() }
-
-// joinKey appends one key to a dotted path, quoted as TOML would need it.
-func joinKey(path, key string) string {
-	k := tomlKey(key)
-	if path == "" {
-		return k
-	}
-	return path + "." + k
-}
 
 // sortedKeys keeps the report deterministic (Go maps have no order).
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }

@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"time"
+
+	"crucible.dev/crucible/internal/retry"
 )
 
 // Duration is a time.Duration written in TOML as a string such as "30s" or
@@ -32,6 +34,7 @@ type Profile struct {
 	Pods       Pods       `toml:"pods"`
 	Ingest     Ingest     `toml:"ingest"`
 	API        API        `toml:"api"`
+	Live       Live       `toml:"live"`
 	// LeaderElection tunes the Lease of [controller] leader_elect.
 	LeaderElection LeaderElection `toml:"leader_election"`
 	// DefaultCluster is the cluster a request without a target goes to.
@@ -92,6 +95,21 @@ type Reconcile struct {
 	RetryBudget    Duration `toml:"retry_budget"`
 	MaxBackoff     Duration `toml:"max_backoff"`
 	HealthInterval Duration `toml:"health_interval"`
+	// RetryInitial is the first backoff of a retried operation; it doubles
+	// up to MaxBackoff.
+	RetryInitial Duration `toml:"retry_initial"`
+	// Workers is how many rows of one cluster are synced at a time; each
+	// cluster has workers of its own.
+	Workers int `toml:"workers"`
+	// SweepPage is how many pods one list request of the sweep returns:
+	// the sweep holds one page of full pods at a time.
+	SweepPage int64 `toml:"sweep_page"`
+}
+
+// RetryPolicy is the backoff of every retried spoke operation: retry_initial,
+// doubling up to max_backoff, for at most retry_budget.
+func (r Reconcile) RetryPolicy() retry.Policy {
+	return retry.Policy{Initial: r.RetryInitial.Duration, Max: r.MaxBackoff.Duration, Budget: r.RetryBudget.Duration}
 }
 
 // Ingest tunes the drop-box on the external listener, the most exposed
@@ -168,6 +186,23 @@ type Pods struct {
 	// so `crucible push` works in any image (as Tekton and Argo inject
 	// their entrypoints). Empty: off.
 	PushImage string `toml:"push_image"`
+	// MaxLogBytes bounds the log the controller pulls from a finished pod
+	// (tier 1); larger output belongs in the drop-box.
+	MaxLogBytes int64 `toml:"max_log_bytes"`
+}
+
+// Live tunes the live log (GET /api/pods/{pod}/logs as text/event-stream):
+// one upstream stream per pod, shared by its viewers.
+type Live struct {
+	// History is how many recent lines a stream keeps for viewers joining
+	// late; older lines are only in the collected log.
+	History int `toml:"history"`
+	// Buffer is how many lines a viewer may fall behind before it is
+	// dropped, so that a slow viewer never holds the others back.
+	Buffer int `toml:"buffer"`
+	// PollInterval is how often a pending pod's start, and a followed
+	// pod's end, are checked on its spoke.
+	PollInterval Duration `toml:"poll_interval"`
 }
 
 // ClusterEntry is one spoke.

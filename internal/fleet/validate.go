@@ -21,26 +21,22 @@ import (
 // Validate checks a profile whose defaults are applied (Parse does both) and
 // reports every problem at once in a *ProfileError; nil when it is valid.
 func (p *Profile) Validate() error {
-	errs := validateProfile(p)
-	if len(errs) == 0 {
-		return nil
+	if errs := validateProfile(p); len(errs) > 0 {
+		return &ProfileError{Errs: errs}
 	}
-	perr := &ProfileError{}
-	for _, e := range errs {
-		perr.Problems = append(perr.Problems, problemText(e))
-	}
-	return perr
+	return nil
 }
 
 // problemText renders one finding as the profile's messages have always
 // read and docs/config.md quotes them: `path "value": detail` for a value
-// that is wrong, `path: detail` for one that is missing or not allowed
+// that is wrong, `path: detail` for one that is missing, not allowed (an
+// unknown key) or of the wrong type, whose value may be a whole table
 // (apimachinery's own rendering, `path: Invalid value: "value": detail`,
 // speaks of API objects, not of a TOML file).
 func problemText(e *field.Error) string {
 	detail := e.Detail
 	switch e.Type {
-	case field.ErrorTypeRequired, field.ErrorTypeForbidden:
+	case field.ErrorTypeRequired, field.ErrorTypeForbidden, field.ErrorTypeTypeInvalid:
 		if detail == "" {
 			detail = strings.ToLower(strings.TrimSuffix(e.Type.String(), " value"))
 		}
@@ -65,6 +61,7 @@ func validateProfile(p *Profile) field.ErrorList {
 	errs = append(errs, validatePods(&p.Pods, field.NewPath("pods"))...)
 	errs = append(errs, validateIngest(&p.Ingest, field.NewPath("ingest"))...)
 	errs = append(errs, validateAPI(&p.API, field.NewPath("api"), p.Controller.InternalListen)...)
+	errs = append(errs, validateLive(&p.Live, field.NewPath("live"))...)
 	errs = append(errs, validateLeader(p)...)
 	errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
 
@@ -159,10 +156,22 @@ func validateReconcile(r *Reconcile, path *field.Path) field.ErrorList {
 	errs = append(errs, positive(path.Child("retry_budget"), r.RetryBudget)...)
 	errs = append(errs, positive(path.Child("max_backoff"), r.MaxBackoff)...)
 	errs = append(errs, positive(path.Child("health_interval"), r.HealthInterval)...)
+	errs = append(errs, positive(path.Child("retry_initial"), r.RetryInitial)...)
+	errs = append(errs, notNegative(path.Child("workers"), r.Workers)...)
+	errs = append(errs, notNegative(path.Child("sweep_page"), r.SweepPage)...)
 	if r.MaxBackoff.Duration > r.RetryBudget.Duration && r.RetryBudget.Duration > 0 {
 		errs = append(errs, field.Invalid(path.Child("max_backoff"), r.MaxBackoff.Duration, "must not exceed "+path.Child("retry_budget").String()))
 	}
+	if r.RetryInitial.Duration > r.MaxBackoff.Duration && r.MaxBackoff.Duration > 0 {
+		errs = append(errs, field.Invalid(path.Child("retry_initial"), r.RetryInitial.Duration, "must not exceed "+path.Child("max_backoff").String()))
+	}
 	return errs
+}
+
+func validateLive(l *Live, path *field.Path) field.ErrorList {
+	errs := notNegative(path.Child("history"), l.History)
+	errs = append(errs, notNegative(path.Child("buffer"), l.Buffer)...)
+	return append(errs, positive(path.Child("poll_interval"), l.PollInterval)...)
 }
 
 func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
@@ -212,7 +221,7 @@ func validatePods(p *Pods, path *field.Path) field.ErrorList {
 	if strings.ContainsFunc(p.PushImage, func(r rune) bool { return r <= ' ' || r == 0x7f || r == utf8.RuneError }) {
 		errs = append(errs, field.Invalid(path.Child("push_image"), p.PushImage, "must be an image reference, without whitespace or control characters"))
 	}
-	return errs
+	return append(errs, notNegative(path.Child("max_log_bytes"), p.MaxLogBytes)...)
 }
 
 func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {

@@ -1,27 +1,28 @@
-// Package httperr is the one HTTP error of every edge (the API, the
-// drop-box, the mirror, the authn webhook): a status and a public message
-// the client sees, optional response headers (Retry-After, Allow,
-// WWW-Authenticate), and an internal cause that only the edge's log sees.
+// Package httperr is how every edge (the API, the drop-box, the mirror, the
+// authn webhook, the probes, the web UI) answers. Its Error is the one HTTP
+// error: a status and a public message the client sees, optional response
+// headers (Retry-After, Allow, WWW-Authenticate), an outcome label for the
+// edge's metric, and an internal cause that only the edge's log sees.
 // Keeping the cause out of the answer is the point: upstream and store
 // errors carry hostnames, paths and SQL that an outsider must not read.
 // tailscale's tsweb.HTTPError is the model.
 //
-// Each edge keeps its own body format (clients parse them): Write takes the
-// edge's Format. Whether a cause is logged, and how loudly, stays the edge's
-// decision (each has its own refusal budget); Write never logs.
+// A handler returns its error; the edge's adapter (Edge) writes it, has it
+// logged as the edge decides (each has its own refusal budget) and counted.
+// Successes go through one writer too (WriteJSON, WriteBody), so every
+// answer carries nosniff and a Content-Length and skips the body for HEAD.
+// Each edge keeps its own body format (clients parse them): both writers
+// take the edge's Format. Write and the success writers never log.
 package httperr
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 )
 
 // Error is a refused or failed request. Code, Msg, Field and Header go to
-// the client; Err only to the log.
+// the client; Outcome to the edge's metric; Err only to the log.
 type Error struct {
 	Code int
 	// Msg is the public message: never built from an internal error's text.
@@ -30,6 +31,9 @@ type Error struct {
 	Field string
 	// Header is set on the response before the status is written.
 	Header http.Header
+	// Outcome labels the answer in the edge's request metric (the
+	// drop-box's outcome); empty where the edge counts none.
+	Outcome string
 	// Err is the internal cause, for the log.
 	Err error
 }
@@ -46,6 +50,12 @@ func (e *Error) With(key, value string) *Error {
 		e.Header = http.Header{}
 	}
 	e.Header.Set(key, value)
+	return e
+}
+
+// Labeled sets the outcome label of e and returns e.
+func (e *Error) Labeled(outcome string) *Error {
+	e.Outcome = outcome
 	return e
 }
 
@@ -72,18 +82,22 @@ func From(err error) *Error {
 	return Wrap(http.StatusInternalServerError, InternalMessage, err)
 }
 
-// Format is how an edge writes its error bodies.
+// Format is how an edge writes its bodies: its errors, and the JSON of its
+// successes (WriteJSON).
 type Format int
 
 const (
 	// JSON is {"error": msg, "field": f} indented by two spaces, as the API
-	// answers (the CLI and the web UI parse it).
+	// answers (the CLI and the web UI parse it); its successes are indented
+	// too.
 	JSON Format = iota
 	// CompactJSON is {"error":"msg"} on one line, as the drop-box and the
-	// mirror answer.
+	// mirror answer; so are its successes.
 	CompactJSON
 	// Text is the message as text/plain, as http.Error writes it (the authn
-	// webhook, whose client is kube-apiserver).
+	// webhook, whose client is kube-apiserver, the probes and the web UI);
+	// the JSON successes of such an edge (the webhook's /readyz) are on one
+	// line.
 	Text
 )
 
@@ -94,8 +108,8 @@ type body struct {
 }
 
 // Write answers err in format f: From(err)'s headers, status and public
-// message, with nosniff and a Content-Length; no body for HEAD. Headers the
-// edge set on w before are kept.
+// message, written as WriteBody writes. Headers the edge set on w before are
+// kept. Edges answer through Edge, which calls Write once it has logged.
 func Write(w http.ResponseWriter, r *http.Request, err error, f Format) {
 	he := From(err)
 	data, contentType := encode(he, f)
@@ -103,13 +117,7 @@ func Write(w http.ResponseWriter, r *http.Request, err error, f Format) {
 	for k, vs := range he.Header {
 		h[k] = vs
 	}
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(he.Code)
-	if r == nil || r.Method != http.MethodHead {
-		_, _ = w.Write(data)
-	}
+	WriteBody(w, r, he.Code, contentType, data)
 }
 
 // Body is the bytes Write sends for err in format f.
@@ -122,15 +130,10 @@ func encode(he *Error, f Format) ([]byte, string) {
 	if f == Text {
 		return []byte(he.Msg + "\n"), "text/plain; charset=utf-8"
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	if f == JSON {
-		enc.SetIndent("", "  ")
-	}
 	b := body{Error: he.Msg}
 	if f == JSON {
 		b.Field = he.Field
 	}
-	_ = enc.Encode(b) // two strings always encode
-	return buf.Bytes(), "application/json"
+	data, _ := marshal(b, f) // two strings always encode
+	return data, jsonContentType
 }

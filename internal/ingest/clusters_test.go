@@ -9,6 +9,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/jwt/jwttest"
 	"crucible.dev/crucible/internal/metrics"
 )
@@ -47,7 +48,7 @@ func TestOneClusterDownIs503ForItsTokens(t *testing.T) {
 
 	// The cluster recovers: its pod's token is accepted, forged ones are 401.
 	e.spokes[1].jwksFail.Store(false)
-	e.clock.Step(DefaultJWKSMinRefresh)
+	e.clock.Step(jwt.DefaultMinRefresh)
 	if w := e.post("wp-b", "result", tokB, []byte("b")); w.Code != http.StatusCreated {
 		t.Errorf("after recovery: status %d, want 201", w.Code)
 	}

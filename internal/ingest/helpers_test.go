@@ -28,6 +28,7 @@ import (
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt/jwttest"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 )
 
 const (
@@ -304,29 +305,26 @@ func newEnvClusters(t testing.TB, n int, modify ...func(*Options)) *env {
 		})
 	}
 	e.spoke = e.spokes[0]
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(tmp, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	e.store = st
+	e.store = storetest.SQLite(t)
+	// The profile's defaults, but rates no test reaches unless it sets them.
+	limits := fleet.Default().Ingest
+	limits.RatePerSource, limits.RateBurst, limits.RatePerPod, limits.RateBurstPerPod = 1e9, 1<<30, 1e9, 1<<30
 	opts := Options{
-		Clusters:        clusters,
-		Store:           st,
-		Artifacts:       e.dir,
-		RatePerSource:   1e9,
-		RateBurst:       1 << 30,
-		RatePerPod:      1e9,
-		RateBurstPerPod: 1 << 30,
-		Now:             e.clock.Now,
-		Logger:          slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Clusters:  clusters,
+		Store:     e.store,
+		Artifacts: e.dir,
+		Ingest:    limits,
+		Now:       e.clock.Now,
+		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, m := range modify {
 		m(&opts)
 	}
-	if e.h, err = New(opts); err != nil {
+	h, err := New(opts)
+	if err != nil {
 		t.Fatal(err)
 	}
+	e.h = h
 	return e
 }
 

@@ -53,108 +53,81 @@ type Cluster struct {
 	Audience string
 }
 
-// Options configures a Handler. Zero values take the defaults noted.
+// Options configures a Handler.
 type Options struct {
 	Clusters []Cluster
 	Store    store.Store
 	// Artifacts is where the bytes go: an artifact.Dir with SQLite, the
 	// database (pgblob) with PostgreSQL, so every replica serves them.
 	Artifacts Blobs
-	// MaxBodyBytes bounds an artifact (default 64 MiB); beyond: 413.
-	MaxBodyBytes int64
-	// AcceptTTL bounds accept-cache entries (default 5m); an entry never
-	// outlives its token's exp.
-	AcceptTTL time.Duration
-	// NegativeTTL is how long a rejection is remembered (default 10s).
-	NegativeTTL time.Duration
-	// CacheSize bounds each cache and the limiter map (default 10000).
-	CacheSize int
-	// RatePerSource is the requests/s allowed per client address (default
-	// 20) with burst RateBurst (default 40); beyond: 429 with Retry-After.
-	// A request that authenticates gets its token back, so the bucket is
-	// spent by failed authentication: pods of a spoke behind one egress
-	// address do not throttle each other. IPv6 clients share a bucket per
-	// /64, the smallest block one client is routinely given.
-	RatePerSource float64
-	RateBurst     int
-	// RatePerPod is the requests/s allowed per authenticated pod (default
-	// 10) with burst RateBurstPerPod (default 20); beyond: 429 with
-	// Retry-After.
-	RatePerPod      float64
-	RateBurstPerPod int
-	// TrustedProxies are the peers whose X-Forwarded-For is honoured.
-	TrustedProxies []netip.Prefix
-	// JWKSMinRefresh is the least time between JWKS fetches of a cluster
-	// caused by unknown key ids (default 10s).
-	JWKSMinRefresh time.Duration
+	// Ingest is the profile's [ingest] section, its defaults applied
+	// (fleet.Parse; tests start from fleet.Default().Ingest): the body
+	// bound, the caches, the per-source and per-pod rates, the trusted
+	// proxies and the upload quotas and pacing (R-IN7, save.go). Package
+	// fleet is the one home of their defaults: New refuses a zero limit
+	// instead of choosing one.
+	fleet.Ingest
 
-	// Quotas and pacing of uploads (R-IN7); see save.go. MaxKindsPerPod
-	// (default 32) and MaxBytesPerPod (default 1 GiB) bound what one pod
-	// may upload, beyond: 413. MinFreeBytes (default 1 GiB) is the space
-	// the artifact volume keeps free, below: 507 with Retry-After.
-	// MinFreeBytes applies only to Artifacts with a FreeBytes method (the
-	// directory); a database watches its own volume.
-	// MaxStagingPerPod (default 2) bounds a pod's uploads being written at
-	// once, beyond: 429. A body slower than MinUploadRate bytes/s (default
-	// 4 KiB/s) over any UploadRateWindow (default 30s) is cut with 408.
-	MaxKindsPerPod   int
-	MaxBytesPerPod   int64
-	MinFreeBytes     int64
-	MaxStagingPerPod int
-	MinUploadRate    int64
-	UploadRateWindow time.Duration
-	// freeBytes reports the artifact volume's free space (default: the
-	// Artifacts' FreeBytes, if it has one; nil: no floor); tests replace it.
+	// The fields below are not in the profile; a zero one takes the value
+	// noted, which is this package's (or package jwt's) own choice.
+
+	// JWKSMinRefresh is the least time between JWKS fetches of a cluster
+	// caused by unknown key ids (zero: jwt.DefaultMinRefresh).
+	JWKSMinRefresh time.Duration
+	// freeBytes reports the artifact volume's free space (nil: the
+	// Artifacts' FreeBytes, if it has one; else no floor); tests replace it.
 	freeBytes func() (uint64, error)
-	// Now is the clock (default time.Now).
+	// Now is the clock (nil: time.Now).
 	Now func() time.Time
-	// Logger receives the handler's logs (default: discarded).
+	// Logger receives the handler's logs (nil: discarded).
 	Logger *slog.Logger
 
 	// insecureSkipAuth skips the token checks (steps 1, 2, 4 and 5; the
 	// pod's row is still required). Only tests in this package set it, to
 	// measure what authentication costs.
 	insecureSkipAuth bool
-	// reviewTimeout bounds one TokenReview (default 10s).
+	// reviewTimeout shortens tokenReviewTimeout; only tests set it.
 	reviewTimeout time.Duration
 }
 
-// Defaults of the zero Options that are not profile settings; those that
-// are (body size, caches, rates, quotas) are package fleet's, the one home of
-// the profile's defaults.
-const (
-	DefaultJWKSMinRefresh = 10 * time.Second
-	defaultReviewTimeout  = 10 * time.Second
-)
+// tokenReviewTimeout bounds one TokenReview.
+const tokenReviewTimeout = 10 * time.Second
 
+// config is Options as the handler computes with it: the section's
+// durations, rates and proxy CIDRs converted once, by New, to
+// time.Duration, float64 and netip.Prefix. The converted fields keep the
+// section's names and shadow its own, so h.opts.AcceptTTL is the profile's
+// accept_ttl; the section's other limits are read through Options as they
+// are.
+type config struct {
+	Options
+	AcceptTTL, NegativeTTL, UploadRateWindow time.Duration
+	RatePerSource, RatePerPod                float64
+	TrustedProxies                           []netip.Prefix
+}
+
+// newConfig checks opts and converts it. It fills in only what the profile
+// does not configure (clock, logger, free-space probe, test knobs).
+func newConfig(opts Options) (config, error) {
+	if err := opts.validate(); err != nil {
+		return config{}, err
+	}
+	opts.setDefaults()
+	in := opts.Ingest
+	c := config{
+		Options: opts, AcceptTTL: in.AcceptTTL.Duration, NegativeTTL: in.NegativeTTL.Duration, UploadRateWindow: in.UploadRateWindow.Duration,
+		RatePerSource: float64(in.RatePerSource), RatePerPod: float64(in.RatePerPod),
+	}
+	for _, cidr := range in.TrustedProxies {
+		c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(cidr)) // validate parsed it
+	}
+	return c, nil
+}
+
+// setDefaults fills the fields that are not profile settings (a nil clock
+// or logger is no default of the profile); a zero profile value was
+// refused by validate.
 func (o *Options) setDefaults() {
-	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = fleet.DefaultIngestMaxBodyBytes
-	}
-	if o.AcceptTTL == 0 {
-		o.AcceptTTL = fleet.DefaultIngestAcceptTTL
-	}
-	if o.NegativeTTL == 0 {
-		o.NegativeTTL = fleet.DefaultIngestNegativeTTL
-	}
-	if o.CacheSize == 0 {
-		o.CacheSize = fleet.DefaultIngestCacheSize
-	}
-	if o.RatePerSource == 0 {
-		o.RatePerSource = fleet.DefaultIngestRatePerSource
-	}
-	if o.RateBurst == 0 {
-		o.RateBurst = fleet.DefaultIngestRateBurst
-	}
-	if o.RatePerPod == 0 {
-		o.RatePerPod = fleet.DefaultIngestRatePerPod
-	}
-	if o.RateBurstPerPod == 0 {
-		o.RateBurstPerPod = fleet.DefaultIngestRateBurstPod
-	}
-	if o.JWKSMinRefresh == 0 {
-		o.JWKSMinRefresh = DefaultJWKSMinRefresh
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -162,9 +135,11 @@ func (o *Options) setDefaults() {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.reviewTimeout == 0 {
-		o.reviewTimeout = defaultReviewTimeout
+		o.reviewTimeout = tokenReviewTimeout
 	}
-	o.setUploadDefaults()
+	if fs, ok := o.Artifacts.(freeSpacer); ok && o.freeBytes == nil {
+		o.freeBytes = fs.FreeBytes
+	}
 }
 
 // validate reports every problem at once.
@@ -198,39 +173,53 @@ func (o *Options) validate() error {
 	if o.Artifacts == nil {
 		errs = append(errs, errors.New("artifacts: missing"))
 	}
-	// A slice, not a map: the errors come out in the same order every run.
+	if o.JWKSMinRefresh < 0 {
+		errs = append(errs, errors.New("jwksMinRefresh: negative"))
+	}
+	return errors.Join(append(errs, validateSection(&o.Ingest)...)...)
+}
+
+// validateSection refuses a zero or negative limit of the [ingest] section,
+// by its profile key (in the file's order, so the errors come out the same
+// every run), and a trusted proxy that is no CIDR.
+func validateSection(in *fleet.Ingest) []error {
+	var errs []error
 	for _, f := range []struct {
-		name     string
-		negative bool
+		key string
+		v   any
+		ok  bool
 	}{
-		{"maxBodyBytes", o.MaxBodyBytes < 0},
-		{"acceptTTL", o.AcceptTTL < 0},
-		{"negativeTTL", o.NegativeTTL < 0},
-		{"cacheSize", o.CacheSize < 0},
-		{"ratePerSource", o.RatePerSource < 0},
-		{"rateBurst", o.RateBurst < 0},
-		{"jwksMinRefresh", o.JWKSMinRefresh < 0},
-		{"ratePerPod", o.RatePerPod < 0},
-		{"rateBurstPerPod", o.RateBurstPerPod < 0},
-		{"maxKindsPerPod", o.MaxKindsPerPod < 0},
-		{"maxBytesPerPod", o.MaxBytesPerPod < 0},
-		{"minFreeBytes", o.MinFreeBytes < 0},
-		{"maxStagingPerPod", o.MaxStagingPerPod < 0},
-		{"minUploadRate", o.MinUploadRate < 0},
-		{"uploadRateWindow", o.UploadRateWindow < 0},
+		{"max_body_bytes", in.MaxBodyBytes, in.MaxBodyBytes > 0},
+		{"accept_ttl", in.AcceptTTL, in.AcceptTTL.Duration > 0},
+		{"negative_ttl", in.NegativeTTL, in.NegativeTTL.Duration > 0},
+		{"cache_size", in.CacheSize, in.CacheSize > 0},
+		{"rate_per_source", in.RatePerSource, in.RatePerSource > 0},
+		{"rate_burst", in.RateBurst, in.RateBurst > 0},
+		{"rate_per_pod", in.RatePerPod, in.RatePerPod > 0},
+		{"rate_burst_per_pod", in.RateBurstPerPod, in.RateBurstPerPod > 0},
+		{"max_kinds_per_pod", in.MaxKindsPerPod, in.MaxKindsPerPod > 0},
+		{"max_bytes_per_pod", in.MaxBytesPerPod, in.MaxBytesPerPod > 0},
+		{"min_free_bytes", in.MinFreeBytes, in.MinFreeBytes > 0},
+		{"max_staging_per_pod", in.MaxStagingPerPod, in.MaxStagingPerPod > 0},
+		{"min_upload_rate", in.MinUploadRate, in.MinUploadRate > 0},
+		{"upload_rate_window", in.UploadRateWindow, in.UploadRateWindow.Duration > 0},
 	} {
-		if f.negative {
-			errs = append(errs, fmt.Errorf("%s: negative", f.name))
+		if !f.ok {
+			errs = append(errs, fmt.Errorf("ingest.%s: %v: must be positive (its default is the profile's, applied by package fleet)", f.key, f.v))
 		}
 	}
-
-	return errors.Join(errs...)
+	for i, cidr := range in.TrustedProxies {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			errs = append(errs, fmt.Errorf("ingest.trusted_proxies[%d]: %w", i, err))
+		}
+	}
+	return errs
 }
 
 // Handler serves the drop-box. The controller mounts it on its external mux
 // for "/api/pods/".
 type Handler struct {
-	opts     Options
+	opts     config
 	log      *slog.Logger
 	clusters map[string]*cluster
 	order    []*cluster // as configured: the pre-check's candidates
@@ -252,26 +241,27 @@ type cluster struct {
 	keys *jwt.KeySet
 }
 
-// New validates opts, fills in defaults and builds the handler. It does no
-// I/O: each cluster's keys are fetched on first need.
+// New validates opts, fills in what the profile does not configure and
+// builds the handler. It does no I/O: each cluster's keys are fetched on
+// first need.
 func New(opts Options) (*Handler, error) {
-	if err := opts.validate(); err != nil {
+	c, err := newConfig(opts)
+	if err != nil {
 		return nil, fmt.Errorf("ingest options: %w", err)
 	}
-	opts.setDefaults()
 	h := &Handler{
-		opts:          opts,
-		log:           opts.Logger,
-		clusters:      make(map[string]*cluster, len(opts.Clusters)),
-		accept:        lru.New[acceptEntry](opts.CacheSize),
-		negative:      lru.New[struct{}](opts.CacheSize),
-		limiters:      lru.New[limiter](opts.CacheSize),
-		podLimiters:   lru.New[limiter](opts.CacheSize),
-		reviewTimeout: opts.reviewTimeout,
+		opts:          c,
+		log:           c.Logger,
+		clusters:      make(map[string]*cluster, len(c.Clusters)),
+		accept:        lru.New[acceptEntry](c.CacheSize),
+		negative:      lru.New[struct{}](c.CacheSize),
+		limiters:      lru.New[limiter](c.CacheSize),
+		podLimiters:   lru.New[limiter](c.CacheSize),
+		reviewTimeout: c.reviewTimeout,
 	}
-	for _, c := range opts.Clusters {
-		cl := &cluster{Cluster: c, keys: newKeySet(c.Client, opts.JWKSMinRefresh, opts.Now, opts.Logger)}
-		h.clusters[c.Name] = cl
+	for _, cc := range c.Clusters {
+		cl := &cluster{Cluster: cc, keys: newKeySet(cc.Client, c.JWKSMinRefresh, c.Now, c.Logger)}
+		h.clusters[cc.Name] = cl
 		h.order = append(h.order, cl)
 	}
 	return h, nil

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -265,7 +264,7 @@ func TestKeysUnavailable(t *testing.T) {
 	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("within the refresh interval: status %d, want 503", w.Code)
 	}
-	e.clock.Step(DefaultJWKSMinRefresh)
+	e.clock.Step(jwt.DefaultMinRefresh)
 	if w := e.post("wp-1", "result", tok, []byte("data")); w.Code != http.StatusCreated {
 		t.Errorf("after the refresh interval: status %d, want 201", w.Code)
 	}
@@ -273,7 +272,7 @@ func TestKeysUnavailable(t *testing.T) {
 	// a known kid is decided with them, one of an unknown kid (it may be a
 	// rotated key the failing fetch would have brought) cannot be.
 	e.spoke.jwksFail.Store(true)
-	e.clock.Step(DefaultJWKSMinRefresh)
+	e.clock.Step(jwt.DefaultMinRefresh)
 	forged := sign(t, otherKey, testKID, podClaims(e.clock.Now(), "wp-1", "uid-1"))
 	if w := e.post("wp-1", "result", forged, []byte("data")); w.Code != http.StatusUnauthorized {
 		t.Errorf("forged token of a known kid with failing JWKS: status %d, want 401", w.Code)
@@ -425,7 +424,7 @@ func TestRateLimit(t *testing.T) {
 func TestForwardedFor(t *testing.T) {
 	e := newEnv(t, func(o *Options) {
 		o.RatePerSource, o.RateBurst = 0.001, 1
-		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+		o.TrustedProxies = []string{"10.0.0.0/8"}
 	})
 	send := func(peer, xff string) int {
 		r := e.request(http.MethodPost, "/api/pods/wp-1/artifacts/result", "", nil)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"crucible.dev/crucible/internal/httperr"
 )
 
 // pacedBody reads a request body at no less than a minimum rate. The
@@ -79,13 +81,11 @@ func (p *pacedBody) timedOut() bool {
 // refusal answers a body that could not be read: 408 (retryable, and the
 // connection is closed since the rest of the body is unread) when it was
 // too slow, else 400.
-func (p *pacedBody) refusal(err error) response {
+func (p *pacedBody) refusal(err error) *httperr.Error {
+	he := refuse(http.StatusBadRequest, "bad_request", "reading the body failed")
 	if p.timedOut() {
-		res := refuse(http.StatusRequestTimeout, "timeout", "upload too slow: the body must keep a minimum transfer rate")
-		res.closeConn, res.fail.Err = true, err
-		return res
+		he = refuse(http.StatusRequestTimeout, "timeout", "upload too slow: the body must keep a minimum transfer rate")
 	}
-	res := refuse(http.StatusBadRequest, "bad_request", "reading the body failed")
-	res.closeConn, res.fail.Err = true, err
-	return res
+	he.Err = err
+	return he.With("Connection", "close")
 }

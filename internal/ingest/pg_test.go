@@ -44,7 +44,7 @@ func TestTwoReplicasOnPostgres(t *testing.T) {
 	if e.h.opts.freeBytes != nil {
 		t.Error("a free-space floor on artifacts in PostgreSQL")
 	}
-	opts := e.h.opts
+	opts := e.h.opts.Options
 	opts.Artifacts = secondBlobs
 	second, err := New(opts)
 	if err != nil {

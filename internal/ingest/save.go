@@ -8,7 +8,7 @@ import (
 	"net/http"
 
 	"crucible.dev/crucible/internal/artifact"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -32,54 +32,30 @@ type Blobs interface {
 // free-space floor protects.
 type freeSpacer interface{ FreeBytes() (uint64, error) }
 
-func (o *Options) setUploadDefaults() {
-	if o.MaxKindsPerPod == 0 {
-		o.MaxKindsPerPod = fleet.DefaultIngestMaxKindsPerPod
-	}
-	if o.MaxBytesPerPod == 0 {
-		o.MaxBytesPerPod = fleet.DefaultIngestMaxBytesPerPod
-	}
-	if o.MinFreeBytes == 0 {
-		o.MinFreeBytes = fleet.DefaultIngestMinFreeBytes
-	}
-	if o.MaxStagingPerPod == 0 {
-		o.MaxStagingPerPod = fleet.DefaultIngestMaxStagingPerPod
-	}
-	if o.MinUploadRate == 0 {
-		o.MinUploadRate = fleet.DefaultIngestMinUploadRate
-	}
-	if o.UploadRateWindow == 0 {
-		o.UploadRateWindow = fleet.DefaultIngestUploadRateWindow
-	}
-	if fs, ok := o.Artifacts.(freeSpacer); ok && o.freeBytes == nil {
-		o.freeBytes = fs.FreeBytes
-	}
-}
-
-func conflict() response {
+func conflict() *httperr.Error {
 	return refuse(http.StatusConflict, "conflict", "a different artifact of this kind is already stored")
 }
 
-func tooLarge() response {
+func tooLarge() *httperr.Error {
 	return refuse(http.StatusRequestEntityTooLarge, "too_large", "artifact too large")
 }
 
 // refuseReserved answers 403 for a kind the controller owns ("log",
 // "crucible-*"). It names the kind: whether a kind is reserved is no secret,
 // so it runs before authentication and tells an honest pod what is wrong.
-func refuseReserved(kind string) (response, bool) {
+func refuseReserved(kind string) error {
 	if !artifact.Reserved(kind) {
-		return response{}, false
+		return nil
 	}
 	return refuse(http.StatusForbidden, "reserved",
-		fmt.Sprintf("kind %q is reserved for the controller (%s and %s* are not uploadable)", kind, artifact.LogKind, artifact.ReservedPrefix)), true
+		fmt.Sprintf("kind %q is reserved for the controller (%s and %s* are not uploadable)", kind, artifact.LogKind, artifact.ReservedPrefix))
 }
 
 // refuseClosed answers 403 for a row that takes no more uploads: cancelled,
 // lost, or its log collected (after which the sweep deletes the pod). The
 // body is every 403's, since an outsider reaches this check before the
 // TokenReview; the reason goes to the Debug log.
-func (h *Handler) refuseClosed(row store.WorkPod) (response, bool) {
+func (h *Handler) refuseClosed(row store.WorkPod) error {
 	var reason string
 	switch {
 	case row.State == store.StateCancelled:
@@ -89,10 +65,10 @@ func (h *Handler) refuseClosed(row store.WorkPod) (response, bool) {
 	case row.LogCollected:
 		reason = "log collected"
 	default:
-		return response{}, false
+		return nil
 	}
 	h.log.Debug("upload for a closed work pod refused", "pod", row.ID, "reason", reason)
-	return deny(http.StatusForbidden, fmt.Errorf("work pod is %s", reason)), true
+	return deny(http.StatusForbidden, fmt.Errorf("work pod is %s", reason))
 }
 
 // save stores the body as artifact kind of row. Under the (pod, kind) lock
@@ -101,12 +77,12 @@ func (h *Handler) refuseClosed(row store.WorkPod) (response, bool) {
 // anything is written and bound the staging reader, the body is staged,
 // committed under its digest and claimed in the store: 201, or 409/413 for
 // a claim lost to another writer or the quota, whose file is removed.
-func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.WorkPod, kind string) response {
-	if res, closed := h.refuseClosed(row); closed { // authorize checked too; this holds whatever the order above
-		return res
+func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.WorkPod, kind string) (stored, error) {
+	if err := h.refuseClosed(row); err != nil { // authorize checked too; this holds whatever the order above
+		return stored{}, err
 	}
 	if r.ContentLength > h.opts.MaxBodyBytes {
-		return tooLarge()
+		return stored{}, tooLarge()
 	}
 	unlock := h.locks.lock(row.ID + "/" + kind)
 	defer unlock()
@@ -119,58 +95,56 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 	case err == nil:
 		return h.compare(r, body, prev)
 	case !errors.Is(err, store.ErrNotFound):
-		return unavailable(err)
+		return stored{}, unavailable(err)
 	}
-	space, res, ok := h.room(ctx, row.ID, r.ContentLength)
-	if !ok {
-		return res
+	space, err := h.room(ctx, row.ID, r.ContentLength)
+	if err != nil {
+		return stored{}, err
 	}
 	release, ok := h.staging.acquire(row.ID, h.opts.MaxStagingPerPod)
 	if !ok {
-		res := refuse(http.StatusTooManyRequests, "busy", "too many uploads of this pod at once, retry later")
-		res.fail = res.fail.With("Retry-After", retryAfterBusy)
-		return res
+		return stored{}, refuse(http.StatusTooManyRequests, "busy", "too many uploads of this pod at once, retry later").With("Retry-After", retryAfterBusy)
 	}
 	defer release()
 
 	staged, err := h.opts.Artifacts.Stage(ctx, row.ID, kind, body, space.limit)
 	switch {
 	case errors.Is(err, artifact.ErrTooLarge):
-		return space.refusal()
+		return stored{}, space.refusal()
 	case err != nil && body.err != nil:
-		return body.refusal(err)
+		return stored{}, body.refusal(err)
 	case err != nil:
-		return unavailable(err)
+		return stored{}, unavailable(err)
 	}
 	defer staged.Discard()
 	wr := staged.Written()
 	if err := staged.Commit(ctx); err != nil {
-		return unavailable(err)
+		return stored{}, unavailable(err)
 	}
 	return h.claim(ctx, row, kind, wr)
 }
 
 // claim records the committed file wr as the pod's artifact kind.
-func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr artifact.Written) response {
+func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr artifact.Written) (stored, error) {
 	a := store.Artifact{PodID: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256, Source: store.SourcePod}
 	created, err := h.opts.Store.PutArtifact(ctx, a, store.Quota{MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod})
 	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica recorded other bytes meanwhile
-		return conflict()
+		return stored{}, conflict()
 	case errors.Is(err, store.ErrQuota):
 		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica took the room meanwhile
-		return quotaExceeded(err)
+		return stored{}, quotaExceeded(err)
 	case err != nil:
 		// The claim may have landed before the error: keep the file, which
 		// at worst nobody names.
-		return unavailable(err)
+		return stored{}, unavailable(err)
 	case !created:
-		return response{code: http.StatusOK, outcome: "duplicate", body: done}
+		return stored{art: done}, nil
 	}
 	h.log.Info("artifact stored", "pod", row.ID, "kind", kind, "size", wr.Size, "sha256", wr.SHA256)
-	return response{code: http.StatusCreated, outcome: "created", body: done}
+	return stored{art: done, created: true}, nil
 }
 
 // removeUnclaimed deletes the file of a lost claim. Only called after
@@ -186,20 +160,20 @@ func (h *Handler) removeUnclaimed(ctx context.Context, podID, kind, digest strin
 // compare answers an upload of a recorded kind without staging it: a
 // Content-Length other than the recorded size is 409 at once; otherwise the
 // body is hashed as it streams past and compared, 200 or 409.
-func (h *Handler) compare(r *http.Request, body *pacedBody, prev store.Artifact) response {
+func (h *Handler) compare(r *http.Request, body *pacedBody, prev store.Artifact) (stored, error) {
 	if r.ContentLength >= 0 && r.ContentLength != prev.Size {
-		return conflict()
+		return stored{}, conflict()
 	}
 	got, err := artifact.Digest(body, prev.Size)
 	switch {
 	case errors.Is(err, artifact.ErrTooLarge):
-		return conflict()
+		return stored{}, conflict()
 	case err != nil:
-		return body.refusal(err)
+		return stored{}, body.refusal(err)
 	case got.SHA256 != prev.SHA256:
-		return conflict()
+		return stored{}, conflict()
 	}
-	return response{code: http.StatusOK, outcome: "duplicate", body: uploaded{Pod: prev.PodID, Kind: prev.Kind, Size: prev.Size, SHA256: prev.SHA256}}
+	return stored{art: uploaded{Pod: prev.PodID, Kind: prev.Kind, Size: prev.Size, SHA256: prev.SHA256}}, nil
 }
 
 // bound names the limit that caps a staging reader.
@@ -218,7 +192,7 @@ type room struct {
 }
 
 // refusal is the answer for a body that passed the limit while staging.
-func (rm room) refusal() response {
+func (rm room) refusal() *httperr.Error {
 	switch rm.by {
 	case boundQuota:
 		return quotaExceeded(errors.New("body passed the pod's byte quota"))
@@ -228,25 +202,23 @@ func (rm room) refusal() response {
 	return tooLarge()
 }
 
-func quotaExceeded(err error) response {
-	res := refuse(http.StatusRequestEntityTooLarge, "quota", "quota exceeded: this pod may store no more artifacts of this size (limits on kinds and total bytes per pod)")
-	res.fail.Err = err
-	return res
+func quotaExceeded(err error) *httperr.Error {
+	he := refuse(http.StatusRequestEntityTooLarge, "quota", "quota exceeded: this pod may store no more artifacts of this size (limits on kinds and total bytes per pod)")
+	he.Err = err
+	return he
 }
 
-func insufficientStorage() response {
-	res := refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later")
-	res.fail = res.fail.With("Retry-After", retryAfterStorage)
-	return res
+func insufficientStorage() *httperr.Error {
+	return refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later").With("Retry-After", retryAfterStorage)
 }
 
 // room checks the pod's quotas and the volume's floor before anything is
 // staged (with the Content-Length when the client sent one) and returns how
 // much may be staged. The store's claim checks the quota again, atomically.
-func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (room, response, bool) {
+func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (room, error) {
 	arts, err := h.opts.Store.ListArtifacts(ctx, podID)
 	if err != nil {
-		return room{}, unavailable(err), false
+		return room{}, unavailable(err)
 	}
 	var kinds int
 	var used int64
@@ -259,19 +231,19 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	left := h.opts.MaxBytesPerPod - used
 	switch {
 	case kinds >= h.opts.MaxKindsPerPod:
-		return room{}, quotaExceeded(fmt.Errorf("pod has %d kinds, at most %d", kinds, h.opts.MaxKindsPerPod)), false
+		return room{}, quotaExceeded(fmt.Errorf("pod has %d kinds, at most %d", kinds, h.opts.MaxKindsPerPod))
 	case contentLength > left:
-		return room{}, quotaExceeded(fmt.Errorf("pod has %d bytes, %d more would pass %d", used, contentLength, h.opts.MaxBytesPerPod)), false
+		return room{}, quotaExceeded(fmt.Errorf("pod has %d bytes, %d more would pass %d", used, contentLength, h.opts.MaxBytesPerPod))
 	}
 	spare := int64(1 << 62) // no floor: the bytes are in the database
 	if h.opts.freeBytes != nil {
 		free, err := h.opts.freeBytes()
 		if err != nil {
-			return room{}, unavailable(err), false
+			return room{}, unavailable(err)
 		}
 		spare = int64(min(free, 1<<62)) - h.opts.MinFreeBytes
 		if spare <= 0 || contentLength > spare {
-			return room{}, insufficientStorage(), false
+			return room{}, insufficientStorage()
 		}
 	}
 	rm := room{limit: h.opts.MaxBodyBytes, by: boundBody}
@@ -281,5 +253,5 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	if spare < rm.limit {
 		rm = room{limit: spare, by: boundSpace}
 	}
-	return rm, response{}, true
+	return rm, nil
 }

@@ -207,7 +207,7 @@ func TestConcurrentDifferentBytesOneReplica(t *testing.T) {
 // has its own locks, so their uploads really race to the claim.
 func TestConcurrentDifferentBytesTwoReplicas(t *testing.T) {
 	e := newEnv(t)
-	second, err := New(e.h.opts)
+	second, err := New(e.h.opts.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

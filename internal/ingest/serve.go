@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,17 +13,6 @@ import (
 // retryAfterUnavailable is the Retry-After of a 503.
 const retryAfterUnavailable = "5"
 
-// response is one answer: a success (code and body) or a refusal (fail:
-// status, public message, headers, and the cause that is logged, never
-// shown to the client).
-type response struct {
-	outcome   string // metric label
-	code      int    // a success's status
-	body      any    // a success's body
-	fail      *httperr.Error
-	closeConn bool // the body was not read to its end (a body timeout)
-}
-
 // The fixed public messages. Every 401 is byte for byte the same, and so is
 // every 403: an outsider cannot tell an unknown pod from a known one.
 const (
@@ -33,34 +21,36 @@ const (
 	msgUnavailable  = "temporarily unavailable, retry later"
 )
 
-// refuse is a refusal with a public message and no cause to log.
-func refuse(code int, outcome, msg string) response {
-	return response{outcome: outcome, fail: httperr.New(code, msg)}
+// refuse is a refusal with a public message and no cause to log; outcome
+// is its label in crucible_ingest_requests_total.
+func refuse(code int, outcome, msg string) *httperr.Error {
+	return httperr.New(code, msg).Labeled(outcome)
 }
 
 // deny is a 401 or 403 with the fixed message, err only logged; any other
-// code is unavailable.
-func deny(code int, err error) response {
+// code is unavailable. The edge adds a 401's WWW-Authenticate.
+func deny(code int, err error) *httperr.Error {
 	switch code {
 	case http.StatusUnauthorized:
-		return response{outcome: "unauthorized", fail: httperr.Wrap(code, msgUnauthorized, err).With("WWW-Authenticate", "Bearer")}
+		return httperr.Wrap(code, msgUnauthorized, err).Labeled("unauthorized")
 	case http.StatusForbidden:
-		return response{outcome: "forbidden", fail: httperr.Wrap(code, msgForbidden, err)}
+		return httperr.Wrap(code, msgForbidden, err).Labeled("forbidden")
 	}
 	return unavailable(err)
 }
 
-func unavailable(err error) response {
-	return response{outcome: "unavailable",
-		fail: httperr.Wrap(http.StatusServiceUnavailable, msgUnavailable, err).With("Retry-After", retryAfterUnavailable)}
+// unavailable is a 503 with the fixed message, err only logged; the edge
+// adds its Retry-After.
+func unavailable(err error) *httperr.Error {
+	return httperr.Wrap(http.StatusServiceUnavailable, msgUnavailable, err).Labeled("unavailable")
 }
 
-func badRequest(code int, msg string) response {
-	res := refuse(code, "bad_request", msg)
+func badRequest(code int, msg string) *httperr.Error {
+	he := refuse(code, "bad_request", msg)
 	if code == http.StatusMethodNotAllowed {
-		res.fail = res.fail.With("Allow", http.MethodPost)
+		he = he.With("Allow", http.MethodPost)
 	}
-	return res
+	return he
 }
 
 // uploaded is the body of 201 and 200.
@@ -71,35 +61,60 @@ type uploaded struct {
 	SHA256 string `json:"sha256"`
 }
 
+// stored is an accepted upload: 201 when this request recorded it, 200
+// when the same bytes were recorded before.
+type stored struct {
+	art     uploaded
+	created bool
+}
+
 // ServeHTTP answers POST /api/pods/{pod}/artifacts/{kind}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	res := h.serve(http.NewResponseController(w), r)
-	metrics.IngestRequests.WithLabelValues(res.outcome).Inc()
-	hdr := w.Header()
-	hdr.Set("Cache-Control", "no-store")
-	if res.closeConn {
-		hdr.Set("Connection", "close")
-	}
-	if res.fail != nil {
-		if res.fail.Err != nil {
+	h.edge().Serve(w, r, h.serve)
+}
+
+// edge answers in compact JSON. An error no check classified is a storage
+// error, so unavailable. Anyone can make the drop-box refuse, so a
+// refusal's cause is logged at Debug and only a failure's (5xx) at Warn.
+// Every answer is counted by its outcome.
+func (h *Handler) edge() httperr.Edge {
+	return httperr.Edge{
+		Format:     httperr.CompactJSON,
+		Classify:   unavailable,
+		RetryAfter: retryAfterUnavailable,
+		Challenge:  "Bearer",
+		Log: func(r *http.Request, he *httperr.Error, _ error) {
+			if he.Err == nil {
+				return
+			}
 			level := h.log.Debug
-			if res.fail.Code >= 500 {
+			if he.Code >= 500 {
 				level = h.log.Warn
 			}
-			level("drop-box request refused", "status", res.fail.Code, "outcome", res.outcome, "remote", r.RemoteAddr, "error", res.fail.Err)
-		}
-		httperr.Write(w, r, res.fail, httperr.CompactJSON)
-		return
+			level("drop-box request refused", "status", he.Code, "outcome", he.Outcome, "remote", r.RemoteAddr, "error", he.Err)
+		},
+		Done: func(_ *http.Request, code int, he *httperr.Error) {
+			metrics.IngestRequests.WithLabelValues(outcome(code, he)).Inc()
+		},
 	}
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(res.code)
-	_ = json.NewEncoder(w).Encode(res.body)
+}
+
+// outcome is an answer's label in crucible_ingest_requests_total.
+func outcome(code int, he *httperr.Error) string {
+	switch {
+	case he != nil:
+		return he.Outcome
+	case code == http.StatusCreated:
+		return "created"
+	}
+	return "duplicate"
 }
 
 // serve runs the checks in their fixed order; the body is read only once
-// the token is accepted. rc paces the body (save.go).
-func (h *Handler) serve(rc *http.ResponseController, r *http.Request) response {
+// the token is accepted, and paced through the connection (save.go). No
+// answer is cached.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Cache-Control", "no-store")
 	if r.Method != http.MethodPost {
 		return badRequest(http.StatusMethodNotAllowed, "method not allowed")
 	}
@@ -110,14 +125,22 @@ func (h *Handler) serve(rc *http.ResponseController, r *http.Request) response {
 	if !valid {
 		return badRequest(http.StatusBadRequest, "pod and kind must be DNS-1123 labels")
 	}
-	if res, refused := refuseReserved(kind); refused {
-		return res
+	if err := refuseReserved(kind); err != nil {
+		return err
 	}
-	row, res, ok := h.authorize(r, pod)
-	if !ok {
-		return res
+	row, err := h.authorize(r, pod)
+	if err != nil {
+		return err
 	}
-	return h.save(rc, r, row, kind)
+	st, err := h.save(http.NewResponseController(w), r, row, kind)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if st.created {
+		code = http.StatusCreated
+	}
+	return httperr.WriteJSON(w, r, code, st.art, httperr.CompactJSON)
 }
 
 // parsePath splits /api/pods/{pod}/artifacts/{kind}. found is false when the

@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -39,21 +40,43 @@ type Source interface {
 // Key names a pod.
 type Key struct{ Cluster, Namespace, Pod string }
 
-// Options tune a Hub; zero values take the defaults.
+// Options tune a Hub. Buffer, History and Poll are the profile's [live]
+// section and Retry its [reconcile] policy, defaults applied by package
+// fleet (fleet.Default().Live in tests): NewHub refuses a zero one rather
+// than pick a value of its own. Log is no profile setting: nil discards.
 type Options struct {
 	// Buffer is how many lines a viewer may fall behind before it is
-	// dropped (default 1024).
+	// dropped ([live] buffer).
 	Buffer int
 	// History is how many recent lines a stream keeps for viewers joining
-	// late (default 10000); older lines are only in the artifact later.
+	// late ([live] history); older lines are only in the artifact later.
 	History int
 	// Poll is how often a pending pod, and a followed pod's end, are
-	// checked (default 1s).
+	// checked ([live] poll_interval).
 	Poll time.Duration
 	// Retry bounds reconnecting after transient upstream errors; the
 	// budget counts from the last line or successful open.
 	Retry retry.Policy
 	Log   *slog.Logger
+}
+
+// validate reports every zero or negative bound at once.
+func (o Options) validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"Buffer", o.Buffer <= 0},
+		{"History", o.History <= 0},
+		{"Poll", o.Poll <= 0},
+		{"Retry", o.Retry.Initial <= 0 || o.Retry.Max <= 0 || o.Retry.Budget <= 0},
+	} {
+		if f.bad {
+			errs = append(errs, fmt.Errorf("%s: must be positive (the profile's defaults are fleet's)", f.name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Hub shares one upstream stream per pod among its viewers.
@@ -64,24 +87,16 @@ type Hub struct {
 	streams map[Key]*stream
 }
 
-// NewHub returns a hub that reads pods' logs from source(key).
-func NewHub(source func(Key) Source, opts Options) *Hub {
-	if opts.Buffer <= 0 {
-		opts.Buffer = 1024
-	}
-	if opts.History <= 0 {
-		opts.History = 10000
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = time.Second
-	}
-	if opts.Retry == (retry.Policy{}) {
-		opts.Retry = retry.Default
+// NewHub returns a hub that reads pods' logs from source(key). It does no
+// I/O: a pod's stream opens with its first viewer.
+func NewHub(source func(Key) Source, opts Options) (*Hub, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("live log options: %w", err)
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{opts: opts, source: source, streams: map[Key]*stream{}}
+	return &Hub{opts: opts, source: source, streams: map[Key]*stream{}}, nil
 }
 
 // Streams is the number of upstream streams open or opening now.

@@ -14,13 +14,30 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/retry"
 )
 
 var fastRetry = retry.Policy{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, Budget: 5 * time.Second}
 
-func newTestHub(f *fakeSource, buffer int) *Hub {
-	return NewHub(func(Key) Source { return f }, Options{Buffer: buffer, Poll: 10 * time.Millisecond, Retry: fastRetry})
+func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
+	t.Helper()
+	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: buffer, History: fleet.DefaultLiveHistory, Poll: 10 * time.Millisecond, Retry: fastRetry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// The hub has no defaults of its own: every zero bound is refused at once
+// (the profile's [live] defaults are fleet's).
+func TestNewHubRefusesZeroBounds(t *testing.T) {
+	_, err := NewHub(func(Key) Source { return nil }, Options{Buffer: -1, Retry: retry.Policy{Initial: time.Second}})
+	const fleets = ": must be positive (the profile's defaults are fleet's)"
+	want := "live log options: Buffer" + fleets + "\nHistory" + fleets + "\nPoll" + fleets + "\nRetry" + fleets
+	if err == nil || err.Error() != want {
+		t.Errorf("NewHub error = %v, want %q", err, want)
+	}
 }
 
 var key = Key{Cluster: "wharf", Namespace: "loops", Pod: "turn-1"}
@@ -63,7 +80,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestFanOutOneUpstream(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
-	h := newTestHub(f, 256)
+	h := newTestHub(t, f, 256)
 	const viewers = 50
 	var vs []*Viewer
 	for range viewers {
@@ -105,7 +122,7 @@ func TestFanOutOneUpstream(t *testing.T) {
 func TestSlowViewerIsDroppedOthersUnaffected(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
-	h := newTestHub(f, 4)
+	h := newTestHub(t, f, 4)
 	slow := h.Subscribe(key, 0)
 	defer slow.Close()
 	fast := h.Subscribe(key, 0)
@@ -157,7 +174,7 @@ func TestSlowViewerIsDroppedOthersUnaffected(t *testing.T) {
 func TestReconnectDeliversEveryLineOnce(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
-	h := newTestHub(f, 1024)
+	h := newTestHub(t, f, 1024)
 	v := h.Subscribe(key, 0)
 	defer v.Close()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 500, time.UTC)
@@ -190,7 +207,7 @@ func TestReconnectDeliversEveryLineOnce(t *testing.T) {
 func TestLastViewerLeavingClosesUpstream(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
-	h := newTestHub(f, 16)
+	h := newTestHub(t, f, 16)
 	a, b := h.Subscribe(key, 0), h.Subscribe(key, 0)
 	f.add(time.Now(), "x")
 	waitFor(t, "upstream open", func() bool { _, _, open := f.counts(); return open == 1 })
@@ -215,7 +232,7 @@ func TestLastViewerLeavingClosesUpstream(t *testing.T) {
 
 func TestPendingPodWaitsThenStreams(t *testing.T) {
 	f := newFake()
-	h := newTestHub(f, 16)
+	h := newTestHub(t, f, 16)
 	v := h.Subscribe(key, 0)
 	defer v.Close()
 	time.Sleep(50 * time.Millisecond) // several polls while pending
@@ -237,7 +254,7 @@ func TestPendingPodWaitsThenStreams(t *testing.T) {
 func TestLateViewerGetsHistoryAfterID(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
-	h := newTestHub(f, 16)
+	h := newTestHub(t, f, 16)
 	first := h.Subscribe(key, 0)
 	defer first.Close()
 	base := time.Now()
@@ -260,7 +277,7 @@ func TestPermanentErrorEndsViewers(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
 	f.openErr = errPermanent
-	h := newTestHub(f, 16)
+	h := newTestHub(t, f, 16)
 	v := h.Subscribe(key, 0)
 	defer v.Close()
 	if _, _, err := readAll(t, v); !errors.Is(err, errPermanent) {
@@ -272,7 +289,7 @@ func TestFinishedPodGoneIsTheEnd(t *testing.T) {
 	f := newFake()
 	f.set(true, true)
 	f.add(time.Now(), "only")
-	h := newTestHub(f, 16)
+	h := newTestHub(t, f, 16)
 	v := h.Subscribe(key, 0)
 	defer v.Close()
 	got, _, err := readAll(t, v)
@@ -286,7 +303,7 @@ func TestFinishedPodGoneIsTheEnd(t *testing.T) {
 func TestReconnectRetriesForbiddenWhileRecovering(t *testing.T) {
 	f := newFake()
 	f.set(true, false)
-	h := newTestHub(f, 64)
+	h := newTestHub(t, f, 64)
 	v := h.Subscribe(key, 0)
 	defer v.Close()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -316,7 +333,7 @@ func TestResumeOnNewStreamSkipsDeliveredLines(t *testing.T) {
 	f.set(true, false)
 	base := time.Now()
 	f.add(base, "1", "2", "3")
-	h := newTestHub(f, 16)
+	h := newTestHub(t, f, 16)
 	v := h.Subscribe(key, 2)
 	defer v.Close()
 	f.add(base.Add(time.Second), "4")

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -161,10 +162,13 @@ func newFakeClock() *testingclock.FakeClock {
 // newTestMirror returns a mirror of hub on clock, with options edited by edit.
 func newTestMirror(t *testing.T, hub *fakeHub, clock *testingclock.FakeClock, edit func(*Options)) *Mirror {
 	t.Helper()
+	d := fleet.Default().Mirror
 	opts := Options{
 		Upstream:    hub.client(t),
 		UpstreamURL: hub.srv.URL,
 		ExternalURL: externalURL,
+		TTL:         d.TTL.Duration,
+		MaxStale:    d.MaxStale.Duration,
 		Now:         clock.Now,
 	}
 	if edit != nil {

@@ -112,41 +112,39 @@ func (m *Mirror) route(escapedPath string) *cache {
 	return nil
 }
 
+// edge answers the mirror's refusals in compact JSON; each carries its
+// whole reason, so nothing is logged here (the caches log failed fetches).
+var edge = httperr.Edge{Format: httperr.CompactJSON}
+
 // ServeHTTP answers GET and HEAD for the discovery document and the JWKS;
 // other paths are 404 and other methods 405.
 func (m *Mirror) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	edge.Serve(w, r, m.serve)
+}
+
+func (m *Mirror) serve(w http.ResponseWriter, r *http.Request) error {
 	c := m.route(r.URL.EscapedPath())
 	if c == nil {
-		httperr.Write(w, r, httperr.New(http.StatusNotFound, "not found"), httperr.CompactJSON)
-		return
+		return httperr.New(http.StatusNotFound, "not found")
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		httperr.Write(w, r, httperr.New(http.StatusMethodNotAllowed, "method not allowed").With("Allow", "GET, HEAD"), httperr.CompactJSON)
-		return
+		return httperr.New(http.StatusMethodNotAllowed, "method not allowed").With("Allow", "GET, HEAD")
 	}
 	s := c.get(r.Context())
 	if r.Context().Err() != nil {
-		return // the client left; nobody reads an answer
+		return nil // the client left; nobody reads an answer
 	}
 	now := m.now()
 	src, freshFor := c.judge(s, now)
 	metrics.MirrorResponses.WithLabelValues(c.doc.name, string(src)).Inc()
 	if src == sourceUnavailable {
 		// Never upstream text: what went wrong upstream is in the log.
-		he := httperr.New(http.StatusServiceUnavailable, c.doc.name+" temporarily unavailable").
+		return httperr.New(http.StatusServiceUnavailable, c.doc.name+" temporarily unavailable").
 			With("Retry-After", strconv.Itoa(retryAfterSeconds(c.retryAfter(now)))).With("Cache-Control", "no-store")
-		httperr.Write(w, r, he, httperr.CompactJSON)
-		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", c.doc.contentType)
-	h.Set("Cache-Control", cacheControl(src, freshFor))
-	h.Set("Content-Length", strconv.Itoa(len(s.body)))
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(s.body)
-	}
+	w.Header().Set("Cache-Control", cacheControl(src, freshFor))
+	httperr.WriteBody(w, r, http.StatusOK, c.doc.contentType, s.body)
+	return nil
 }
 
 // cacheControl lets consumers keep a fresh copy only for the rest of its TTL,

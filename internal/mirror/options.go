@@ -8,11 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/urlcheck"
 )
 
-// Options configure a Mirror. Zero durations, Now and Logger take defaults.
+// Options configure a Mirror. TTL and MaxStale are the profile's [mirror]
+// section, whose defaults package fleet applies (fleet.Default().Mirror in
+// tests): New refuses a zero one rather than pick a value of its own. Now
+// and Logger are no profile settings; nil takes time.Now and a discarding
+// logger.
 type Options struct {
 	// Upstream is authenticated to the hub API as the controller's service
 	// account (client-go rest.HTTPClientFor with BearerTokenFile, which
@@ -24,10 +27,10 @@ type Options struct {
 	// ExternalURL is the mirror's own base URL as the spokes reach it; the
 	// served discovery document's jwks_uri points below it.
 	ExternalURL string
-	// TTL is how long a fetched document is served as fresh (the profile's default, fleet.DefaultMirrorTTL).
+	// TTL is how long a fetched document is served as fresh ([mirror] ttl).
 	TTL time.Duration
 	// MaxStale is how long past its TTL the last good document is still
-	// served while the hub API fails (fleet.DefaultMirrorMaxStale).
+	// served while the hub API fails ([mirror] max_stale).
 	MaxStale time.Duration
 	// Now is the clock (time.Now); tests set it.
 	Now func() time.Time
@@ -35,14 +38,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// withDefaults returns o with every zero field that has a default filled in.
+// withDefaults returns o with its clock and logger filled in; the profile's
+// durations have no fallback here (validate refuses them zero).
 func (o Options) withDefaults() Options {
-	if o.TTL == 0 {
-		o.TTL = fleet.DefaultMirrorTTL
-	}
-	if o.MaxStale == 0 {
-		o.MaxStale = fleet.DefaultMirrorMaxStale
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -64,11 +62,11 @@ func (o Options) validate() error {
 	if err := checkBaseURL(o.ExternalURL, false); err != nil {
 		errs = append(errs, fmt.Errorf("ExternalURL: %w", err))
 	}
-	if o.TTL < 0 {
-		errs = append(errs, fmt.Errorf("TTL: must not be negative, got %s", o.TTL))
+	if o.TTL <= 0 {
+		errs = append(errs, fmt.Errorf("TTL: must be positive (the profile's mirror.ttl), got %s", o.TTL))
 	}
-	if o.MaxStale < 0 {
-		errs = append(errs, fmt.Errorf("MaxStale: must not be negative, got %s", o.MaxStale))
+	if o.MaxStale <= 0 {
+		errs = append(errs, fmt.Errorf("MaxStale: must be positive (the profile's mirror.max_stale), got %s", o.MaxStale))
 	}
 	return errors.Join(errs...)
 }

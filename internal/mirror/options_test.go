@@ -13,10 +13,13 @@ import (
 
 func TestOptionsValidation(t *testing.T) {
 	valid := func() Options {
+		d := fleet.Default().Mirror
 		return Options{
 			Upstream:    http.DefaultClient,
 			UpstreamURL: "https://127.0.0.1:6443",
 			ExternalURL: "https://crucible.example.com",
+			TTL:         d.TTL.Duration,
+			MaxStale:    d.MaxStale.Duration,
 		}
 	}
 	tests := []struct {
@@ -37,6 +40,8 @@ func TestOptionsValidation(t *testing.T) {
 			"Upstream: required",
 			"UpstreamURL: required",
 			"ExternalURL: required",
+			"TTL: must be positive (the profile's mirror.ttl), got 0s",
+			"MaxStale: must be positive (the profile's mirror.max_stale), got 0s",
 		}},
 		{"http off loopback", func(o *Options) {
 			o.UpstreamURL, o.ExternalURL = "http://10.0.0.1:6443", "http://localhost.example.com"
@@ -66,8 +71,8 @@ func TestOptionsValidation(t *testing.T) {
 			"ExternalURL: must not have a path",
 		}},
 		{"negative durations", func(o *Options) { o.TTL, o.MaxStale = -time.Second, -time.Minute }, []string{
-			"TTL: must not be negative, got -1s",
-			"MaxStale: must not be negative, got -1m0s",
+			"TTL: must be positive (the profile's mirror.ttl), got -1s",
+			"MaxStale: must be positive (the profile's mirror.max_stale), got -1m0s",
 		}},
 	}
 	for _, tt := range tests {
@@ -86,16 +91,18 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestNewReportsEveryProblem(t *testing.T) {
-	_, err := New(Options{TTL: -1})
-	want := "mirror options: Upstream: required\nUpstreamURL: required\nExternalURL: required\nTTL: must not be negative, got -1ns"
+	_, err := New(Options{TTL: -1, MaxStale: time.Minute})
+	want := "mirror options: Upstream: required\nUpstreamURL: required\nExternalURL: required\nTTL: must be positive (the profile's mirror.ttl), got -1ns"
 	if err == nil || err.Error() != want {
 		t.Errorf("New error = %v, want %q", err, want)
 	}
 }
 
+// Only the clock and the logger are filled in; the profile's durations are
+// fleet's to default.
 func TestDefaults(t *testing.T) {
 	got := Options{}.withDefaults()
-	if got.TTL != fleet.DefaultMirrorTTL || got.MaxStale != fleet.DefaultMirrorMaxStale || got.Now == nil || got.Logger == nil {
+	if got.TTL != 0 || got.MaxStale != 0 || got.Now == nil || got.Logger == nil {
 		t.Errorf("defaults: TTL %s, MaxStale %s, Now set %t, Logger set %t",
 			got.TTL, got.MaxStale, got.Now != nil, got.Logger != nil)
 	}

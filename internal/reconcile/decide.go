@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // The reconciler reads, then decides, then acts (kueue multikueue's
@@ -164,7 +164,7 @@ type sweepFacts struct {
 // instance's (never touch what is not ours, whatever the selector returned)
 // and not going already. The sweep reads a row only for such a pod.
 func sweepable(pod *corev1.Pod, instance string) bool {
-	return pod.Labels[render.LabelManagedBy] == render.ManagedByValue && pod.Labels[render.LabelInstance] == instance &&
+	return pod.Labels[workpod.LabelManagedBy] == workpod.ManagedByValue && pod.Labels[workpod.LabelInstance] == instance &&
 		pod.DeletionTimestamp == nil
 }
 

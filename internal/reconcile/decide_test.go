@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // testRow is a row of pod "p1" on wharf in state s, attached to uid (or to
@@ -24,7 +24,7 @@ func testRow(s store.State, uid string) *store.WorkPod {
 func testPod(uid string, phase corev1.PodPhase) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: "loops", UID: types.UID(uid),
-			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-1", render.LabelWorkPod: "p1"}},
+			Labels: map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: "hub-1", workpod.LabelWorkPod: "p1"}},
 		Status: corev1.PodStatus{Phase: phase},
 	}
 }
@@ -181,8 +181,8 @@ func TestDecideSweep(t *testing.T) {
 		rowUnknown bool
 		want       sweepVerdict
 	}{
-		{"another instance's pod", relabel(pod("u1", old), map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-2"}), nil, false, sweepKeep},
-		{"not managed by crucible", relabel(pod("u1", old), map[string]string{render.LabelInstance: "hub-1"}), nil, false, sweepKeep},
+		{"another instance's pod", relabel(pod("u1", old), map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: "hub-2"}), nil, false, sweepKeep},
+		{"not managed by crucible", relabel(pod("u1", old), map[string]string{workpod.LabelInstance: "hub-1"}), nil, false, sweepKeep},
 		{"unlabelled pod", relabel(pod("u1", old), nil), nil, false, sweepKeep},
 		{"being deleted", deleting(pod("u1", old)), nil, false, sweepKeep},
 		{"the store could not answer", pod("u1", old), nil, true, sweepKeep},

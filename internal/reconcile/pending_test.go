@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 )
 
 // With several replicas a new leader's startup reconcile may meet rows whose
@@ -21,11 +21,7 @@ import (
 // at once; then a pod that came is resumed and a row still without one is
 // lost. With PendingGrace 0 (one replica) a missing pod is lost at once.
 func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.SQLite(t)
 	for _, id := range []string{"arrives", "never", "present"} {
 		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending}); err != nil {
 			t.Fatal(err)

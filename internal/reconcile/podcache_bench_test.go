@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // BenchmarkPodCacheMemory measures what one cluster's informer cache costs
@@ -69,7 +69,7 @@ func benchPod(i int) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: string([]byte("crucible-loops")), UID: types.UID(fmt.Sprintf("6f1c2d3e-4a5b-4c6d-8e9f-%012d", i)),
 			ResourceVersion: fmt.Sprint(1_000_000 + i), CreationTimestamp: metav1.Now(),
-			Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "crucible", render.LabelWorkPod: name, render.LabelKind: "turn"},
+			Labels: map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: "crucible", workpod.LabelWorkPod: name, workpod.LabelKind: "turn"},
 		},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "work", Image: "x", Command: []string{"sleep", "3600"}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{

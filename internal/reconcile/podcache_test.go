@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // inCache is pod as a cluster's informer cache holds it; nil when it is not
@@ -35,7 +35,7 @@ func fullPod() *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "turn-1", GenerateName: "turn-", Namespace: "loops", UID: "u-1", ResourceVersion: "4711", Generation: 3,
 			CreationTimestamp: created, DeletionTimestamp: &deleted, DeletionGracePeriodSeconds: &grace,
-			Labels:          map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-1", render.LabelWorkPod: "turn-1"},
+			Labels:          map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: "hub-1", workpod.LabelWorkPod: "turn-1"},
 			Annotations:     map[string]string{"a": "b"},
 			Finalizers:      []string{"f"},
 			OwnerReferences: []metav1.OwnerReference{{Name: "o", UID: "u-o"}},

@@ -12,6 +12,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,12 +29,15 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // Reconciler watches every cluster of the fleet and drives the rows.
+// Workers, SweepPage, Retry and the Dispatcher's log bound are the
+// profile's, defaulted by package fleet: Start refuses a zero one rather
+// than pick its own. Log is no profile setting: nil logs to slog.Default.
 type Reconciler struct {
 	Store      store.Store
 	Dispatcher *dispatch.Dispatcher
@@ -52,8 +56,8 @@ type Reconciler struct {
 	PendingGrace time.Duration
 	Log          *slog.Logger
 	// Workers is how many rows of one cluster are synced at a time
-	// (default 4). Each cluster has a queue and workers of its own: a sync
-	// waits on its cluster (a log collection on a spoke that stopped
+	// (reconcile.workers). Each cluster has a queue and workers of its own:
+	// a sync waits on its cluster (a log collection on a spoke that stopped
 	// answering waits out its retries), and one spoke's waits must not hold
 	// up the rows of the others.
 	Workers int
@@ -62,8 +66,8 @@ type Reconciler struct {
 	// watch) and the delay before the next (rewatch).
 	OnWatchRetry func(cluster string, attempt int, delay time.Duration)
 	// SweepPage is how many pods one list request of the sweep returns
-	// (default 500): the sweep holds one page of full pods at a time, never
-	// a cluster's 50,000 (hundreds of MiB decoded).
+	// (reconcile.sweep_page): the sweep holds one page of full pods at a
+	// time, never a cluster's 50,000 (hundreds of MiB decoded).
 	SweepPage int64
 
 	started time.Time
@@ -77,16 +81,20 @@ type key struct{ Cluster, Name string }
 
 // Selector selects the pods of this controller instance.
 func Selector(instance string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance})
+	return labels.SelectorFromSet(labels.Set{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: instance})
 }
+
+// ErrUnconfigured is returned by Start for a reconciler built without the
+// profile's values.
+var ErrUnconfigured = errors.New("reconciler not configured from the profile")
 
 // Start runs until ctx ends.
 func (r *Reconciler) Start(ctx context.Context) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
 	if r.Log == nil {
 		r.Log = slog.Default()
-	}
-	if r.Workers == 0 {
-		r.Workers = 4
 	}
 	r.started = time.Now()
 	r.caches = map[string]podCache{}
@@ -116,6 +124,27 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	r.mu.RUnlock()
 	wg.Wait()
 	return nil
+}
+
+// validate reports every profile value Start needs that is zero: their
+// defaults are package fleet's, and a reconciler without them would pick
+// none (no workers) or a wrong one (an unbounded sweep list).
+func (r *Reconciler) validate() error {
+	var errs []error
+	for _, f := range []struct {
+		key string
+		ok  bool
+	}{
+		{"reconcile.workers (Workers)", r.Workers > 0},
+		{"reconcile.sweep_page (SweepPage)", r.SweepPage > 0},
+		{"the retry policy (Retry)", r.Retry.Initial > 0 && r.Retry.Max > 0 && r.Retry.Budget > 0},
+		{"pods.max_log_bytes (Dispatcher.Pods)", r.Dispatcher != nil && r.Dispatcher.Pods.MaxLogBytes > 0},
+	} {
+		if !f.ok {
+			errs = append(errs, fmt.Errorf("%w: %s must be positive", ErrUnconfigured, f.key))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // watch starts cluster c's informer. Its first LIST is the startup

@@ -7,9 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // Settle brings the row of work pod id up to date with its pod as its spoke
@@ -35,7 +35,7 @@ func (r *Reconciler) Settle(ctx context.Context, id string) (store.WorkPod, erro
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return row, fmt.Errorf("get pod %s on %s: %w", id, row.Cluster, retry.NotReady(ctx, c.Kube.CoreV1().RESTClient(), err))
-	case pod.Labels[render.LabelManagedBy] == render.ManagedByValue && pod.Labels[render.LabelInstance] == r.Instance:
+	case pod.Labels[workpod.LabelManagedBy] == workpod.ManagedByValue && pod.Labels[workpod.LabelInstance] == r.Instance:
 		f.Pod = newCachedPod(pod) // what the informer, which selects by these labels, would hold
 	}
 	if err := r.act(ctx, f); err != nil {

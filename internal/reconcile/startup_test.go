@@ -3,7 +3,6 @@ package reconcile
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,17 +15,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 )
 
 // TestStartupReconcilePages: the startup reconcile reads its rows a page at
 // a time and still judges every live row of the cluster once — across page
 // boundaries, with rows marked lost between pages — and no other.
 func TestStartupReconcilePages(t *testing.T) {
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.SQLite(t)
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	const n = 2*startupPage + 7
 	wantQueued := map[key]bool{}

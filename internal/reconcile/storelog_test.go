@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 )
 
 func hexSum(s string) string {
@@ -66,13 +67,8 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			tmp := t.TempDir()
-			st, err := store.Open(ctx, "sqlite:"+filepath.Join(tmp, "db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			dir := artifact.Dir{Root: filepath.Join(tmp, "artifacts")}
+			st := storetest.SQLite(t)
+			dir := artifact.Dir{Root: t.TempDir()}
 			if err := st.CreateWorkPod(ctx, store.WorkPod{ID: "wp", Cluster: "wharf", State: store.StateRunning}); err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +82,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 			}
 			src := &logSource{content: real, err: tc.fetchErr}
 			r := &Reconciler{Store: st, Artifacts: dir}
-			err = r.storeLog(ctx, "wp", src.fetch)
+			err := r.storeLog(ctx, "wp", fleet.DefaultMaxLogBytes, src.fetch)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("storeLog: %v, wantErr %v", err, tc.wantErr)
 			}

@@ -20,9 +20,6 @@ const sweepListTimeout = 15 * time.Second
 // otherwise hold the delete until the connection's health check gives up.
 const sweepDeleteTimeout = 10 * time.Second
 
-// defaultSweepPage is Reconciler.SweepPage's default.
-const defaultSweepPage = 500
-
 // sweepLoop sweeps one cluster every SweepInterval. Each cluster has a loop
 // of its own: one whose API server hangs never delays the sweep of another.
 func (r *Reconciler) sweepLoop(ctx context.Context, cluster string) {
@@ -52,11 +49,13 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 	if !ok {
 		return
 	}
-	page := r.SweepPage
-	if page <= 0 {
-		page = defaultSweepPage
+	if r.SweepPage <= 0 {
+		// Start refuses this; a caller of Sweep alone gets the same answer,
+		// never a list of the whole cluster at once.
+		r.Log.Error("sweep skipped: SweepPage is not set (the profile's reconcile.sweep_page)", "cluster", cluster)
+		return
 	}
-	opts := metav1.ListOptions{LabelSelector: Selector(r.Instance).String(), Limit: page}
+	opts := metav1.ListOptions{LabelSelector: Selector(r.Instance).String(), Limit: r.SweepPage}
 	for {
 		list, err := r.listPage(ctx, c, opts)
 		if err != nil {

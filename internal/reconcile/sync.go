@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"crucible.dev/crucible/internal/artifact"
-	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/store"
 )
@@ -153,17 +152,17 @@ const logRetryBudget = 15 * time.Second
 func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *cachedPod) error {
 	p := r.Dispatcher.Retry
 	p.Budget = min(p.Budget, logRetryBudget)
-	return r.storeLog(ctx, row.ID, func(consume func(io.Reader) error) error {
+	return r.storeLog(ctx, row.ID, r.Dispatcher.Pods.MaxLogBytes, func(consume func(io.Reader) error) error {
 		return r.Dispatcher.Logs(ctx, p, row.Cluster, pod.Namespace, pod.Name, consume)
 	})
 }
 
-// storeLog pulls the log through fetch into a content-addressed file and
-// claims kind "log" for the controller. Only a controller-written record
-// counts as collected: a "log" a pod recorded (possible before pods were
-// refused controller-owned kinds) is replaced by the real one, never taken
-// for it.
-func (r *Reconciler) storeLog(ctx context.Context, podID string, fetch func(consume func(io.Reader) error) error) error {
+// storeLog pulls the log, at most limit bytes, through fetch into a
+// content-addressed file and claims kind "log" for the controller. Only a
+// controller-written record counts as collected: a "log" a pod recorded
+// (possible before pods were refused controller-owned kinds) is replaced by
+// the real one, never taken for it.
+func (r *Reconciler) storeLog(ctx context.Context, podID string, limit int64, fetch func(consume func(io.Reader) error) error) error {
 	prev, err := r.Store.GetArtifact(ctx, podID, LogKind)
 	switch {
 	case err == nil && prev.Source == store.SourceController:
@@ -176,7 +175,7 @@ func (r *Reconciler) storeLog(ctx context.Context, podID string, fetch func(cons
 	var w artifact.Written
 	err = fetch(func(log io.Reader) error {
 		var err error
-		w, err = r.Artifacts.Write(ctx, podID, LogKind, log, dispatch.MaxLogBytes)
+		w, err = r.Artifacts.Write(ctx, podID, LogKind, log, limit)
 		return err
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,18 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // The sweep's decision for each kind of pod it may meet, against a real
 // (SQLite) store.
 func TestSweepVerdict(t *testing.T) {
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.SQLite(t)
 	r := &Reconciler{Store: st, Instance: "hub-1", OrphanGrace: time.Minute, Log: slog.New(slog.DiscardHandler)}
 	rows := []store.WorkPod{
 		{ID: "live", Cluster: "wharf", State: store.StateRunning, PodUID: "u-live"},
@@ -40,7 +36,7 @@ func TestSweepVerdict(t *testing.T) {
 	old, young := time.Now().Add(-2*time.Minute), time.Now()
 	pod := func(name, uid string, created time.Time, labels map[string]string) *corev1.Pod {
 		if labels == nil {
-			labels = map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-1", render.LabelWorkPod: name}
+			labels = map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: "hub-1", workpod.LabelWorkPod: name}
 		}
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), Labels: labels, CreationTimestamp: metav1.NewTime(created)}}
 	}
@@ -58,7 +54,7 @@ func TestSweepVerdict(t *testing.T) {
 		{"no row, within the grace", pod("stray", "u-stray", young, nil), ""},
 		{"row of another cluster", pod("elsewhere", "u-elsewhere", old, nil), "orphaned"},
 		{"older pod of a re-dispatched row", pod("replaced", "u-old", old, nil), "orphaned"},
-		{"another instance's pod", pod("stray", "u", old, map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: "hub-2"}), ""},
+		{"another instance's pod", pod("stray", "u", old, map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: "hub-2"}), ""},
 		{"unlabelled pod", pod("stray", "u", old, map[string]string{}), ""},
 	}
 	deleting := pod("stray", "u-stray", old, nil)

@@ -5,12 +5,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // FuzzValidateWorkPod feeds arbitrary ids, kinds, images and keys through
-// Validate and Turn: neither may panic, and whatever Validate accepts, Turn
-// must render into objects whose names the API server accepts.
+// workpod.Check and Turn: neither may panic, and whatever Check accepts,
+// Turn must render into objects whose names the API server accepts.
 func FuzzValidateWorkPod(f *testing.F) {
 	f.Add("turn-1", "turn", "busybox", "MODEL", "prompt.md", "api-key", "kwok.x-k8s.io/delay")
 	f.Add("", "", "", "", "", "", "")
@@ -21,22 +21,22 @@ func FuzzValidateWorkPod(f *testing.F) {
 	f.Add("rturn-1", "turn", "bu\x7f\xff\xff\xffx", "MODEL", "prompt.md", "api-key", "kwok.x-k8s.io/delay")
 	f.Add("t", "loop", "x", "A", "f", "\x1b[0m\x7f", "a")
 	f.Fuzz(func(t *testing.T, id, kind, image, envName, fileKey, secretKey, annotationKey string) {
-		w := WorkPod{
+		w := workpod.WorkPod{
 			ID:          id,
 			Kind:        kind,
 			Image:       image,
-			Env:         []EnvVar{{Name: envName, Value: fileKey}},
+			Env:         []workpod.EnvVar{{Name: envName, Value: fileKey}},
 			Files:       map[string]string{fileKey: secretKey},
 			SecretFiles: map[string]string{secretKey: fileKey},
 			Annotations: map[string]string{annotationKey: id},
 		}
-		errs := w.Validate()
-		objs, err := Turn(wharf(), fleet.Pods{}, "crucible", w)
-		if (len(errs) == 0) != (err == nil) {
-			t.Fatalf("Validate found %d problems but Turn returned %v", len(errs), err)
-		}
-		if err != nil {
+		v, errs := workpod.Check(w)
+		if len(errs) > 0 {
 			return
+		}
+		objs, err := Turn(wharf(), defaultedPods(), "crucible", v)
+		if err != nil {
+			t.Fatalf("Check accepted %+v but Turn refused it: %v", w, err)
 		}
 		for _, name := range []string{objs.Pod.Name, objs.ConfigMap.Name, objs.Secret.Name} {
 			if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {

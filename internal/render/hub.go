@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"crucible.dev/crucible/internal/apiauth"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // The hub ClusterRoles of `crucible render hub`.
@@ -39,7 +40,7 @@ const (
 //     api.namespace, or a ClusterRoleBinding; copy one with resourceNames to
 //     limit it to some clusters.
 func HubRBAC(namespace, serviceAccount string) []runtime.Object {
-	labels := map[string]string{LabelManagedBy: ManagedByValue}
+	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Labels: labels} }
 	namespaced := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}

@@ -5,12 +5,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+
+	"crucible.dev/crucible/internal/workpod"
 )
 
 func TestTurnWithPushImage(t *testing.T) {
 	pods := samplePods()
 	pods.PushImage = "ghcr.io/crucible-dev/crucible:1.0"
-	got, err := Turn(wharf(), pods, "crucible", sampleWorkPod())
+	got, err := Turn(wharf(), pods, "crucible", check(t, sampleWorkPod()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +50,8 @@ func TestTurnWithPushImageKeepsSubmittedPath(t *testing.T) {
 	pods := samplePods()
 	pods.PushImage = "crucible:dev"
 	w := sampleWorkPod()
-	w.Env = []EnvVar{{Name: "PATH", Value: "/opt/bin"}}
-	got, err := Turn(wharf(), pods, "crucible", w)
+	w.Env = []workpod.EnvVar{{Name: "PATH", Value: "/opt/bin"}}
+	got, err := Turn(wharf(), pods, "crucible", check(t, w))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestTurnWithPushImageKeepsSubmittedPath(t *testing.T) {
 }
 
 func TestTurnWithoutPushImageHasNoInitContainer(t *testing.T) {
-	got, err := Turn(wharf(), samplePods(), "crucible", sampleWorkPod())
+	got, err := Turn(wharf(), samplePods(), "crucible", check(t, sampleWorkPod()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // ControllerRBACName names the Role, ClusterRole and their bindings.
@@ -21,7 +22,7 @@ const ControllerRBACName = "crucible-controller"
 // controller's token to. In apply order: Role, RoleBinding, ClusterRole,
 // ClusterRoleBinding.
 func SpokeRBAC(c fleet.ClusterEntry, controllerUsername string) []runtime.Object {
-	labels := map[string]string{LabelManagedBy: ManagedByValue}
+	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controllerUsername}}
 	typeMeta := func(kind string) metav1.TypeMeta {
 		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}

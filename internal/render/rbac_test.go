@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 const controllerUser = "hub:system:serviceaccount:crucible:crucible-controller"
@@ -163,7 +163,7 @@ subjects:
 }
 
 func TestYAMLTurn(t *testing.T) {
-	objs, err := Turn(wharf(), samplePods(), "crucible", sampleWorkPod())
+	objs, err := Turn(wharf(), samplePods(), "crucible", check(t, sampleWorkPod()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +213,13 @@ func TestYAMLTurn(t *testing.T) {
 // TestYAMLControlCharacters: arguments, files and environment values may hold
 // any text; the YAML must quote it and read back unchanged.
 func TestYAMLControlCharacters(t *testing.T) {
-	w := WorkPod{
+	w := workpod.WorkPod{
 		ID: "t", Kind: "turn", Image: "busybox",
 		Args:  []string{"\x1b[31mred\x1b[0m", "del\x7f", "tab\tnl\n", "yes", "007", "- x", "a: b"},
-		Env:   []EnvVar{{Name: "NUL", Value: "a\x00b"}},
+		Env:   []workpod.EnvVar{{Name: "NUL", Value: "a\x00b"}},
 		Files: map[string]string{"f": "\x01\x02 line\r\n"},
 	}
-	objs, err := Turn(wharf(), fleet.Pods{}, "crucible", w)
+	objs, err := Turn(wharf(), defaultedPods(), "crucible", check(t, w))
 	if err != nil {
 		t.Fatal(err)
 	}

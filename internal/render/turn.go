@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,11 +13,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/workpod"
 )
 
-// ErrInvalidWorkPod is wrapped by Turn's error when the work pod does not
-// validate; the API answers 400 with WorkPod.Validate's field errors.
-var ErrInvalidWorkPod = errors.New("invalid work pod")
+// errUnchecked is Turn's error for the zero workpod.Valid: a work pod that
+// never went through workpod.Check.
+var errUnchecked = errors.New("work pod was never checked (the zero workpod.Valid)")
 
 // Names of the work container and of the pod's volumes.
 const (
@@ -51,95 +52,64 @@ func (o Objects) List() []runtime.Object {
 	return list
 }
 
-// Labels are the origin labels of every object of work pod w.
-func Labels(instance string, w WorkPod) map[string]string {
-	return map[string]string{
-		LabelManagedBy: ManagedByValue,
-		LabelInstance:  instance,
-		LabelWorkPod:   w.ID,
-		LabelKind:      w.Kind,
-	}
-}
-
-// Turn renders work pod w for cluster c (R-C3): a pod in the loop namespace
+// Turn renders work pod v for cluster c (R-C3): a pod in the loop namespace
 // running as the turn service account without the API token, with the
 // ingest URL, an ingest token projected for the ingest audience, and the
-// files ConfigMap and Secret when there are files. It validates w first.
-func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, w WorkPod) (Objects, error) {
-	if errs := w.Validate(); len(errs) > 0 {
-		return Objects{}, fmt.Errorf("%w: %w", ErrInvalidWorkPod, errs.ToAggregate())
+// files ConfigMap and Secret when there are files. v was validated by
+// workpod.Check, so Turn does not validate it again; pods comes defaulted
+// from fleet.Parse, so a zero token lifetime is a caller's mistake, refused.
+func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, v workpod.Valid) (Objects, error) {
+	if v.IsZero() {
+		return Objects{}, errUnchecked
 	}
 	if instance == "" || len(validation.IsValidLabelValue(instance)) > 0 {
 		return Objects{}, fmt.Errorf("instance %q: must be a non-empty label value", instance)
 	}
 	expiration := pods.IngestTokenExpiration.Duration
-	if expiration == 0 {
-		expiration = fleet.DefaultIngestTokenExpiration
+	if expiration <= 0 {
+		return Objects{}, fmt.Errorf("pods.ingest_token_expiration %s: must be positive (fleet.Parse sets its default)", expiration)
 	}
-
-	labels := Labels(instance, w)
-	env := make([]corev1.EnvVar, 0, len(w.Env)+3)
-	for _, e := range w.Env {
-		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
-	}
-	env = append(env,
-		corev1.EnvVar{Name: EnvIngestURL, Value: c.IngestURL},
-		corev1.EnvVar{Name: EnvIngestTokenFile, Value: IngestTokenPath},
-		corev1.EnvVar{Name: EnvWorkPod, Value: w.ID},
-	)
-	volumes := []corev1.Volume{{
-		Name: volumeIngestToken,
-		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-				Audience:          c.IngestAudience,
-				ExpirationSeconds: ptr.To(int64(expiration.Seconds())),
-				Path:              ingestTokenFile,
-			}}},
-		}},
-	}}
+	w := v.Pod() // a copy: the objects share nothing with v
+	labels := workpod.Labels(instance, w)
+	ns := c.LoopNamespace
+	vols := []corev1.Volume{ingestTokenVolume(c.IngestAudience, expiration)}
 	mounts := []corev1.VolumeMount{{Name: volumeIngestToken, MountPath: IngestTokenDir, ReadOnly: true}}
 
 	var objs Objects
 	if len(w.Files) > 0 {
-		objs.ConfigMap = &corev1.ConfigMap{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: objectMeta(FilesName(w.ID), c.LoopNamespace, labels),
-			// Immutable: the kubelet need not watch it.
-			Immutable: ptr.To(true),
-			Data:      maps.Clone(w.Files),
-		}
-		volumes = append(volumes, corev1.Volume{Name: volumeFiles, VolumeSource: corev1.VolumeSource{
+		objs.ConfigMap = filesConfigMap(w, ns, labels)
+		vols = append(vols, corev1.Volume{Name: volumeFiles, VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: FilesName(w.ID)}},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeFiles, MountPath: FilesMountPath, ReadOnly: true})
 	}
 	if len(w.SecretFiles) > 0 {
-		data := make(map[string][]byte, len(w.SecretFiles))
-		for k, v := range w.SecretFiles {
-			data[k] = []byte(v)
-		}
-		objs.Secret = &corev1.Secret{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: objectMeta(SecretsName(w.ID), c.LoopNamespace, labels),
-			Immutable:  ptr.To(true),
-			Type:       corev1.SecretTypeOpaque,
-			Data:       data,
-		}
-		volumes = append(volumes, corev1.Volume{Name: volumeSecrets, VolumeSource: corev1.VolumeSource{
+		objs.Secret = secretFilesSecret(w, ns, labels)
+		vols = append(vols, corev1.Volume{Name: volumeSecrets, VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: SecretsName(w.ID)},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeSecrets, MountPath: SecretsMountPath, ReadOnly: true})
 	}
+	objs.Pod = workPod(c, pods, w, labels, vols, mounts)
+	if pods.PushImage != "" {
+		addPushBinary(&objs.Pod.Spec, pods.PushImage, corev1.PullPolicy(pods.ImagePullPolicy))
+	}
+	return objs, nil
+}
 
+// workPod is the Pod of w: one work container with w's image, command and
+// environment and crucible's own variables after it, never restarted.
+func workPod(c fleet.ClusterEntry, pods fleet.Pods, w workpod.WorkPod, labels map[string]string,
+	vols []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
 	meta := objectMeta(w.ID, c.LoopNamespace, labels)
 	if len(w.Annotations) > 0 {
-		meta.Annotations = maps.Clone(w.Annotations)
+		meta.Annotations = w.Annotations
 	}
 	var nodeSelector map[string]string
 	if len(pods.NodeSelector) > 0 {
 		nodeSelector = maps.Clone(pods.NodeSelector)
 	}
-	objs.Pod = &corev1.Pod{
+	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: meta,
 		Spec: corev1.PodSpec{
@@ -150,19 +120,68 @@ func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, w WorkPod) (Ob
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           w.Image,
-				Command:         slices.Clone(w.Command),
-				Args:            slices.Clone(w.Args),
-				Env:             env,
+				Command:         w.Command,
+				Args:            w.Args,
+				Env:             workEnv(c, w),
 				VolumeMounts:    mounts,
 				ImagePullPolicy: corev1.PullPolicy(pods.ImagePullPolicy),
 			}},
-			Volumes: volumes,
+			Volumes: vols,
 		},
 	}
-	if pods.PushImage != "" {
-		addPushBinary(&objs.Pod.Spec, pods.PushImage, corev1.PullPolicy(pods.ImagePullPolicy))
+}
+
+// workEnv is w's variables, then where the pod finds the drop-box, its
+// ingest token and its own id.
+func workEnv(c fleet.ClusterEntry, w workpod.WorkPod) []corev1.EnvVar {
+	env := make([]corev1.EnvVar, 0, len(w.Env)+3)
+	for _, e := range w.Env {
+		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
-	return objs, nil
+	return append(env,
+		corev1.EnvVar{Name: EnvIngestURL, Value: c.IngestURL},
+		corev1.EnvVar{Name: EnvIngestTokenFile, Value: IngestTokenPath},
+		corev1.EnvVar{Name: EnvWorkPod, Value: w.ID},
+	)
+}
+
+// ingestTokenVolume projects the pod's own token for the drop-box's audience.
+func ingestTokenVolume(audience string, expiration time.Duration) corev1.Volume {
+	return corev1.Volume{
+		Name: volumeIngestToken,
+		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience:          audience,
+				ExpirationSeconds: ptr.To(int64(expiration.Seconds())),
+				Path:              ingestTokenFile,
+			}}},
+		}},
+	}
+}
+
+// filesConfigMap holds w's files. Immutable: the kubelet need not watch it.
+func filesConfigMap(w workpod.WorkPod, namespace string, labels map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(FilesName(w.ID), namespace, labels),
+		Immutable:  ptr.To(true),
+		Data:       w.Files,
+	}
+}
+
+// secretFilesSecret holds w's secret files, immutable like the ConfigMap.
+func secretFilesSecret(w workpod.WorkPod, namespace string, labels map[string]string) *corev1.Secret {
+	data := make(map[string][]byte, len(w.SecretFiles))
+	for k, v := range w.SecretFiles {
+		data[k] = []byte(v)
+	}
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: objectMeta(SecretsName(w.ID), namespace, labels),
+		Immutable:  ptr.To(true),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
 }
 
 // FilesName is the name of a work pod's files ConfigMap.

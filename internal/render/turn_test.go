@@ -1,7 +1,7 @@
 package render
 
 import (
-	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 func wharf() fleet.ClusterEntry {
@@ -37,14 +38,29 @@ func samplePods() fleet.Pods {
 	}
 }
 
-func sampleWorkPod() WorkPod {
-	return WorkPod{
+// defaultedPods is [pods] as fleet.Parse leaves an empty table.
+func defaultedPods() fleet.Pods {
+	return fleet.Pods{IngestTokenExpiration: fleet.Duration{Duration: fleet.DefaultIngestTokenExpiration}}
+}
+
+// check is w as workpod.Check accepts it; the test fails if it does not.
+func check(t testing.TB, w workpod.WorkPod) workpod.Valid {
+	t.Helper()
+	v, errs := workpod.Check(w)
+	if len(errs) > 0 {
+		t.Fatalf("workpod.Check: %v", errs)
+	}
+	return v
+}
+
+func sampleWorkPod() workpod.WorkPod {
+	return workpod.WorkPod{
 		ID:          "turn-1",
 		Kind:        "turn",
 		Image:       "ghcr.io/example/agent:1.2",
 		Command:     []string{"agent"},
 		Args:        []string{"--once", "--verbose"},
-		Env:         []EnvVar{{Name: "MODEL", Value: "m1"}, {Name: "A_B", Value: ""}},
+		Env:         []workpod.EnvVar{{Name: "MODEL", Value: "m1"}, {Name: "A_B", Value: ""}},
 		Files:       map[string]string{"prompt.md": "# hi\n", "config.json": "{}"},
 		SecretFiles: map[string]string{"api-key": "s3cret\x00\xff"},
 		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"},
@@ -61,7 +77,7 @@ func sampleLabels() map[string]string {
 }
 
 func TestTurnSample(t *testing.T) {
-	got, err := Turn(wharf(), samplePods(), "crucible", sampleWorkPod())
+	got, err := Turn(wharf(), samplePods(), "crucible", check(t, sampleWorkPod()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +162,8 @@ func kinds(o Objects) []string {
 }
 
 func TestTurnWithoutFiles(t *testing.T) {
-	w := WorkPod{ID: "loop-7", Kind: "loop", Image: "busybox"}
-	got, err := Turn(wharf(), fleet.Pods{}, "crucible-b", w)
+	w := workpod.WorkPod{ID: "loop-7", Kind: "loop", Image: "busybox"}
+	got, err := Turn(wharf(), defaultedPods(), "crucible-b", check(t, w))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,28 +191,33 @@ func TestTurnWithoutFiles(t *testing.T) {
 			c.Command, c.Args, c.ImagePullPolicy, spec.NodeSelector, got.Pod.Annotations)
 	}
 	wantLabels := map[string]string{
-		LabelManagedBy: "crucible", LabelInstance: "crucible-b", LabelWorkPod: "loop-7", LabelKind: "loop",
+		workpod.LabelManagedBy: "crucible", workpod.LabelInstance: "crucible-b", workpod.LabelWorkPod: "loop-7", workpod.LabelKind: "loop",
 	}
 	if diff := cmp.Diff(wantLabels, got.Pod.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
 }
 
+// Turn's objects share no map or slice with its inputs: changing them
+// changes neither the checked pod, nor the profile's [pods], nor each other.
 func TestTurnCopiesItsInputs(t *testing.T) {
-	w := sampleWorkPod()
 	pods := samplePods()
-	got, err := Turn(wharf(), pods, "crucible", w)
+	v := check(t, sampleWorkPod())
+	got, err := Turn(wharf(), pods, "crucible", v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Files["prompt.md"] = "changed"
-	w.Command[0] = "changed"
-	w.Annotations["x"] = "y"
-	pods.NodeSelector["x"] = "y"
+	work := &got.Pod.Spec.Containers[0]
+	got.ConfigMap.Data["prompt.md"] = "changed"
+	work.Command[0], work.Args[0] = "changed", "changed"
+	got.Pod.Annotations["x"] = "y"
+	got.Pod.Spec.NodeSelector["x"] = "y"
 	got.Pod.Labels["mutated"] = "yes"
-	if got.ConfigMap.Data["prompt.md"] != "# hi\n" || got.Pod.Spec.Containers[0].Command[0] != "agent" ||
-		len(got.Pod.Annotations) != 1 || len(got.Pod.Spec.NodeSelector) != 1 {
-		t.Error("Turn's objects share maps or slices with its inputs")
+	if diff := cmp.Diff(sampleWorkPod(), v.Pod()); diff != "" {
+		t.Errorf("the checked pod changed with Turn's objects (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(samplePods(), pods); diff != "" {
+		t.Errorf("[pods] changed with Turn's objects (-want +got):\n%s", diff)
 	}
 	if _, shared := got.ConfigMap.Labels["mutated"]; shared {
 		t.Error("the pod and the ConfigMap share one labels map")
@@ -204,29 +225,34 @@ func TestTurnCopiesItsInputs(t *testing.T) {
 }
 
 func TestTurnErrors(t *testing.T) {
+	valid := check(t, workpod.WorkPod{ID: "t", Kind: "turn", Image: "x"})
 	tests := []struct {
 		name     string
+		pods     fleet.Pods
 		instance string
-		w        WorkPod
-		invalid  bool
+		w        workpod.Valid
 		want     string
 	}{
 		{
-			name: "invalid work pod", instance: "crucible", w: WorkPod{ID: "Turn_1", Kind: "turn", Image: "x"}, invalid: true,
-			want: `invalid work pod: id: Invalid value: "Turn_1": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+			name: "a work pod nobody checked", pods: defaultedPods(), instance: "crucible", w: workpod.Valid{},
+			want: "work pod was never checked (the zero workpod.Valid)",
 		},
 		{
-			name: "empty instance", instance: "", w: WorkPod{ID: "t", Kind: "turn", Image: "x"},
+			name: "empty instance", pods: defaultedPods(), instance: "", w: valid,
 			want: `instance "": must be a non-empty label value`,
 		},
 		{
-			name: "instance not a label value", instance: "a b", w: WorkPod{ID: "t", Kind: "turn", Image: "x"},
+			name: "instance not a label value", pods: defaultedPods(), instance: "a b", w: valid,
 			want: `instance "a b": must be a non-empty label value`,
+		},
+		{
+			name: "pods not defaulted", pods: fleet.Pods{}, instance: "crucible", w: valid,
+			want: "pods.ingest_token_expiration 0s: must be positive (fleet.Parse sets its default)",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Turn(wharf(), fleet.Pods{}, tt.instance, tt.w)
+			got, err := Turn(wharf(), tt.pods, tt.instance, tt.w)
 			if got.Pod != nil {
 				t.Error("Turn returned a pod with an error")
 			}
@@ -236,15 +262,30 @@ func TestTurnErrors(t *testing.T) {
 			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			if errors.Is(err, ErrInvalidWorkPod) != tt.invalid {
-				t.Errorf("errors.Is(err, ErrInvalidWorkPod) = %v, want %v", !tt.invalid, tt.invalid)
-			}
 		})
 	}
 }
 
+// Every variable crucible sets carries the prefix Check reserves, so no
+// submitted variable can shadow one.
+func TestTurnEnvIsReserved(t *testing.T) {
+	pods := samplePods()
+	pods.PushImage = "crucible:dev"
+	w := sampleWorkPod()
+	w.Env = nil
+	got, err := Turn(wharf(), pods, "crucible", check(t, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got.Pod.Spec.Containers[0].Env {
+		if e.Name != "PATH" && !strings.HasPrefix(e.Name, workpod.ReservedEnvPrefix) {
+			t.Errorf("crucible sets %s, outside the reserved %s prefix", e.Name, workpod.ReservedEnvPrefix)
+		}
+	}
+}
+
 func TestOwn(t *testing.T) {
-	objs, err := Turn(wharf(), fleet.Pods{}, "crucible", sampleWorkPod())
+	objs, err := Turn(wharf(), defaultedPods(), "crucible", check(t, sampleWorkPod()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,13 +64,12 @@ func IsTransient(err error) bool {
 }
 
 // Policy bounds retries: exponential backoff from Initial, capped at Max,
-// with full jitter, for at most Budget in total.
+// with full jitter, for at most Budget in total. It has no default: the
+// controller's comes from the profile's [reconcile] section (retry_initial,
+// max_backoff, retry_budget), applied in package fleet.
 type Policy struct {
 	Initial, Max, Budget time.Duration
 }
-
-// Default is used where the profile does not say otherwise.
-var Default = Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Budget: 2 * time.Minute}
 
 // transientError marks an error that IsTransient would call an answer as
 // one that may go away by itself (NotReady).

@@ -21,15 +21,6 @@ import (
 // (started on first use, stopped after the last test).
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func openSQLite(t *testing.T) store.Store {
-	t.Helper()
-	s, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	return s
-}
-
 func openPostgres(t *testing.T) store.Store {
 	t.Helper()
 	s, err := store.Open(t.Context(), pgtest.NewDatabase(t))
@@ -39,7 +30,9 @@ func openPostgres(t *testing.T) store.Store {
 	return s
 }
 
-func TestSQLite(t *testing.T) { storetest.Run(t, openSQLite) }
+func TestSQLite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return storetest.SQLite(t) })
+}
 
 func TestPostgres(t *testing.T) { storetest.Run(t, openPostgres) }
 

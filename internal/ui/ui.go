@@ -31,25 +31,30 @@ func Routes(mux *http.ServeMux) {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	assets := http.StripPrefix("/ui/", http.FileServerFS(sub))
-	mux.Handle("GET /ui/", secured(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /ui/", secured(edge.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "/ui/index.html" {
-			http.NotFound(w, r) // no directory listings; the page is at /
-			return
+			// No directory listings; the page is at /. The file server's 404, byte for byte.
+			return httperr.New(http.StatusNotFound, "404 page not found")
 		}
 		w.Header().Set("Cache-Control", "no-cache") // revalidated: a new binary's assets show at once
 		assets.ServeHTTP(w, r)
+		return nil
 	})))
-	mux.Handle("GET /{$}", secured(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /{$}", secured(edge.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		page, err := fs.ReadFile(sub, "index.html")
 		if err != nil {
-			httperr.Write(w, r, httperr.Wrap(http.StatusInternalServerError, "the web UI is missing from this binary", err), httperr.Text)
-			return
+			return httperr.Wrap(http.StatusInternalServerError, "the web UI is missing from this binary", err)
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
-		_, _ = w.Write(page)
+		httperr.WriteBody(w, r, http.StatusOK, "text/html; charset=utf-8", page)
+		return nil
 	})))
 }
+
+// edge answers in text, as the file server does: the UI's own requests
+// are for assets, whose refusals nobody parses. Its one failure, a binary
+// built without the UI, needs no log to be found.
+var edge = httperr.Edge{Format: httperr.Text}
 
 // secured adds the headers every UI response carries.
 func secured(h http.Handler) http.Handler {

@@ -31,8 +31,9 @@
 //
 // A review verifies the token's signature once: the library calls the
 // provider's key set through recordingKeySet, whose record tells
-// "unavailable" from "invalid". Acceptances are cached by the sha256 of the
-// token (verifiedCache: bounded, never past the token's exp nor a minute,
+// "unavailable" from "invalid". Acceptances are cached by the token's
+// lru.TokenKey (verifiedCache, an lru.Cache: bounded, never past the
+// token's exp nor a minute,
 // one cache per configuration so a reload starts empty), for the several
 // API servers of one spoke asking about the same token; rejections are
 // always decided afresh.

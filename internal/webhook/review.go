@@ -52,18 +52,29 @@ func putBuf(b *bytes.Buffer) {
 	}
 }
 
+// reviewEdge answers a request that is no TokenReview in plain text, which
+// is what kube-apiserver reads from a refusing webhook. Anyone who can reach
+// the API server can send requests here, so each refusal is a Debug line
+// within the refusal summary (refusals), never an Info line of its own.
+func (s *Server) reviewEdge() httperr.Edge {
+	return httperr.Edge{
+		Format: httperr.Text,
+		Log: func(r *http.Request, he *httperr.Error, _ error) {
+			s.refusals.note(r.Context(), s.log, refusedRequest, "refused TokenReview request", "status", he.Code, "reason", he.Msg, "error", he.Err)
+		},
+	}
+}
+
 // serveReview answers one TokenReview. Its hot path is the signature check:
 // the request decodes into a small struct from a pooled buffer, the answer
 // is written from pre-encoded pieces, metrics are resolved per provider
 // ahead of time, and a review is logged only when Debug is on.
-func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) error {
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer putBuf(buf)
-	req, herr := decodeReview(w, r, buf)
-	if herr != nil {
-		s.refusals.note(r.Context(), s.log, refusedRequest, "refused TokenReview request", "status", herr.Code, "reason", herr.Msg, "error", herr.Err)
-		httperr.Write(w, r, herr, httperr.Text) // kube-apiserver reads a plain-text refusal
-		return
+	req, err := decodeReview(w, r, buf)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	snap := s.current.Load()
@@ -78,12 +89,13 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) {
 		s.log.Log(r.Context(), slog.LevelDebug, "token review", "provider", out.provider, "result", out.result, "reason", out.reason)
 	}
 	buf.Reset()
-	writeAnswer(w, buf, req.APIVersion, out.status)
+	writeAnswer(w, r, buf, req.APIVersion, out.status)
+	return nil
 }
 
 // decodeReview reads a TokenReview request into buf and refuses anything
-// that is not one; no answer is written here.
-func decodeReview(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (*reviewRequest, *httperr.Error) {
+// that is not one with an *httperr.Error; no answer is written here.
+func decodeReview(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (*reviewRequest, error) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if maxErr := (*http.MaxBytesError)(nil); errors.As(err, &maxErr) {
 		return nil, httperr.Wrap(http.StatusRequestEntityTooLarge, "request body larger than 64 KiB", err)
@@ -126,16 +138,11 @@ func encodeStatus(out outcome) []byte {
 
 // writeAnswer writes the TokenReview answer in the request's apiVersion
 // around an encoded status; it never echoes the spec (the token).
-func writeAnswer(w http.ResponseWriter, buf *bytes.Buffer, apiVersion string, status []byte) {
+func writeAnswer(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer, apiVersion string, status []byte) {
 	buf.WriteString(`{"kind":"TokenReview","apiVersion":"`)
 	buf.WriteString(apiVersion) // one of two constants, nothing to escape
 	buf.WriteString(`","metadata":{},"spec":{},"status":`)
 	buf.Write(status)
 	buf.WriteString("}\n")
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
+	httperr.WriteBody(w, r, http.StatusOK, "application/json", buf.Bytes())
 }
-
-var jsonContentType = []string{"application/json"}

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -135,9 +134,10 @@ func discoveryURL(pc ProviderConfig) string {
 //	GET  /healthz       200 while the process serves
 //	GET  /readyz        200 when every provider has keys, else 503; JSON body per provider
 func (s *Server) Handler() http.Handler {
+	review := s.reviewEdge().Handle(s.serveReview)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /{$}", s.serveReview)
-	mux.HandleFunc("POST /authenticate", s.serveReview)
+	mux.Handle("POST /{$}", review)
+	mux.Handle("POST /authenticate", review)
 	s.handleHealth(mux)
 	return mux
 }
@@ -153,12 +153,16 @@ func (s *Server) MetricsHandler() http.Handler {
 	return mux
 }
 
+// healthEdge answers a probe's own failure in text, as the webhook refuses.
+var healthEdge = httperr.Edge{Format: httperr.Text}
+
+var okBody = []byte("ok\n")
+
 func (s *Server) handleHealth(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httperr.WriteBody(w, r, http.StatusOK, "text/plain; charset=utf-8", okBody)
 	})
-	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /readyz", healthEdge.Handle(s.serveReady))
 }
 
 // Readiness is the /readyz body.
@@ -177,13 +181,13 @@ type ProviderReadiness struct {
 
 // serveReady also fetches keys of providers that have none, within their
 // rate limit, so a readiness probe drives the first fetch.
-func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) error {
 	body := s.Ready(r.Context())
 	code := http.StatusOK
 	if !body.Ready {
 		code = http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, body)
+	return httperr.WriteJSON(w, r, code, body, httperr.Text)
 }
 
 // Ready reports per-provider readiness, fetching the keys of providers that
@@ -212,15 +216,4 @@ func (s *Server) warm(ctx context.Context) {
 		wg.Go(func() { _ = p.keys.Load(ctx) })
 	}
 	wg.Wait()
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		httperr.Write(w, nil, httperr.Wrap(http.StatusInternalServerError, "encode response", err), httperr.Text)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(data, '\n'))
 }

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,55 +26,30 @@ const (
 // always decided afresh. An entry is never used at or past the token's exp,
 // nor past verifiedMaxAge; each configuration (snapshot) has its own cache,
 // so a reload never serves acceptances of the previous configuration.
-// Eviction is first in, first out: a ring of keys as large as the cache.
+// When full it drops the least recently used acceptance (lru.Cache): under
+// a flood of distinct valid tokens, the tokens the API servers keep asking
+// about stay cached.
 type verifiedCache struct {
-	now    func() time.Time
-	maxAge time.Duration
-
-	mu      sync.Mutex
-	entries map[string]verifiedEntry
-	ring    []ringSlot
-	next    int    // ring slot the next insertion takes
-	seq     uint64 // insertion counter; tells a slot's entry from a newer one
+	now     func() time.Time
+	maxAge  time.Duration
+	entries *lru.Cache[outcome]
 	hits    atomic.Int64
 	misses  atomic.Int64
 }
 
-type verifiedEntry struct {
-	out   outcome
-	until time.Time
-	seq   uint64
-}
-
-type ringSlot struct {
-	key string
-	seq uint64 // 0: empty
-}
-
 func newVerifiedCache(size int, maxAge time.Duration, now func() time.Time) *verifiedCache {
-	return &verifiedCache{
-		now: now, maxAge: maxAge,
-		entries: make(map[string]verifiedEntry, size),
-		ring:    make([]ringSlot, size),
-	}
+	return &verifiedCache{now: now, maxAge: maxAge, entries: lru.New[outcome](size)}
 }
 
-// get returns the cached acceptance of the token with this digest.
+// get returns the cached acceptance of the token with this key.
 func (c *verifiedCache) get(key string) (outcome, bool) {
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.entries[key]
-	if ok && !now.Before(e.until) {
-		delete(c.entries, key) // its ring slot is reclaimed by seq
-		ok = false
-	}
-	c.mu.Unlock()
+	out, ok := c.entries.Get(key, c.now())
 	if !ok {
 		c.misses.Add(1)
 		return outcome{}, false
 	}
 	c.hits.Add(1)
-	return e.out, true
+	return out, true
 }
 
 // put stores out if it is an acceptance with an exp still ahead.
@@ -91,24 +65,11 @@ func (c *verifiedCache) put(key string, out outcome) {
 	if !now.Before(until) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.ring[c.next]
-	if e, ok := c.entries[old.key]; ok && old.seq != 0 && e.seq == old.seq {
-		delete(c.entries, old.key)
-	}
-	c.seq++
-	c.ring[c.next] = ringSlot{key: key, seq: c.seq}
-	c.next = (c.next + 1) % len(c.ring)
-	c.entries[key] = verifiedEntry{out: out, until: until, seq: c.seq}
+	c.entries.Put(key, out, until)
 }
 
-// len is the number of entries, expired ones not yet dropped included.
-func (c *verifiedCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
+// len is the number of entries, expired ones not yet read included.
+func (c *verifiedCache) len() int { return c.entries.Len() }
 
 // review answers a token from the verified-token cache, or authenticates it
 // and encodes the answer's status once.

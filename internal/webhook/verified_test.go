@@ -54,8 +54,9 @@ func TestVerifiedCacheExpiry(t *testing.T) {
 }
 
 // TestVerifiedCacheBounded: the cache never holds more than its size,
-// evicting the oldest first, and a token stored again is not evicted by the
-// ring slot of its first, deleted entry.
+// evicting the least recently used first (so a token the API servers keep
+// asking about survives a flood of others), and a token stored again after
+// its entry ended is kept.
 func TestVerifiedCacheBounded(t *testing.T) {
 	clock := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
 	c := newVerifiedCache(4, time.Minute, clock.Now)
@@ -74,16 +75,28 @@ func TestVerifiedCacheBounded(t *testing.T) {
 	}
 
 	c = newVerifiedCache(3, time.Minute, clock.Now)
-	c.put(key("a"), accepted(clock.Now().Add(time.Second))) // slot 0
+	c.put(key("hot"), accepted(exp))
+	for i := range 5 {
+		if _, ok := c.get(key("hot")); !ok {
+			t.Fatalf("hot token evicted after %d others", i)
+		}
+		c.put(key(fmt.Sprint("flood-", i)), accepted(exp))
+	}
+	if _, ok := c.get(key("flood-0")); ok {
+		t.Error("the least recently used token was kept over the one asked about")
+	}
+
+	c = newVerifiedCache(3, time.Minute, clock.Now)
+	c.put(key("a"), accepted(clock.Now().Add(time.Second)))
 	clock.Step(time.Second)
-	if _, ok := c.get(key("a")); ok { // expired: deleted, its slot stays
+	if _, ok := c.get(key("a")); ok { // expired: dropped
 		t.Fatal("expired entry served")
 	}
-	c.put(key("a"), accepted(exp)) // slot 1
-	c.put(key("b"), accepted(exp)) // slot 2
-	c.put(key("c"), accepted(exp)) // slot 0 again: must not evict the new "a"
+	c.put(key("a"), accepted(exp))
+	c.put(key("b"), accepted(exp))
+	c.put(key("c"), accepted(exp))
 	if _, ok := c.get(key("a")); !ok {
-		t.Error("a token stored again was evicted by its old slot")
+		t.Error("a token stored again after its entry ended was evicted")
 	}
 }
 

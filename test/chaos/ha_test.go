@@ -18,50 +18,24 @@ import (
 // haLease and haTakeover are the HA tests' lease and takeover bound.
 const haLease, haTakeover = devstacktest.HALease, devstacktest.HATakeover
 
-// member is one controller replica as the scenario reaches it.
-type member struct {
-	process, internal, metrics string
-}
-
-// leads reads the replica's crucible_leader gauge; one that does not answer
-// does not lead.
-func (m member) leads(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.metrics+"/metrics", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == "crucible_leader 1" {
-			return true
+// ready is the readiness check RestartProcess waits for after starting r
+// again: its API reports ready.
+func ready(r devstack.Replica) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.InternalURL+"/readyz", nil)
+		if err != nil {
+			return err
 		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz of %s: %s", r.Process, resp.Status)
+		}
+		return nil
 	}
-	return false
-}
-
-// ready answers nil once the replica's API reports ready.
-func (m member) ready(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.internal+"/readyz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz of %s: %s", m.process, resp.Status)
-	}
-	return nil
 }
 
 // loopMetrics are the counters only the loops that must run once move
@@ -71,8 +45,8 @@ var loopMetrics = []string{"crucible_work_pod_transitions_total", "crucible_log_
 
 // loopWork reads how often the replica acquired the lease in its life and
 // how much loop work it did.
-func (m member) loopWork(ctx context.Context) (acquired, work int, err error) {
-	sums, err := metricSums(ctx, m.metrics)
+func loopWork(ctx context.Context, r devstack.Replica) (acquired, work int, err error) {
+	sums, err := metricSums(ctx, r.MetricsURL)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -123,38 +97,18 @@ func metricSums(ctx context.Context, base string) (map[string]int, error) {
 // idleFollowers checks that every replica that never led did no loop work:
 // loops running without the lease would otherwise go unnoticed, as their
 // writes mostly repeat the leader's.
-func idleFollowers(ctx context.Context, when string, ms ...member) []string {
+func idleFollowers(ctx context.Context, when string, rs ...devstack.Replica) []string {
 	var problems []string
-	for _, m := range ms {
-		acquired, work, err := m.loopWork(ctx)
+	for _, r := range rs {
+		acquired, work, err := loopWork(ctx, r)
 		switch {
 		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s, %s: %v", when, m.process, err))
+			problems = append(problems, fmt.Sprintf("%s, %s: %v", when, r.Process, err))
 		case acquired == 0 && work > 0:
-			problems = append(problems, fmt.Sprintf("%s, %s never held the lease but did %d pieces of loop work (%v)", when, m.process, work, loopMetrics))
+			problems = append(problems, fmt.Sprintf("%s, %s never held the lease but did %d pieces of loop work (%v)", when, r.Process, work, loopMetrics))
 		}
 	}
 	return problems
-}
-
-// soleLeader polls until exactly one of ms leads and returns it.
-func soleLeader(ctx context.Context, within time.Duration, ms ...member) (member, error) {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	var leader member
-	err := retryUntil(ctx, func() (bool, error) {
-		n := 0
-		for _, m := range ms {
-			if m.leads(ctx) {
-				n, leader = n+1, m
-			}
-		}
-		return n == 1, nil
-	})
-	if err != nil {
-		return member{}, fmt.Errorf("no single leader among %d replicas within %s: %w", len(ms), within, err)
-	}
-	return leader, nil
 }
 
 // Two controller replicas share one PostgreSQL; submits go to both in turn.
@@ -164,7 +118,7 @@ func soleLeader(ctx context.Context, within time.Duration, ms ...member) (member
 // pods it dispatched can push through it. No pod runs twice, nothing is
 // lost, every row ends.
 func TestChaos10LeaderKilled(t *testing.T) {
-	var ms []member
+	var ms []devstack.Replica
 	var followerProblems []string
 	scenario{
 		num: 10, name: "HA: the leader killed under load",
@@ -173,22 +127,15 @@ func TestChaos10LeaderKilled(t *testing.T) {
 		spread:   time.Duration(faultsFor(10, 40)) * time.Second,
 		stack: func(t *testing.T) *devstack.Stack {
 			s, _ := pgStack(t, true, haLease)
-			b, err := s.StartController(t.Context(), "b")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := s.Federation
-			ms = []member{
-				{process: "crucible-controller", internal: f.ControllerInternalURL, metrics: f.ControllerMetricsURL},
-				{process: b.Process, internal: b.InternalURL, metrics: b.MetricsURL},
-			}
-			if _, err := soleLeader(t.Context(), 3*haLease, ms...); err != nil {
+			a, b := devstacktest.Replicas(t, s)
+			ms = []devstack.Replica{a, b}
+			if _, err := devstacktest.SoleLeader(t.Context(), 3*haLease, ms...); err != nil {
 				t.Fatal(err)
 			}
 			return s
 		},
 		setup: func(t *testing.T, s *devstack.Stack, w *wave) {
-			w.c.bases = []string{ms[0].internal, ms[1].internal}
+			w.c.bases = []string{ms[0].InternalURL, ms[1].InternalURL}
 		},
 		check: func(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, o *outcome) {
 			o.Problems = append(o.Problems, followerProblems...)
@@ -198,7 +145,7 @@ func TestChaos10LeaderKilled(t *testing.T) {
 			n := faultsFor(1, 3)
 			for i := range n {
 				between(ctx, r, time.Second, time.Duration(faultsFor(6, 20))*time.Second)
-				leader, err := soleLeader(ctx, haTakeover, ms...)
+				leader, err := devstacktest.SoleLeader(ctx, haTakeover, ms...)
 				if err != nil {
 					return i, err
 				}
@@ -208,15 +155,15 @@ func TestChaos10LeaderKilled(t *testing.T) {
 				}
 				followerProblems = append(followerProblems, idleFollowers(ctx, fmt.Sprintf("before kill %d", i+1), other)...)
 				killed := time.Now()
-				if err := s.KillProcess(leader.process); err != nil {
+				if err := s.KillProcess(leader.Process); err != nil {
 					return i, err
 				}
-				if _, err := soleLeader(ctx, haTakeover, other); err != nil {
-					return i, fmt.Errorf("takeover by %s after killing %s: %w", other.process, leader.process, err)
+				if _, err := devstacktest.SoleLeader(ctx, haTakeover, other); err != nil {
+					return i, fmt.Errorf("takeover by %s after killing %s: %w", other.Process, leader.Process, err)
 				}
-				t.Logf("kill %d: %s took over from %s %s after the SIGKILL (lease %s)", i+1, other.process, leader.process,
+				t.Logf("kill %d: %s took over from %s %s after the SIGKILL (lease %s)", i+1, other.Process, leader.Process,
 					time.Since(killed).Round(100*time.Millisecond), haLease)
-				if err := s.RestartProcess(context.WithoutCancel(ctx), leader.process, leader.ready); err != nil {
+				if err := s.RestartProcess(context.WithoutCancel(ctx), leader.Process, ready(leader)); err != nil {
 					return i, err
 				}
 			}

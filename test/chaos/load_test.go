@@ -15,8 +15,8 @@ import (
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // job is one submitted work pod and the artifact it pushes.
@@ -139,7 +139,7 @@ func (w *wave) start(ctx context.Context, tag string) {
 func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 	cluster := w.s.Spokes[i%len(w.s.Spokes)].Name
 	key := fmt.Sprintf("%s-%d", tag, i)
-	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []render.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
+	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []workpod.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
 	gen := 0
 	for ctx.Err() == nil {
 		idem := http.Header{api.IdempotencyKeyHeader: {fmt.Sprintf("%s-%s-%d", w.run, key, gen)}}

@@ -21,15 +21,7 @@ import (
 // with leader election for HA. Both stop when the test ends, the stack first.
 func pgStack(t *testing.T, leaderElect bool, lease time.Duration) (*devstack.Stack, *pgtest.Server) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs real API servers and PostgreSQL; run without -short")
-	}
-	pg, err := pgtest.Start(t.Context())
-	if err != nil {
-		t.Fatalf("PostgreSQL: %v; %s", err, pgtest.InstallHint)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	s := devstacktest.Start(t, devstack.Options{
+	return devstacktest.StartOnPostgres(t, devstack.Options{
 		Crucible:       devstacktest.BuildCrucible,
 		Spokes:         []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
 		MirrorTTL:      time.Second,
@@ -38,12 +30,10 @@ func pgStack(t *testing.T, leaderElect bool, lease time.Duration) (*devstack.Sta
 		OrphanGrace:    orphanGrace,
 		RetryBudget:    90 * time.Second,
 		// Its own tests' progress lines would drown the scenario's.
-		Progress:        func(string, ...any) {},
-		ControllerStore: pg.DSN("postgres"),
-		LeaderElect:     leaderElect,
-		LeaseDuration:   lease,
+		Progress:      func(string, ...any) {},
+		LeaderElect:   leaderElect,
+		LeaseDuration: lease,
 	})
-	return s, pg
 }
 
 // The PostgreSQL server is halted as a crash would halt it (immediate

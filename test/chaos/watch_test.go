@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // podTracker watches every spoke for crucible's pods and remembers each uid
@@ -32,7 +32,7 @@ func trackPods(t *testing.T, s *devstack.Stack) *podTracker {
 	ctx, cancel := context.WithCancel(context.Background())
 	pt := &podTracker{uids: map[string]map[string]bool{}, stop: cancel}
 	t.Cleanup(pt.close)
-	sel := render.LabelManagedBy + "=" + render.ManagedByValue + "," + render.LabelInstance + "=" + devstack.Instance
+	sel := workpod.LabelManagedBy + "=" + workpod.ManagedByValue + "," + workpod.LabelInstance + "=" + devstack.Instance
 	for _, spoke := range s.Spokes {
 		f := informers.NewSharedInformerFactoryWithOptions(spoke.Client, 0,
 			informers.WithNamespace(devstack.SpokeNamespace),
@@ -96,7 +96,7 @@ func crucibleCount(ctx context.Context, s *devstack.Stack, names map[string]bool
 	n := 0
 	for _, spoke := range s.Spokes {
 		pods, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: render.LabelManagedBy + "=" + render.ManagedByValue + "," + render.LabelInstance + "=" + devstack.Instance,
+			LabelSelector: workpod.LabelManagedBy + "=" + workpod.ManagedByValue + "," + workpod.LabelInstance + "=" + devstack.Instance,
 		})
 		if err != nil {
 			return 0, fmt.Errorf("list pods of %s: %w", spoke.Name, err)

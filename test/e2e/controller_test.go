@@ -20,7 +20,7 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // apiCall sends a JSON request to the controller's internal API.
@@ -131,7 +131,7 @@ func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 	wharf := s.Spoke("wharf")
 	wp := submit(t, s, api.SubmitRequest{
 		Image: "registry.example/turn:1", Command: []string{"sh", "-c", `echo "turn started $0"; sleep 3; echo "turn done"`}, Args: []string{"--fast"},
-		Env:         []render.EnvVar{{Name: "MODE", Value: "fast"}},
+		Env:         []workpod.EnvVar{{Name: "MODE", Value: "fast"}},
 		Files:       map[string]string{"input.txt": "hello"},
 		SecretFiles: map[string]string{"key": "s3cret"},
 	})
@@ -143,7 +143,7 @@ func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLabels := map[string]string{render.LabelManagedBy: "crucible", render.LabelInstance: devstack.Instance, render.LabelWorkPod: wp.ID, render.LabelKind: "turn"}
+	wantLabels := map[string]string{workpod.LabelManagedBy: "crucible", workpod.LabelInstance: devstack.Instance, workpod.LabelWorkPod: wp.ID, workpod.LabelKind: "turn"}
 	for k, v := range wantLabels {
 		if pod.Labels[k] != v {
 			t.Errorf("pod label %s = %q, want %q", k, pod.Labels[k], v)
@@ -171,7 +171,7 @@ func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 		if len(meta.OwnerReferences) != 1 || meta.OwnerReferences[0].UID != pod.UID {
 			t.Errorf("%s owner references = %+v, want the pod %s", name, meta.OwnerReferences, pod.UID)
 		}
-		if meta.Labels[render.LabelWorkPod] != wp.ID || meta.Labels[render.LabelInstance] != devstack.Instance {
+		if meta.Labels[workpod.LabelWorkPod] != wp.ID || meta.Labels[workpod.LabelInstance] != devstack.Instance {
 			t.Errorf("%s labels = %v", name, meta.Labels)
 		}
 	}
@@ -279,11 +279,12 @@ func TestBadSubmissions(t *testing.T) {
 	}{
 		{"unknown cluster", api.SubmitRequest{Cluster: "nope", Image: "x"}, 400, `cluster \"nope\": no such cluster (known: wharf, dock)`},
 		{"no image", api.SubmitRequest{}, 400, "image"},
-		{"bad env name", api.SubmitRequest{Image: "x", Env: []render.EnvVar{{Name: "1BAD", Value: "v"}}}, 400, "env[0].name"},
-		{"reserved env name", api.SubmitRequest{Image: "x", Env: []render.EnvVar{{Name: "CRUCIBLE_INGEST_URL", Value: "v"}}}, 400, "env[0].name"},
+		{"bad env name", api.SubmitRequest{Image: "x", Env: []workpod.EnvVar{{Name: "1BAD", Value: "v"}}}, 400, "env[0].name"},
+		{"reserved env name", api.SubmitRequest{Image: "x", Env: []workpod.EnvVar{{Name: "CRUCIBLE_INGEST_URL", Value: "v"}}}, 400, "env[0].name"},
 		{"bad file key", api.SubmitRequest{Image: "x", Files: map[string]string{"../etc/passwd": "x"}}, 400, "files"},
 		{"bad kind", api.SubmitRequest{Image: "x", Kind: "batch"}, 400, "kind"},
-		{"unknown field", []byte(`{"image":"x","imagee":"y"}`), 400, "unknown field imagee"},
+		{"unknown field", []byte(`{"image":"x","imagee":"y"}`), 400, "imagee: Forbidden: unknown field"},
+		{"case-mismatched field", []byte(`{"IMAGE":"x"}`), 400, "IMAGE: Forbidden: unknown field"},
 		{"malformed JSON", []byte(`{"image":`), 400, "JSON"},
 		{"wrong type", []byte(`{"image":42}`), 400, "image"},
 		{"over the size limit", []byte(`{"image":"x","args":["` + strings.Repeat("a", 2<<20) + `"]}`), 413, "request body over"},
@@ -385,7 +386,7 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 // objectsOf counts the pods, config maps and secrets of work pod id on spoke.
 func objectsOf(t *testing.T, spoke *devstack.Cluster, id string) int {
 	t.Helper()
-	sel := metav1.ListOptions{LabelSelector: render.LabelWorkPod + "=" + id}
+	sel := metav1.ListOptions{LabelSelector: workpod.LabelWorkPod + "=" + id}
 	ns := devstack.SpokeNamespace
 	pods, err := spoke.Client.CoreV1().Pods(ns).List(t.Context(), sel)
 	if err != nil {

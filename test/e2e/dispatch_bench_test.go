@@ -26,6 +26,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // BenchmarkDispatch1000 submits 1,000 turns over 2 spokes through the
@@ -80,7 +81,10 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 
 	rawSet := func(ctx context.Context, i int) error {
 		spoke := spokes[i%2]
-		w := render.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Command: command, Files: files, SecretFiles: secrets}
+		w, errs := workpod.Check(workpod.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Command: command, Files: files, SecretFiles: secrets})
+		if len(errs) > 0 {
+			return errs.ToAggregate()
+		}
 		objs, err := render.Turn(fleet.ClusterEntry{Name: spoke, LoopNamespace: devstack.SpokeNamespace, TurnServiceAccount: devstack.SpokeServiceAccount,
 			IngestURL: s.Federation.ControllerExternalURL, IngestAudience: devstack.IngestAudience}, pods, "baseline", w)
 		if err != nil {
@@ -236,7 +240,7 @@ func awaitPhase(b *testing.B, spoke *devstack.Cluster, instance string, want int
 	b.Helper()
 	var got int
 	err := wait.PollUntilContextTimeout(b.Context(), time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{LabelSelector: render.LabelInstance + "=" + instance})
+		list, err := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{LabelSelector: workpod.LabelInstance + "=" + instance})
 		if err != nil {
 			return false, nil
 		}

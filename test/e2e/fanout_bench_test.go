@@ -21,6 +21,7 @@ import (
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // BenchmarkFanout: one pod, 500 SSE viewers of its live log through the
@@ -121,7 +122,7 @@ func p99(d []time.Duration) time.Duration {
 // its id.
 func benchPod(b *testing.B, s *devstack.Stack, g gate, script string) string {
 	b.Helper()
-	data, _ := json.Marshal(api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", script}, Env: []render.EnvVar{g.env()}})
+	data, _ := json.Marshal(api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", script}, Env: []workpod.EnvVar{g.env()}})
 	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(data))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(api.ClientHeader, "e2e")

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -27,21 +26,14 @@ import (
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/reconcile"
-	"crucible.dev/crucible/internal/render"
-	"crucible.dev/crucible/internal/store/pgtest"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // haLease and haTakeover are the HA tests' lease and takeover bound.
 const haLease, haTakeover = devstacktest.HALease, devstacktest.HATakeover
 
-// replica is one controller process as the test reaches it.
-type replica struct {
-	name                           string // its process in the stack
-	internal, external, metricsURL string
-}
-
 // haCall sends a JSON request to one replica's API.
-func haCall(t *testing.T, r replica, method, path string, body any) (int, []byte) {
+func haCall(t *testing.T, r devstack.Replica, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -51,54 +43,16 @@ func haCall(t *testing.T, r replica, method, path string, body any) (int, []byte
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), method, r.internal+path, rd)
+	req, _ := http.NewRequestWithContext(t.Context(), method, r.InternalURL+path, rd)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(api.ClientHeader, "e2e")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s on %s: %v", method, path, r.name, err)
+		t.Fatalf("%s %s on %s: %v", method, path, r.Process, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, data
-}
-
-// leading reads the replica's crucible_leader gauge; a replica that does not
-// answer is not leading.
-func leading(ctx context.Context, r replica) bool {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.metricsURL+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == "crucible_leader 1" {
-			return true
-		}
-	}
-	return false
-}
-
-// waitLeader polls until exactly one of rs leads, and returns it.
-func waitLeader(t *testing.T, within time.Duration, rs ...replica) replica {
-	t.Helper()
-	var leader replica
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		n := 0
-		for _, r := range rs {
-			if leading(ctx, r) {
-				n, leader = n+1, r
-			}
-		}
-		return n == 1, nil
-	})
-	if err != nil {
-		t.Fatalf("no single leader among %d replicas within %s: %v", len(rs), within, err)
-	}
-	return leader
 }
 
 // Two controller processes on one PostgreSQL (R-C10): both answer the API,
@@ -107,36 +61,27 @@ func waitLeader(t *testing.T, within time.Duration, rs ...replica) replica {
 // the other within the lease, and every pod completes once — no pod
 // dispatched twice, no row lost, every log collected.
 func TestHATwoControllersOnePostgres(t *testing.T) {
-	pg, err := pgtest.Start(t.Context())
-	if err != nil {
-		t.Fatalf("PostgreSQL: %v; %s", err, pgtest.InstallHint)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	s := devstacktest.Start(t, devstack.Options{
-		Crucible: devstacktest.BuildCrucible, ControllerStore: pg.DSN("postgres"),
-		LeaderElect: true, LeaseDuration: haLease,
+	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
+		Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,
 		// The sweep would delete collected pods: keep them to count them.
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
 	})
-	f := s.Federation
-	a := replica{name: "crucible-controller", internal: f.ControllerInternalURL, external: f.ControllerExternalURL, metricsURL: f.ControllerMetricsURL}
-	rb, err := s.StartController(t.Context(), "b")
+	a, b := devstacktest.Replicas(t, s)
+
+	for _, r := range []devstack.Replica{a, b} {
+		if code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil); code != http.StatusOK {
+			t.Fatalf("%s: GET /api/clusters = %d %s", r.Process, code, body)
+		}
+	}
+	leader, err := devstacktest.SoleLeader(t.Context(), 2*haLease, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := replica{name: rb.Process, internal: rb.InternalURL, external: rb.ExternalURL, metricsURL: rb.MetricsURL}
-
-	for _, r := range []replica{a, b} {
-		if code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil); code != http.StatusOK {
-			t.Fatalf("%s: GET /api/clusters = %d %s", r.name, code, body)
-		}
-	}
-	leader := waitLeader(t, 2*haLease, a, b)
 	follower := b
 	if leader == b {
 		follower = a
 	}
-	t.Logf("leader %s, follower %s", leader.name, follower.name)
+	t.Logf("leader %s, follower %s", leader.Process, follower.Process)
 
 	t.Run("artifact pushed through one replica downloads from the other", func(t *testing.T) {
 		crossReplicaArtifact(t, s, follower, leader)
@@ -149,12 +94,12 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, pods)
 	for i := range pods {
-		via := []replica{a, b}[i%2]
+		via := []devstack.Replica{a, b}[i%2]
 		wg.Go(func() {
 			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "echo start $0; sleep 5; echo done"}})
 			var wp api.WorkPod
 			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
-				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.name, code, body)
+				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
 				return
 			}
 			ids[i], uids[i] = wp.ID, wp.PodUID
@@ -168,12 +113,14 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 	}
 
 	killed := time.Now()
-	if err := s.KillProcess(leader.name); err != nil {
+	if err := s.KillProcess(leader.Process); err != nil {
 		t.Fatal(err)
 	}
 	// The lease was not released: the follower waits it out, then leads.
-	waitLeader(t, haTakeover, follower)
-	t.Logf("%s took over %s after the SIGKILL (lease %s)", follower.name, time.Since(killed).Round(100*time.Millisecond), haLease)
+	if _, err := devstacktest.SoleLeader(t.Context(), haTakeover, follower); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s took over %s after the SIGKILL (lease %s)", follower.Process, time.Since(killed).Round(100*time.Millisecond), haLease)
 
 	// Every pod completes once, its log collected, through the survivor.
 	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
@@ -210,7 +157,7 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 	}
 	perRow := map[string][]string{}
 	for _, p := range list.Items {
-		id := p.Labels[render.LabelWorkPod]
+		id := p.Labels[workpod.LabelWorkPod]
 		perRow[id] = append(perRow[id], string(p.UID))
 	}
 	for i, id := range ids {
@@ -223,13 +170,13 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 		stealLease(t, s)
 		ctx, cancel := context.WithTimeout(t.Context(), haLease+haTakeover)
 		defer cancel()
-		code, logFile, err := s.WaitExit(ctx, follower.name)
+		code, logFile, err := s.WaitExit(ctx, follower.Process)
 		if err != nil {
 			t.Fatal(err)
 		}
 		logs, _ := os.ReadFile(logFile)
 		if code == 0 || !strings.Contains(string(logs), "leader lease lost") {
-			t.Errorf("%s after its lease was taken: exit code %d, log says lease lost: %v", follower.name, code, strings.Contains(string(logs), "leader lease lost"))
+			t.Errorf("%s after its lease was taken: exit code %d, log says lease lost: %v", follower.Process, code, strings.Contains(string(logs), "leader lease lost"))
 		}
 	})
 }
@@ -258,11 +205,11 @@ func stealLease(t *testing.T, s *devstack.Stack) {
 // crossReplicaArtifact: a pod dispatched through one replica pushes through
 // that replica's drop-box, and the other serves the bytes with the same
 // sha256; a second push of the same bytes is 200 there too.
-func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other replica) {
+func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other devstack.Replica) {
 	code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: sleeps("1h")})
 	var wp api.WorkPod
 	if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
-		t.Fatalf("submit via %s: %d %s", via.name, code, body)
+		t.Fatalf("submit via %s: %d %s", via.Process, code, body)
 	}
 	// The leader's informer drives a pod another replica dispatched (one
 	// origin instance for all replicas): only its reconciler writes running.
@@ -272,10 +219,10 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other replica) {
 		return code == http.StatusOK && json.Unmarshal(body, &got) == nil && got.State == "running", nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s dispatched through %s never marked running by the leader %s: %v", wp.ID, via.name, other.name, err)
+		t.Fatalf("pod %s dispatched through %s never marked running by the leader %s: %v", wp.ID, via.Process, other.Process, err)
 	}
 	t.Cleanup(func() { // t.Context() has ended by now
-		req, _ := http.NewRequest(http.MethodPost, other.internal+"/api/pods/"+wp.ID+"/cancel", nil)
+		req, _ := http.NewRequest(http.MethodPost, other.InternalURL+"/api/pods/"+wp.ID+"/cancel", nil)
 		req.Header.Set(api.ClientHeader, "e2e")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
@@ -296,15 +243,15 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other replica) {
 	want := hex.EncodeToString(sum[:])
 	for range 2 { // stored, then the same bytes again
 		var out, stderr bytes.Buffer
-		if err := cli.Run(t.Context(), []string{"push", "--url", via.external, "--pod", wp.ID, "--token-file", tokenFile,
+		if err := cli.Run(t.Context(), []string{"push", "--url", via.ExternalURL, "--pod", wp.ID, "--token-file", tokenFile,
 			"--ca-file", s.CAFile, "--timeout", "1m", "result", file}, &out, &stderr); err != nil {
-			t.Fatalf("push via %s: %v: %s", via.name, err, stderr.String())
+			t.Fatalf("push via %s: %v: %s", via.Process, err, stderr.String())
 		}
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("push printed %q, want sha256 %s", out.String(), want)
 		}
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, other.internal+"/api/pods/"+wp.ID+"/artifacts/result", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, other.InternalURL+"/api/pods/"+wp.ID+"/artifacts/result", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -313,10 +260,10 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other replica) {
 	h := sha256.New()
 	n, err := io.Copy(h, resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("download from %s: %d, %v", other.name, resp.StatusCode, err)
+		t.Fatalf("download from %s: %d, %v", other.Process, resp.StatusCode, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want || n != int64(len(content)) || resp.Header.Get("X-Crucible-SHA256") != want {
-		t.Errorf("downloaded from %s: %d bytes sha256 %s (header %s), pushed %d bytes sha256 %s", other.name, n, got,
+		t.Errorf("downloaded from %s: %d bytes sha256 %s (header %s), pushed %d bytes sha256 %s", other.Process, n, got,
 			resp.Header.Get("X-Crucible-SHA256"), len(content), want)
 	}
 }

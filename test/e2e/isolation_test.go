@@ -11,7 +11,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +28,9 @@ import (
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 	"crucible.dev/crucible/internal/testpki"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // A spoke whose pod logs never answer — a node whose kubelet hangs, or an
@@ -112,11 +113,7 @@ type isolated struct {
 func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA string, budget time.Duration, configure ...func(*reconcile.Reconciler)) isolated {
 	t.Helper()
 	const instance = "isolation"
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.SQLite(t)
 	viaProxy, direct := s.ClusterEntry(s.Spoke("wharf")), s.ClusterEntry(s.Spoke("dock"))
 	viaProxy.Server, viaProxy.CAFile = proxyURL, proxyCA
 	viaProxy.QPS, viaProxy.Burst, direct.QPS, direct.Burst = 100, 200, 100, 200
@@ -127,8 +124,8 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 	policy := retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Budget: budget}
 	arts := artifact.Dir{Root: t.TempDir()}
 	r := &reconcile.Reconciler{
-		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1,
-		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy},
+		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1, SweepPage: fleet.DefaultSweepPage,
+		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy, Pods: fleet.Default().Pods},
 		Artifacts:  arts, Log: slog.New(slog.DiscardHandler),
 	}
 	for _, c := range configure {
@@ -153,7 +150,7 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 		pods := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace)
 		_, err := pods.Create(t.Context(), &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-				render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: instance, render.LabelWorkPod: name}},
+				workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: instance, workpod.LabelWorkPod: name}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{Name: render.ContainerName, Image: "x", Command: []string{"sh", "-c", command}}}},
 		}, metav1.CreateOptions{})

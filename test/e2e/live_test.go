@@ -21,7 +21,7 @@ import (
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // sseView is what one SSE viewer of a pod's log received.
@@ -209,7 +209,7 @@ func newGate(t testing.TB) gate {
 }
 
 // env is the pod variable that names the gate: G.
-func (g gate) env() render.EnvVar { return render.EnvVar{Name: "G", Value: string(g)} }
+func (g gate) env() workpod.EnvVar { return workpod.EnvVar{Name: "G", Value: string(g)} }
 
 // open lets pods waiting for name go on.
 func (g gate) open(t testing.TB, name string) {
@@ -256,7 +256,7 @@ func printLinesPausing(prefix string, from, to int, pause string) (sh string, wa
 // is cancelled when the test ends.
 func gatedPod(t *testing.T, s *devstack.Stack, cluster string, g gate, script string) api.WorkPod {
 	t.Helper()
-	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "busybox", Command: []string{"sh", "-c", script}, Env: []render.EnvVar{g.env()}})
+	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "busybox", Command: []string{"sh", "-c", script}, Env: []workpod.EnvVar{g.env()}})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	return wp
 }

@@ -26,8 +26,8 @@ import (
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // BenchmarkStartupReconcile10k restarts the controller over 10,000 live rows
@@ -177,7 +177,7 @@ func createLabelledPods(b *testing.B, spoke *devstack.Cluster, n int) map[string
 				name := fmt.Sprintf("turn-%s-%05d", spoke.Name, i)
 				pod := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devstack.SpokeNamespace,
-						Labels: map[string]string{render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: devstack.Instance, render.LabelWorkPod: name, render.LabelKind: "turn"}},
+						Labels: map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: devstack.Instance, workpod.LabelWorkPod: name, workpod.LabelKind: "turn"}},
 					// Held unscheduled: the dev runtime would run 10,000 real
 					// processes; the reconcile needs only the pods to exist.
 					Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, SchedulingGates: []corev1.PodSchedulingGate{{Name: "crucible.dev/bench-hold"}},

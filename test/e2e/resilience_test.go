@@ -16,7 +16,7 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // The controller's tokens are replaced and the old ones revoked: nothing the
@@ -95,7 +95,7 @@ func TestControllerCrashAfterDispatch(t *testing.T) {
 	if !done.LogCollected || done.PodUID != wp.PodUID {
 		t.Errorf("after restart: %+v, want the same pod (uid %s) collected", done, wp.PodUID)
 	}
-	pods, err := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: render.LabelWorkPod + "=" + wp.ID})
+	pods, err := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: workpod.LabelWorkPod + "=" + wp.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +121,9 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mk("orphan-labelled", map[string]string{render.LabelManagedBy: "crucible", render.LabelInstance: devstack.Instance, render.LabelWorkPod: "orphan-labelled"})
+	mk("orphan-labelled", map[string]string{workpod.LabelManagedBy: "crucible", workpod.LabelInstance: devstack.Instance, workpod.LabelWorkPod: "orphan-labelled"})
 	mk("unlabelled", map[string]string{"app": "someone-elses"})
-	mk("other-instance", map[string]string{render.LabelManagedBy: "crucible", render.LabelInstance: "another-controller", render.LabelWorkPod: "other-instance"})
+	mk("other-instance", map[string]string{workpod.LabelManagedBy: "crucible", workpod.LabelInstance: "another-controller", workpod.LabelWorkPod: "other-instance"})
 	created := time.Now()
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := pods.Get(ctx, "orphan-labelled", metav1.GetOptions{})

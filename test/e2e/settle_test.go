@@ -32,8 +32,9 @@ func TestLiveLogEndsWithThePodsStateWhileTheWatchIsHeld(t *testing.T) {
 		t.Fatal("the reconciler never watched wharf: the proxy held nothing and the test proves nothing")
 	}
 
-	apiSrv := &api.Server{Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
-		Artifacts: iso.Artifacts, Settler: iso.Reconciler, Log: slog.New(slog.DiscardHandler),
+	profile := fleet.Default()
+	apiSrv := &api.Server{Profile: &profile, Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
+		Artifacts: iso.Artifacts, Settler: iso.Reconciler, Log: slog.New(slog.DiscardHandler), Retry: profile.Reconcile.RetryPolicy(),
 		MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
 	mux := http.NewServeMux()
 	apiSrv.Routes(mux)

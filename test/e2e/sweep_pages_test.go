@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,9 +16,10 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/reconcile"
-	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // The sweep reads a cluster a page at a time and acts on every page: with
@@ -36,7 +36,7 @@ func TestSweepPages(t *testing.T) {
 	mk := func(name, inst string) *corev1.Pod {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-				render.LabelManagedBy: render.ManagedByValue, render.LabelInstance: inst, render.LabelWorkPod: name}},
+				workpod.LabelManagedBy: workpod.ManagedByValue, workpod.LabelInstance: inst, workpod.LabelWorkPod: name}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, NodeSelector: holdSelector, // never run
 				Containers: []corev1.Container{{Name: "c", Image: "x"}}},
 		}
@@ -47,11 +47,7 @@ func TestSweepPages(t *testing.T) {
 		t.Cleanup(func() { _ = pods.Delete(context.WithoutCancel(t.Context()), name, metav1.DeleteOptions{}) })
 		return got
 	}
-	st, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "crucible.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.SQLite(t)
 	var orphans, live, others []string
 	for i := range 7 {
 		orphans = append(orphans, mk(fmt.Sprintf("sweep-pages-orphan-%d", i), instance).Name)

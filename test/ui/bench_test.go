@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,6 +18,7 @@ import (
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/store/storetest"
 	"crucible.dev/crucible/internal/ui"
 )
 
@@ -33,12 +33,7 @@ const (
 // spoke is needed: a finished pod's log is replayed from its artifact.
 func benchServer(b *testing.B) (url, logPod string) {
 	b.Helper()
-	dir := b.TempDir()
-	st, err := store.Open(b.Context(), "sqlite:"+filepath.Join(dir, "db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
+	st := storetest.SQLite(b)
 	exit := int32(0)
 	for i := range benchRows {
 		err := st.CreateWorkPod(b.Context(), store.WorkPod{ID: fmt.Sprintf("turn-bench%05d", i), Cluster: []string{"wharf", "dock"}[i%2],
@@ -48,7 +43,7 @@ func benchServer(b *testing.B) (url, logPod string) {
 		}
 	}
 	logPod = fmt.Sprintf("turn-bench%05d", benchRows-1)
-	arts := artifact.Dir{Root: filepath.Join(dir, "artifacts")}
+	arts := artifact.Dir{Root: b.TempDir()}
 	pr, pw := io.Pipe()
 	go func() {
 		for i := 1; i <= benchLogLines; i++ {
@@ -70,7 +65,7 @@ func benchServer(b *testing.B) (url, logPod string) {
 	s := &api.Server{
 		Profile: &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}},
 		Store:   st, Artifacts: arts, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
-		AllowedHosts: fleet.DefaultAPIAllowedHosts(),
+		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)

@@ -3,6 +3,10 @@
 // `go test` run (R-C2), so that what the controller relies on — conflicts,
 // atomic read-modify-write, ordering, exact time round-trips — does not
 // silently differ between a single-replica and an HA deployment.
+//
+// It also holds the store every other package's tests use: SQLite, the real
+// store in a temporary directory, and Faulty, which fails chosen calls of
+// it. Like any package that imports testing, only _test files import it.
 package storetest
 
 import (

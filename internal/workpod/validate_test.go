@@ -1,4 +1,4 @@
-package render
+package workpod
 
 import (
 	"strings"
@@ -27,15 +27,31 @@ func project(errs field.ErrorList) []fieldErr {
 // omitted is what field.TooLong records instead of the value.
 const omitted = "<value omitted>"
 
-func TestValidate(t *testing.T) {
-	valid := func() WorkPod { return WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox"} }
-	tests := []struct {
-		name string
-		edit func(w *WorkPod)
-		want []fieldErr
-	}{
+// validateCase edits a valid minimal pod and wants Validate's errors.
+type validateCase struct {
+	name string
+	edit func(w *WorkPod)
+	want []fieldErr
+}
+
+func runValidateCases(t *testing.T, tests []validateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox"}
+			tt.edit(&w)
+			if diff := cmp.Diff(tt.want, project(w.Validate())); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The id, kind and image: required, a DNS label, a known kind, printable.
+func TestValidateScalars(t *testing.T) {
+	runValidateCases(t, []validateCase{
 		{name: "valid minimal", edit: func(*WorkPod) {}},
-		{name: "valid sample", edit: func(w *WorkPod) { *w = sampleWorkPod() }},
+		{name: "valid sample", edit: func(w *WorkPod) { *w = sample() }},
 		{name: "valid loop", edit: func(w *WorkPod) { w.Kind = "loop" }},
 		{
 			name: "id missing",
@@ -82,6 +98,12 @@ func TestValidate(t *testing.T) {
 			edit: func(w *WorkPod) { w.Image = "busy\xffbox" },
 			want: []fieldErr{{field.ErrorTypeInvalid, "image", "busy\xffbox"}},
 		},
+	})
+}
+
+// Env names, and file keys and sizes.
+func TestValidateEnvAndFiles(t *testing.T) {
+	runValidateCases(t, []validateCase{
 		{
 			name: "env problems",
 			edit: func(w *WorkPod) {
@@ -140,6 +162,12 @@ func TestValidate(t *testing.T) {
 				{field.ErrorTypeTooLong, "secret_files", omitted},
 			},
 		},
+	})
+}
+
+// Annotation keys and size, and every problem at once in field order.
+func TestValidateAnnotations(t *testing.T) {
+	runValidateCases(t, []validateCase{
 		{
 			name: "annotation keys",
 			edit: func(w *WorkPod) {
@@ -171,16 +199,7 @@ func TestValidate(t *testing.T) {
 				{field.ErrorTypeInvalid, "annotations[/]", "/"},
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := valid()
-			tt.edit(&w)
-			if diff := cmp.Diff(tt.want, project(w.Validate())); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 func TestValidateMessages(t *testing.T) {
@@ -194,6 +213,83 @@ func TestValidateMessages(t *testing.T) {
 		`files[b]: Invalid value: "": must be valid UTF-8 (use secret_files for binary content)`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// sample is a work pod using every field.
+func sample() WorkPod {
+	return WorkPod{
+		ID:          "turn-1",
+		Kind:        KindTurn,
+		Image:       "ghcr.io/example/agent:1.2",
+		Command:     []string{"agent"},
+		Args:        []string{"--once", "--verbose"},
+		Env:         []EnvVar{{Name: "MODEL", Value: "m1"}, {Name: "A_B", Value: ""}},
+		Files:       map[string]string{"prompt.md": "# hi\n", "config.json": "{}"},
+		SecretFiles: map[string]string{"api-key": "s3cret\x00\xff"},
+		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"},
+	}
+}
+
+// Check returns Validate's problems and no Valid, or a Valid holding a copy
+// of the pod that later changes to the caller's pod (or to what Pod
+// returned) do not reach.
+func TestCheck(t *testing.T) {
+	if v, errs := Check(WorkPod{ID: "turn-1", Kind: "job", Image: "x"}); !v.IsZero() ||
+		cmp.Diff([]fieldErr{{field.ErrorTypeNotSupported, "kind", "job"}}, project(errs)) != "" {
+		t.Errorf("Check of an invalid pod = %+v, %v; want the zero Valid and the kind's error", v, errs)
+	}
+
+	w := sample()
+	v, errs := Check(w)
+	if len(errs) > 0 || v.IsZero() {
+		t.Fatalf("Check(sample) = %v, zero %v", errs, v.IsZero())
+	}
+	w.Command[0], w.Env[0].Name, w.Files["prompt.md"], w.SecretFiles["x"], w.Annotations["x"] = "rm", "CRUCIBLE_X", "changed", "y", "y"
+	w.Args = append(w.Args[:0], "--evil")
+	got := v.Pod()
+	if diff := cmp.Diff(sample(), got); diff != "" {
+		t.Errorf("the checked pod changed with the caller's (-want +got):\n%s", diff)
+	}
+	got.Files["prompt.md"], got.Env[0].Value = "changed", "changed"
+	if diff := cmp.Diff(sample(), v.Pod()); diff != "" {
+		t.Errorf("the checked pod changed with Pod's copy (-want +got):\n%s", diff)
+	}
+}
+
+// A minimal pod stays minimal through Check: absent slices and maps stay
+// nil, so the renderer sets no empty fields.
+func TestCheckKeepsNil(t *testing.T) {
+	w := WorkPod{ID: "loop-7", Kind: KindLoop, Image: "busybox"}
+	v, errs := Check(w)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	// cmp tells a nil slice or map from an empty one.
+	if diff := cmp.Diff(w, v.Pod()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestZeroValid(t *testing.T) {
+	var v Valid
+	if !v.IsZero() {
+		t.Error("the zero Valid is not IsZero")
+	}
+	if diff := cmp.Diff(WorkPod{}, v.Pod()); diff != "" {
+		t.Errorf("zero Valid's pod (-want +got):\n%s", diff)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	want := map[string]string{
+		"app.kubernetes.io/managed-by": "crucible",
+		"crucible.dev/instance":        "hub-1",
+		"crucible.dev/work-pod":        "loop-7",
+		"crucible.dev/kind":            "loop",
+	}
+	if diff := cmp.Diff(want, Labels("hub-1", WorkPod{ID: "loop-7", Kind: KindLoop, Image: "x"})); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

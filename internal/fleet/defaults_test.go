@@ -1,0 +1,102 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"crucible.dev/crucible/internal/retry"
+)
+
+// Default has exactly the defaults Parse applies: every section a consumer
+// takes from it is the one a profile that leaves the section out gets.
+func TestDefaultIsWhatParseApplies(t *testing.T) {
+	parsed, err := Parse(encode(t, minimal()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *parsed
+	want.Controller.ExternalURL = "" // what minimal() sets
+	want.Clusters, want.DefaultCluster = nil, ""
+	if diff := cmp.Diff(want, Default()); diff != "" {
+		t.Errorf("Default() (-want Parse(minimal) without its own keys, +got):\n%s", diff)
+	}
+}
+
+func TestRetryPolicy(t *testing.T) {
+	got := Default().Reconcile.RetryPolicy()
+	want := retry.Policy{Initial: DefaultRetryInitial, Max: DefaultMaxBackoff, Budget: DefaultRetryBudget}
+	if got != want {
+		t.Errorf("RetryPolicy() = %+v, want %+v", got, want)
+	}
+}
+
+// The keys that moved into the profile from their consumers are validated
+// like the others: a negative value is refused by its path, an explicit
+// zero takes the default, and the first backoff may not pass its cap.
+func TestValidateMovedKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Profile)
+		want []string
+	}{
+		{"defaults", func(*Profile) {}, nil},
+		{"negative", func(p *Profile) {
+			p.Reconcile.RetryInitial.Duration, p.Reconcile.Workers, p.Reconcile.SweepPage = -time.Second, -1, -2
+			p.Pods.MaxLogBytes = -3
+			p.Live.History, p.Live.Buffer, p.Live.PollInterval.Duration = -4, -5, -time.Second
+		}, []string{
+			`reconcile.retry_initial "-1s": must be positive`,
+			`reconcile.workers "-1": must be positive`,
+			`reconcile.sweep_page "-2": must be positive`,
+			`pods.max_log_bytes "-3": must be positive`,
+			`live.history "-4": must be positive`,
+			`live.buffer "-5": must be positive`,
+			`live.poll_interval "-1s": must be positive`,
+		}},
+		{"first backoff above the cap", func(p *Profile) { p.Reconcile.RetryInitial.Duration = 11 * time.Second }, []string{
+			`reconcile.retry_initial "11s": must not exceed reconcile.max_backoff`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := wantDefaults()
+			tt.edit(p)
+			var got []string
+			for _, e := range validateProfile(p) {
+				got = append(got, problemText(e))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A profile that sets the moved keys keeps them; one that sets them to 0
+// gets the defaults.
+func TestParseMovedKeys(t *testing.T) {
+	m := minimal()
+	table(m, "reconcile")["workers"] = 8
+	table(m, "reconcile")["sweep_page"] = 0
+	table(m, "reconcile")["retry_initial"] = "1s"
+	table(m, "pods")["max_log_bytes"] = 1 << 20
+	table(m, "live")["history"] = 50
+	table(m, "live")["poll_interval"] = "250ms"
+	p, err := Parse(encode(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{p.Reconcile.Workers, p.Reconcile.SweepPage, p.Reconcile.RetryInitial.Duration, p.Pods.MaxLogBytes,
+		p.Live.History, p.Live.Buffer, p.Live.PollInterval.Duration}
+	want := []any{8, int64(DefaultSweepPage), time.Second, int64(1 << 20), 50, DefaultLiveBuffer, 250 * time.Millisecond}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	table(m, "live")["histroy"] = 1
+	if _, err := Parse(encode(t, m)); err == nil || !strings.Contains(err.Error(), "live.histroy") {
+		t.Errorf("Parse with a misspelt [live] key = %v, want it refused", err)
+	}
+}

@@ -1,0 +1,143 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"crucible.dev/crucible/internal/store"
+)
+
+// SQLite returns a new, migrated SQLite store in tb's temporary directory,
+// closed when tb ends. Tests of the packages that use a store run on the
+// real one, so ordering, cursors, sentinels and transitions are the
+// store's own and not a copy that could drift from it.
+func SQLite(tb testing.TB) store.Store {
+	tb.Helper()
+	s, err := store.Open(tb.Context(), "sqlite:"+filepath.Join(tb.TempDir(), "crucible.db"))
+	if err != nil {
+		tb.Fatalf("open SQLite store: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("close SQLite store: %v", err)
+		}
+	})
+	return s
+}
+
+// calls are the Store methods Faulty can fail: all but Close, which always
+// reaches the store so that a test's cleanup closes it.
+var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "GetArtifact", "ListArtifacts"}
+
+// Faulty is a store whose chosen calls fail, for testing what a caller does
+// when the database cannot serve it (a store that is down, one call that
+// fails midway). Until Fail is called every call reaches Store.
+type Faulty struct {
+	store.Store
+
+	mu     sync.Mutex
+	err    error
+	failed []string // the calls that return err; none: every call
+}
+
+var _ store.Store = (*Faulty)(nil)
+
+// Fail makes the named calls (Store method names; every call but Close when
+// none is named) return err from now on without reaching Store. Fail(nil)
+// heals the store. A name that is no Store method panics, so that a
+// misspelt fault cannot leave a test passing without its fault.
+func (f *Faulty) Fail(err error, call ...string) {
+	for _, c := range call {
+		if !slices.Contains(calls, c) {
+			panic(fmt.Sprintf("storetest: Faulty.Fail: %q is not a Store call that can fail (%v)", c, calls))
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err, f.failed = err, slices.Clone(call)
+}
+
+// fault is what call returns instead of reaching Store, nil to reach it.
+func (f *Faulty) fault(call string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.failed) > 0 && !slices.Contains(f.failed, call) {
+		return nil
+	}
+	return f.err
+}
+
+func (f *Faulty) CreateWorkPod(ctx context.Context, p store.WorkPod) error {
+	if err := f.fault("CreateWorkPod"); err != nil {
+		return err
+	}
+	return f.Store.CreateWorkPod(ctx, p)
+}
+
+func (f *Faulty) GetWorkPodByKey(ctx context.Context, submitter, key string) (store.WorkPod, error) {
+	if err := f.fault("GetWorkPodByKey"); err != nil {
+		return store.WorkPod{}, err
+	}
+	return f.Store.GetWorkPodByKey(ctx, submitter, key)
+}
+
+func (f *Faulty) GetWorkPod(ctx context.Context, id string) (store.WorkPod, error) {
+	if err := f.fault("GetWorkPod"); err != nil {
+		return store.WorkPod{}, err
+	}
+	return f.Store.GetWorkPod(ctx, id)
+}
+
+func (f *Faulty) GetWorkPods(ctx context.Context, ids []string) (map[string]store.WorkPod, error) {
+	if err := f.fault("GetWorkPods"); err != nil {
+		return nil, err
+	}
+	return f.Store.GetWorkPods(ctx, ids)
+}
+
+func (f *Faulty) ListWorkPods(ctx context.Context, flt store.Filter) ([]store.WorkPod, error) {
+	if err := f.fault("ListWorkPods"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListWorkPods(ctx, flt)
+}
+
+func (f *Faulty) UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error) {
+	if err := f.fault("UpdateWorkPod"); err != nil {
+		return store.WorkPod{}, err
+	}
+	return f.Store.UpdateWorkPod(ctx, id, fn)
+}
+
+func (f *Faulty) TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error) {
+	if err := f.fault("TransitionWorkPod"); err != nil {
+		return store.WorkPod{}, err
+	}
+	return f.Store.TransitionWorkPod(ctx, id, t)
+}
+
+func (f *Faulty) PutArtifact(ctx context.Context, a store.Artifact, q store.Quota) (bool, error) {
+	if err := f.fault("PutArtifact"); err != nil {
+		return false, err
+	}
+	return f.Store.PutArtifact(ctx, a, q)
+}
+
+func (f *Faulty) GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error) {
+	if err := f.fault("GetArtifact"); err != nil {
+		return store.Artifact{}, err
+	}
+	return f.Store.GetArtifact(ctx, podID, kind)
+}
+
+func (f *Faulty) ListArtifacts(ctx context.Context, podID string) ([]store.Artifact, error) {
+	if err := f.fault("ListArtifacts"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListArtifacts(ctx, podID)
+}
