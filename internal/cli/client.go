@@ -137,7 +137,20 @@ func waitFinished(ctx context.Context, c *apiClient, id string, progress io.Writ
 
 func newPodsCmd() *cobra.Command {
 	pods := &cobra.Command{Use: "pods", Short: "List, inspect and cancel work pods"}
-	var server, output, cluster, state, kind, cont string
+	var server, output string
+	list, get, cancel := newPodsListCmd(&server, &output), newPodsGetCmd(&server, &output), newPodsCancelCmd(&server)
+	for _, c := range []*cobra.Command{list, get, cancel} {
+		addServerFlag(c, &server)
+	}
+	for _, c := range []*cobra.Command{list, get} {
+		c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	}
+	pods.AddCommand(list, get, cancel)
+	return pods
+}
+
+func newPodsListCmd(server, output *string) *cobra.Command {
+	var cluster, state, kind, cont string
 	var limit int
 	var watch bool
 	list := &cobra.Command{
@@ -155,7 +168,7 @@ func newPodsCmd() *cobra.Command {
 				q.Set("limit", fmt.Sprint(limit))
 			}
 			var out []api.WorkPod
-			h, err := newAPIClient(server).doHeader(cmd.Context(), http.MethodGet, "/api/pods?"+q.Encode(), nil, &out)
+			h, err := newAPIClient(*server).doHeader(cmd.Context(), http.MethodGet, "/api/pods?"+q.Encode(), nil, &out)
 			if err != nil {
 				return err
 			}
@@ -163,20 +176,20 @@ func newPodsCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "more work pods: --continue %s\n", next)
 			}
 			if !watch {
-				return printPods(cmd.OutOrStdout(), output, out)
+				return printPods(cmd.OutOrStdout(), *output, out)
 			}
-			if output == "json" {
+			if *output == "json" {
 				for _, wp := range out { // one object per line, as the changes that follow
-					if err := printWatched(cmd.OutOrStdout(), output, wp); err != nil {
+					if err := printWatched(cmd.OutOrStdout(), *output, wp); err != nil {
 						return err
 					}
 				}
-			} else if err := printPods(cmd.OutOrStdout(), output, out); err != nil {
+			} else if err := printPods(cmd.OutOrStdout(), *output, out); err != nil {
 				return err
 			}
 			q.Del("continue")
 			q.Del("limit")
-			return watchPods(cmd.Context(), newAPIClient(server), q, output, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return watchPods(cmd.Context(), newAPIClient(*server), q, *output, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only this cluster")
@@ -185,39 +198,38 @@ func newPodsCmd() *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", 0, "at most this many (default: the controller's api.page_size)")
 	list.Flags().StringVar(&cont, "continue", "", "the next page: the token the previous page printed")
 	list.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print every change as it happens (GET /api/events; -o json: one object per line); Ctrl-C exits 130")
-	get := &cobra.Command{
+	return list
+}
+
+func newPodsGetCmd(server, output *string) *cobra.Command {
+	return &cobra.Command{
 		Use:   "get POD",
 		Short: "Show one work pod",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var wp api.WorkPod
-			if err := newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0]), nil, &wp); err != nil {
+			if err := newAPIClient(*server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0]), nil, &wp); err != nil {
 				return err
 			}
-			return printPods(cmd.OutOrStdout(), output, wp)
+			return printPods(cmd.OutOrStdout(), *output, wp)
 		},
 	}
-	cancel := &cobra.Command{
+}
+
+func newPodsCancelCmd(server *string) *cobra.Command {
+	return &cobra.Command{
 		Use:   "cancel POD",
 		Short: "Delete the work pod on its spoke and mark it cancelled",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var wp api.WorkPod
-			if err := newAPIClient(server).do(cmd.Context(), http.MethodPost, "/api/pods/"+url.PathEscape(args[0])+"/cancel", nil, &wp); err != nil {
+			if err := newAPIClient(*server).do(cmd.Context(), http.MethodPost, "/api/pods/"+url.PathEscape(args[0])+"/cancel", nil, &wp); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", wp.ID, wp.State)
 			return nil
 		},
 	}
-	for _, c := range []*cobra.Command{list, get, cancel} {
-		addServerFlag(c, &server)
-	}
-	for _, c := range []*cobra.Command{list, get} {
-		c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	}
-	pods.AddCommand(list, get, cancel)
-	return pods
 }
 
 func printPods(w io.Writer, format string, v any) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -100,14 +101,7 @@ With --detach it returns once the stack is ready; stop it with
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "hub    %s  kubeconfig %s\n", stack.Hub.Server, stack.Hub.KubeconfigFile)
-			for _, s := range stack.Spokes {
-				fmt.Fprintf(out, "%-6s %s  kubeconfig %s\n", s.Name, s.Server, s.KubeconfigFile)
-			}
-			if f := stack.Federation; f != nil {
-				fmt.Fprintf(out, "controller  internal %s  external %s\n", f.ControllerInternalURL, f.ControllerExternalURL)
-			}
-			fmt.Fprintf(out, "\nsource %s/%s for the addresses.\n", stack.Dir, devstack.EnvFile)
+			printStack(out, stack)
 			if sample && stack.Federation != nil {
 				if err := runSample(cmd, stack); err != nil {
 					stack.Stop()
@@ -118,12 +112,7 @@ With --detach it returns once the stack is ready; stop it with
 				fmt.Fprintf(out, "stop it with: crucible dev down --dir %s\n", dir)
 				return nil
 			}
-			fmt.Fprintln(out, "Ctrl-C stops the stack.")
-			<-cmd.Context().Done()
-			fmt.Fprintln(cmd.ErrOrStderr(), "dev: stopping the stack")
-			stack.Stop()
-			_, err = devstack.StopDir(stack.Dir, nil) // clears the state record; processes are already gone
-			return err
+			return runInForeground(cmd, stack)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
@@ -135,6 +124,29 @@ With --detach it returns once the stack is ready; stop it with
 	cmd.Flags().StringVar(&crucible, "crucible-binary", "", "crucible binary that runs the controller, webhooks and dev runtime (default: this one)")
 	cmd.Flags().StringVar(&toolsDir, "tools-dir", "", "where \"make tools\" put kube-apiserver, etcd and kwok (default: bin/ of the repository, or $CRUCIBLE_TOOLS_DIR)")
 	return cmd
+}
+
+// runInForeground keeps the stack up until Ctrl-C, then stops it.
+func runInForeground(cmd *cobra.Command, stack *devstack.Stack) error {
+	fmt.Fprintln(cmd.OutOrStdout(), "Ctrl-C stops the stack.")
+	<-cmd.Context().Done()
+	fmt.Fprintln(cmd.ErrOrStderr(), "dev: stopping the stack")
+	stack.Stop()
+	_, err := devstack.StopDir(stack.Dir, nil) // clears the state record; processes are already gone
+	return err
+}
+
+// printStack tells where the stack's parts listen and where their
+// kubeconfigs are.
+func printStack(out io.Writer, stack *devstack.Stack) {
+	fmt.Fprintf(out, "hub    %s  kubeconfig %s\n", stack.Hub.Server, stack.Hub.KubeconfigFile)
+	for _, s := range stack.Spokes {
+		fmt.Fprintf(out, "%-6s %s  kubeconfig %s\n", s.Name, s.Server, s.KubeconfigFile)
+	}
+	if f := stack.Federation; f != nil {
+		fmt.Fprintf(out, "controller  internal %s  external %s\n", f.ControllerInternalURL, f.ControllerExternalURL)
+	}
+	fmt.Fprintf(out, "\nsource %s/%s for the addresses.\n", stack.Dir, devstack.EnvFile)
 }
 
 func newDevDownCmd() *cobra.Command {

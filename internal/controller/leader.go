@@ -55,11 +55,7 @@ func runAsLeader(parent context.Context, hub *rest.Config, le fleet.LeaderElecti
 		loopErr   error         // read after loopsDone is closed
 	)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: le.LeaseName, Namespace: le.LeaseNamespace},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		},
+		Lock:          leaseLock(kube, le, id),
 		Name:          le.LeaseName,
 		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
 		// A replica shutting down hands the lease over at once instead of
@@ -120,4 +116,13 @@ func runAsLeader(parent context.Context, hub *rest.Config, le fleet.LeaderElecti
 		return nil
 	}
 	return ErrLeadershipLost
+}
+
+// leaseLock is the Lease the replicas of one instance compete for.
+func leaseLock(kube kubernetes.Interface, le fleet.LeaderElection, id string) *resourcelock.LeaseLock {
+	return &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: le.LeaseName, Namespace: le.LeaseNamespace},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
 }
