@@ -118,7 +118,7 @@ func TestNodesAdvertiseCapacity(t *testing.T) {
 	}
 	wharf := s.Spoke("wharf")
 	gpu := heartbeatNode(t, wharf, devstack.GPUNodeName)
-	wantGPU := map[string]string{"cpu": "32", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "200Gi", "nvidia.com/gpu": "4"}
+	wantGPU := map[string]string{"cpu": "32", "memory": "256Gi", "pods": "1k", "ephemeral-storage": "200Gi", "nvidia.com/gpu": "4"}
 	if diff := cmp.Diff(wantGPU, quantities(gpu.Status.Capacity)); diff != "" {
 		t.Errorf("GPU node capacity after a heartbeat (-want +got):\n%s", diff)
 	}
@@ -137,7 +137,7 @@ func TestNodesAdvertiseCapacity(t *testing.T) {
 		}
 	}
 	cpu := heartbeatNode(t, s.Spoke("dock"), devstack.NodeName)
-	wantCPU := map[string]string{"cpu": "64", "memory": "512Gi", "pods": "1000", "ephemeral-storage": "200Gi"}
+	wantCPU := map[string]string{"cpu": "64", "memory": "512Gi", "pods": "1k", "ephemeral-storage": "200Gi"}
 	if diff := cmp.Diff(wantCPU, quantities(cpu.Status.Allocatable)); diff != "" {
 		t.Errorf("dock's CPU node allocatable after a heartbeat (-want +got):\n%s", diff)
 	}

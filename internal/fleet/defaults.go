@@ -197,6 +197,7 @@ func setDefaults(p *Profile) {
 	setZero(&l.RenewDeadline.Duration, DefaultRenewDeadline)
 	setZero(&l.RetryPeriod.Duration, DefaultRetryPeriod)
 
+	setClassDefaults(&p.Pods)
 	for i := range p.Clusters {
 		e := &p.Clusters[i]
 		setZero(&e.QPS, DefaultQPS)

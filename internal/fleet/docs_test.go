@@ -20,7 +20,7 @@ type docsDefault struct {
 }
 
 var (
-	docsSection = regexp.MustCompile("^## `\\[\\[?([a-z_]+)\\]\\]?`")
+	docsSection = regexp.MustCompile("^## `\\[\\[?([a-z_.]+)\\]\\]?`")
 	// A row: | `key` | type | `literal` ... |
 	docsRow = regexp.MustCompile("^\\| `([a-z_]+)` \\| [^|]+ \\| `([^`]+)`")
 	// Any row of a key, whatever its default.
@@ -115,13 +115,16 @@ func TestDocsConfigDefaultsAreTheCodes(t *testing.T) {
 // first cluster for "clusters").
 func profileField(p reflect.Value, section, key string) (reflect.Value, bool) {
 	v := p
-	if section != "" {
-		f, ok := fieldByTag(v.Type(), section)
+	for part := range strings.SplitSeq(section, ".") {
+		if part == "" {
+			break
+		}
+		f, ok := fieldByTag(v.Type(), part)
 		if !ok {
 			return reflect.Value{}, false
 		}
 		v = v.FieldByIndex(f.Index)
-		if v.Kind() == reflect.Slice {
+		if v.Kind() == reflect.Slice { // [[clusters]], [[pods.classes]]: the first
 			v = v.Index(0)
 		}
 	}

@@ -252,11 +252,19 @@ func (s *shape) value(v any, t reflect.Type, path *field.Path) (any, bool) {
 	return v, s.scalar(v, t.Kind(), path)
 }
 
-// text checks a string that t (a Duration) parses itself.
+// textExample is what a value of t looks like, for a wrong type's message.
+func textExample(t reflect.Type) string {
+	if t == reflect.TypeFor[Quantity]() {
+		return "a string such as \"500m\" or \"16Gi\""
+	}
+	return "a string such as \"30s\""
+}
+
+// text checks a string that t (a Duration or a Quantity) parses itself.
 func (s *shape) text(v any, t reflect.Type, path *field.Path) bool {
 	str, ok := v.(string)
 	if !ok {
-		s.wrongType(path, v, "a string such as \"30s\"")
+		s.wrongType(path, v, textExample(t))
 		return false
 	}
 	if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(str)); err != nil {

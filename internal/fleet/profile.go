@@ -189,6 +189,9 @@ type Pods struct {
 	// MaxLogBytes bounds the log the controller pulls from a finished pod
 	// (tier 1); larger output belongs in the drop-box.
 	MaxLogBytes int64 `toml:"max_log_bytes"`
+	// Classes are the pod classes (R-P1): what a work pod asks of the
+	// spoke. A profile without any gets defaultClass for both kinds.
+	Classes []PodClass `toml:"classes"`
 }
 
 // Live tunes the live log (GET /api/pods/{pod}/logs as text/event-stream):
@@ -229,6 +232,9 @@ type ClusterEntry struct {
 	// QPS and Burst are client-go's client-side rate limit for this spoke.
 	QPS   float32 `toml:"qps"`
 	Burst int     `toml:"burst"`
+	// Classes adjusts pod classes for this spoke, by class name: its own
+	// GPU resource name or taints, or the class withheld here.
+	Classes map[string]ClassAdjust `toml:"classes"`
 }
 
 // Cluster returns the entry called name; "" means the default cluster.

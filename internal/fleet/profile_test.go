@@ -11,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -87,7 +88,7 @@ func wantDefaults() *Profile {
 			Workers:        4,
 			SweepPage:      500,
 		},
-		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}, MaxLogBytes: 64 << 20},
+		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}, MaxLogBytes: 64 << 20, Classes: []PodClass{wantDefaultClass()}},
 		Live: Live{History: 10000, Buffer: 1024, PollInterval: Duration{time.Second}},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
 			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30,
@@ -175,9 +176,9 @@ func TestLoadExample(t *testing.T) {
 		Reconcile:      wantDefaults().Reconcile,
 		Pods: Pods{
 			IngestTokenExpiration: Duration{time.Hour},
-			NodeSelector:          map[string]string{"nvidia.com/gpu.present": "true"},
 			ImagePullPolicy:       "IfNotPresent",
 			MaxLogBytes:           64 << 20,
+			Classes:               []PodClass{wantDefaultClass(), wantExampleGPUClass()},
 		},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
 			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, TrustedProxies: []string{"10.128.0.0/14"},
@@ -451,4 +452,34 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// wantDefaultClass is the class of a profile that defines none, spelt out
+// (not defaultClass()) so that a changed default fails here.
+func wantDefaultClass() PodClass {
+	mem := Quantity{resource.MustParse("1Gi")}
+	return PodClass{
+		Name: "standard", DefaultFor: []string{"loop", "turn"},
+		Requests:    map[string]Quantity{"cpu": {resource.MustParse("500m")}, "memory": mem},
+		Limits:      map[string]Quantity{"memory": mem},
+		GPUResource: "nvidia.com/gpu", Deadline: Duration{6 * time.Hour}, MaxDeadline: Duration{48 * time.Hour},
+		RunAsUser: 65532, RunAsGroup: 65532,
+	}
+}
+
+// wantExampleGPUClass is examples/crucible.toml's gpu class.
+func wantExampleGPUClass() PodClass {
+	q := func(s string) Quantity { return Quantity{resource.MustParse(s)} }
+	return PodClass{
+		Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml-platform"},
+		Requests:     map[string]Quantity{"cpu": q("8"), "memory": q("32Gi")},
+		Limits:       map[string]Quantity{"memory": q("32Gi")},
+		Tolerations:  []Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		NodeSelector: map[string]string{"nvidia.com/gpu.present": "true"},
+		Shm:          q("8Gi"), Deadline: Duration{12 * time.Hour}, MaxDeadline: Duration{72 * time.Hour},
+		RunAsUser: 65532, RunAsGroup: 65532,
+		Allow: ClassAllow{GPUs: IntRange{Min: 1, Max: 8}, Resources: map[string]QuantityRange{
+			"cpu": {Max: q("64")}, "memory": {Max: q("256Gi")},
+		}},
+	}
 }

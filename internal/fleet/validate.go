@@ -2,11 +2,9 @@ package fleet
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"net"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +62,9 @@ func validateProfile(p *Profile) field.ErrorList {
 	errs = append(errs, validateLive(&p.Live, field.NewPath("live"))...)
 	errs = append(errs, validateLeader(p)...)
 	errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
+	for i := range p.Clusters {
+		errs = append(errs, validateClusterClasses(&p.Clusters[i], p.Pods.Classes, field.NewPath("clusters").Index(i))...)
+	}
 
 	defaultCluster := field.NewPath("default_cluster")
 	switch {
@@ -203,15 +204,8 @@ func validatePods(p *Pods, path *field.Path) field.ErrorList {
 	case d%time.Second != 0:
 		errs = append(errs, field.Invalid(exp, d, "must be whole seconds"))
 	}
-	for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
-		kp := path.Child("node_selector").Child(tomlKey(k))
-		if len(validation.IsQualifiedName(k)) > 0 {
-			errs = append(errs, field.Invalid(kp, k, "key must be a label key (an optional DNS-subdomain prefix and '/', then at most 63 of alphanumerics, '-', '_', '.')"))
-		}
-		if v := p.NodeSelector[k]; len(validation.IsValidLabelValue(v)) > 0 {
-			errs = append(errs, field.Invalid(kp, v, "must be a label value (at most 63 of alphanumerics, '-', '_', '.', beginning and ending alphanumeric)"))
-		}
-	}
+	errs = append(errs, labelMap(path.Child("node_selector"), p.NodeSelector)...)
+	errs = append(errs, validateClasses(p.Classes, path.Child("classes"))...)
 	switch p.ImagePullPolicy {
 	case "", "Always", "IfNotPresent", "Never":
 	default:
