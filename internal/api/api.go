@@ -82,6 +82,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods/{pod}/artifacts", s.handle(s.listArtifacts))
 	mux.Handle("GET /api/pods/{pod}/artifacts/{kind}", s.handle(s.getArtifact))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))
+	mux.Handle("GET /api/classes", s.handle(s.classes))
 	mux.Handle("GET /api/events", s.handle(s.watchEvents))
 	mux.Handle("GET /api/whoami", s.handle(s.whoami))
 	mux.Handle("/api/", s.handle(func(w http.ResponseWriter, r *http.Request) error {

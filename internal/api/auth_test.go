@@ -25,7 +25,8 @@ import (
 	"crucible.dev/crucible/internal/workpod"
 )
 
-// fakeAuthn knows tokens by value; "down" is a hub that cannot answer.
+// fakeAuthn knows tokens by value, each naming "user" or "user|groups";
+// "down" is a hub that cannot answer.
 type fakeAuthn map[string]string
 
 func (f fakeAuthn) Authenticate(r *http.Request) (apiauth.Identity, error) {
@@ -40,7 +41,12 @@ func (f fakeAuthn) Authenticate(r *http.Request) (apiauth.Identity, error) {
 	if !ok {
 		return apiauth.Identity{}, fmt.Errorf("%w: the hub did not accept the token", apiauth.ErrUnauthenticated)
 	}
-	return apiauth.Identity{User: user}, nil
+	user, groups, _ := strings.Cut(user, "|") // "user|group,group"
+	id := apiauth.Identity{User: user}
+	if groups != "" {
+		id.Groups = strings.Split(groups, ",")
+	}
+	return id, nil
 }
 
 // fakeAuthz allows "user verb[/sub] cluster" lines; cluster "*" matches any
@@ -99,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 	}}
 	var logBuf bytes.Buffer
 	s := &Server{
-		Profile: &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf", LoopNamespace: "loops"}, {Name: "dock", LoopNamespace: "loops"}}},
+		Profile: testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops"}),
 		Store:   st, Artifacts: arts, Dispatcher: disp,
 		DispatchTimeout: 10 * time.Second,
 		Log:             slog.New(slog.NewTextHandler(&logBuf, nil)),

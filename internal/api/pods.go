@@ -30,6 +30,12 @@ type SubmitRequest struct {
 	Files       map[string]string `json:"files,omitempty"`
 	SecretFiles map[string]string `json:"secret_files,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Class is the pod class (default: the kind's default class); GPUs,
+	// Resources and Deadline change it within its allow bounds.
+	Class     string            `json:"class,omitempty"`
+	GPUs      *int              `json:"gpus,omitempty"`
+	Resources map[string]string `json:"resources,omitempty"` // requests by name, e.g. "memory": "32Gi"
+	Deadline  string            `json:"deadline,omitempty"`  // a Go duration, e.g. "6h"
 }
 
 // WorkPod is a work pod as the API shows it.
@@ -140,7 +146,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(s.Profile, req.Cluster)}); err != nil {
 		return err
 	}
-	sub, err := newSubmission(s.Profile, req, identity(r).User, key, newID)
+	sub, err := newSubmission(s.Profile, req, identity(r), key, newID)
 	if err != nil {
 		return err
 	}

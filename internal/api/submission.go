@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"strings"
 
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/podclass"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -22,11 +24,13 @@ type submission struct {
 }
 
 // newSubmission decides a submit without doing anything: the kind's
-// default, the target cluster, validation (workpod.Check, the only one a
+// default, the target cluster, the pod's shape from its class (podclass:
+// 422 beyond the class's bounds or where the cluster withholds it, 403 for
+// a caller outside its groups), validation (workpod.Check, the only one a
 // work pod gets), the spec as stored and, with an Idempotency-Key, the
 // request's digest. id makes the work pod's id from a prefix. An error names
-// the field at fault (400).
-func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, id func(prefix string) string) (submission, error) {
+// the field at fault.
+func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity, key string, id func(prefix string) string) (submission, error) {
 	if req.Kind == "" {
 		req.Kind = workpod.DefaultKind
 	}
@@ -39,13 +43,17 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, i
 		return submission{}, &httperr.Error{Code: http.StatusBadRequest, Field: "cluster",
 			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", truncate(req.Cluster, 100), strings.Join(names, ", "))}
 	}
+	shape, err := shapeFor(p, cluster, req, caller.Groups)
+	if err != nil {
+		return submission{}, err
+	}
 	prefix := req.Kind
-	if prefix != workpod.KindLoop && prefix != workpod.KindTurn {
+	if workpod.CheckKind(prefix) != nil {
 		prefix = "wp" // Check reports the kind; the id must still be a name
 	}
 	wp := workpod.WorkPod{
 		ID: id(prefix), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
-		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations,
+		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations, Shape: shape,
 	}
 	valid, errs := workpod.Check(wp)
 	if len(errs) > 0 {
@@ -56,7 +64,7 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, i
 		return submission{}, err
 	}
 	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
-		Spec: spec, Submitter: submitter, IdempotencyKey: key}
+		Spec: spec, Submitter: caller.User, IdempotencyKey: key}
 	if key != "" {
 		// Digested as dispatched: the default kind and cluster filled in,
 		// so a retry that names them matches one that left them out.
@@ -66,6 +74,25 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, submitter, key string, i
 		}
 	}
 	return submission{pod: valid, row: row}, nil
+}
+
+// shapeFor resolves req's class as cluster offers it into the pod's shape:
+// 422 naming the field and its bound for what the class or cluster does
+// not allow, 403 for a caller outside the class's groups.
+func shapeFor(p *fleet.Profile, cluster fleet.ClusterEntry, req SubmitRequest, groups []string) (workpod.Shape, error) {
+	class, err := p.ClassFor(cluster, req.Class, workpod.ShapeKind(req.Kind))
+	if err != nil {
+		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: truncate(err.Error(), maxMessageBytes)}
+	}
+	if !podclass.Allows(class, groups) {
+		return workpod.Shape{}, httperr.New(http.StatusForbidden,
+			fmt.Sprintf("class %q is only for members of %s", class.Name, strings.Join(class.Groups, ", ")))
+	}
+	shape, errs := podclass.Resolve(class, p.Pods.NodeSelector, podclass.Ask{GPUs: req.GPUs, Resources: req.Resources, Deadline: req.Deadline})
+	if len(errs) > 0 {
+		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+	}
+	return shape, nil
 }
 
 // targetCluster is the cluster a submit naming name goes to: the default

@@ -1,12 +1,17 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
 
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
@@ -15,8 +20,7 @@ import (
 // newSubmission decides a submit without a store or a spoke: the defaults,
 // the cluster, validation and the digest, table-tested.
 func TestNewSubmission(t *testing.T) {
-	p := &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{
-		{Name: "wharf", LoopNamespace: "loops"}, {Name: "dock", LoopNamespace: "dock-loops"}}}
+	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "dock-loops"})
 	id := func(prefix string) string { return prefix + "-fixed" }
 	tests := []struct {
 		name      string
@@ -36,7 +40,7 @@ func TestNewSubmission(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub, err := newSubmission(p, tt.req, "alice", tt.key, id)
+			sub, err := newSubmission(p, tt.req, alice, tt.key, id)
 			if tt.wantField != "" {
 				he, ok := errors.AsType[*httperr.Error](err)
 				if !ok || he.Code != http.StatusBadRequest || he.Field != tt.wantField {
@@ -68,17 +72,17 @@ func TestNewSubmission(t *testing.T) {
 // A retry that names the defaults is the same request as one that left
 // them out: the digest is taken with them filled in.
 func TestNewSubmissionDigestsWithDefaults(t *testing.T) {
-	p := &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf", LoopNamespace: "loops"}}}
+	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
 	id := func(prefix string) string { return prefix + "-fixed" }
-	bare, err := newSubmission(p, SubmitRequest{Image: "busybox"}, "alice", "k", id)
+	bare, err := newSubmission(p, SubmitRequest{Image: "busybox"}, alice, "k", id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	named, err := newSubmission(p, SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox"}, "alice", "k", id)
+	named, err := newSubmission(p, SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox"}, alice, "k", id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := newSubmission(p, SubmitRequest{Image: "alpine"}, "alice", "k", id)
+	other, err := newSubmission(p, SubmitRequest{Image: "alpine"}, alice, "k", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,5 +91,70 @@ func TestNewSubmissionDigestsWithDefaults(t *testing.T) {
 	}
 	if bare.row.RequestSHA256 == other.row.RequestSHA256 {
 		t.Error("two different requests share a digest")
+	}
+}
+
+var alice = apiauth.Identity{User: "alice", Groups: []string{"system:authenticated"}}
+
+// testProfile is a defaulted profile (fleet.Default: the standard class)
+// with these clusters, the first the default.
+func testProfile(clusters ...fleet.ClusterEntry) *fleet.Profile {
+	p := fleet.Default()
+	p.DefaultCluster, p.Clusters = clusters[0].Name, clusters
+	return &p
+}
+
+// A submission's class becomes its shape: the kind's default without one,
+// the class's bounds and groups and the cluster's withholding enforced.
+func TestNewSubmissionClasses(t *testing.T) {
+	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"},
+		fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops", Classes: map[string]fleet.ClassAdjust{"gpu": {Withhold: true}}})
+	gpu := fleet.PodClass{Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml"},
+		Requests: map[string]fleet.Quantity{"cpu": {Quantity: resource.MustParse("1")}, "memory": {Quantity: resource.MustParse("1Gi")}},
+		Deadline: fleet.Duration{Duration: time.Hour}, MaxDeadline: fleet.Duration{Duration: 2 * time.Hour}, RunAsUser: 1, RunAsGroup: 1,
+		Allow: fleet.ClassAllow{GPUs: fleet.IntRange{Min: 1, Max: 8}}}
+	p.Pods.Classes = append(p.Pods.Classes, gpu)
+	ml := apiauth.Identity{User: "bo", Groups: []string{"ml"}}
+	id := func(prefix string) string { return prefix + "-fixed" }
+
+	sub, err := newSubmission(p, SubmitRequest{Image: "x"}, alice, "", id)
+	if err != nil || sub.pod.Pod().Shape.Class != "standard" || sub.pod.Pod().Shape.DeadlineSeconds != 6*3600 {
+		t.Fatalf("no class: %+v, %v; want the default class's shape", sub.pod.Pod().Shape, err)
+	}
+	sub, err = newSubmission(p, SubmitRequest{Image: "x", Class: "gpu", GPUs: new(2), Deadline: "90m"}, ml, "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := sub.pod.Pod().Shape
+	if n := shape.Resources.Limits["nvidia.com/gpu"]; n.Value() != 2 || shape.DeadlineSeconds != 90*60 {
+		t.Errorf("gpu with 2 GPUs for 90m: limits %v deadline %d", shape.Resources.Limits, shape.DeadlineSeconds)
+	}
+	var stored struct{ Shape struct{ Class string } }
+	if err := json.Unmarshal(sub.row.Spec, &stored); err != nil || stored.Shape.Class != "gpu" {
+		t.Errorf("stored spec %s: want the shape kept with the pod", sub.row.Spec)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		req    SubmitRequest
+		caller apiauth.Identity
+		code   int
+		field  string
+		msg    string
+	}{
+		{"above the class's bound", SubmitRequest{Image: "x", Class: "gpu", GPUs: new(9)}, ml, 422, "gpus", `must be from 1 to 8 for class "gpu"`},
+		{"a deadline beyond the class's", SubmitRequest{Image: "x", Class: "gpu", Deadline: "3h"}, ml, 422, "deadline", "must be at most 2h0m0s"},
+		{"not offered there", SubmitRequest{Image: "x", Class: "gpu", Cluster: "dock"}, ml, 422, "class", `class "gpu" is not offered on cluster "dock"`},
+		{"no such class", SubmitRequest{Image: "x", Class: "tpu"}, ml, 422, "class", `no class "tpu"`},
+		{"outside the class's groups", SubmitRequest{Image: "x", Class: "gpu"}, alice, 403, "", `class "gpu" is only for members of ml`},
+		{"a bad kind with the default class", SubmitRequest{Image: "x", Kind: "batch"}, ml, 400, "kind", "Unsupported value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newSubmission(p, tc.req, tc.caller, "", id)
+			he, ok := errors.AsType[*httperr.Error](err)
+			if !ok || he.Code != tc.code || he.Field != tc.field || !strings.Contains(he.Msg, tc.msg) {
+				t.Fatalf("err = %#v, want %d naming field %q with %q", err, tc.code, tc.field, tc.msg)
+			}
+		})
 	}
 }

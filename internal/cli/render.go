@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/podclass"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -66,6 +67,7 @@ func (f *renderFlags) load() (*fleet.Profile, fleet.ClusterEntry, error) {
 func newRenderTurnCmd() *cobra.Command {
 	var (
 		rf   renderFlags
+		cf   classFlags
 		w    = workpod.WorkPod{}
 		envs []string
 	)
@@ -80,7 +82,11 @@ environment variables CRUCIBLE_INGEST_URL (the cluster's ingest_url),
 CRUCIBLE_INGEST_TOKEN_FILE and CRUCIBLE_WORK_POD, and an ingest token
 projected for the cluster's ingest_audience at
 /var/run/secrets/crucible/ingest/token. [pods] in the profile sets the
-token's lifetime, the node selector and the image pull policy. (Files and
+token's lifetime and the image pull policy; the pod class (--class, else the
+kind's default, as the cluster offers it) its resources, tolerations, node
+selector and affinity, priority and runtime class, deadline, /dev/shm and
+non-root securityContext, and --gpus, --cpu, --memory, --resource and
+--deadline change it within the class's bounds, as the API would. (Files and
 secret files, which become a ConfigMap and a Secret owned by the pod, are
 only given through the API.)
 
@@ -92,6 +98,10 @@ arguments; without it the image's entrypoint runs.`,
   # a loop pod on a named spoke, with environment variables
   crucible render turn --config crucible.toml --cluster wharf --kind loop --id loop-1 \
     --image ghcr.io/example/agent:1.2 --env MODEL=m1 --env STEPS=10 -- agent --loop
+
+  # a 2-GPU pod of the class "gpu" for at most 6 hours
+  crucible render turn --config crucible.toml --class gpu --gpus 2 --memory 32Gi --deadline 6h \
+    --image ghcr.io/example/train:1 -- python train.py
 
   # create it by hand
   crucible render turn --config crucible.toml --image busybox -- true | kubectl apply -f -`,
@@ -112,12 +122,15 @@ arguments; without it the image's entrypoint runs.`,
 				}
 				w.Env = append(w.Env, workpod.EnvVar{Name: name, Value: value})
 			}
-			valid, errs := workpod.Check(w)
-			if err := workPodFlagErrors(errs, envs); err != nil {
-				return err
-			}
 			p, c, err := rf.load()
 			if err != nil {
+				return err
+			}
+			if w.Shape, err = classShape(cmd, p, c, &cf, w.Kind); err != nil {
+				return err
+			}
+			valid, errs := workpod.Check(w)
+			if err := workPodFlagErrors(errs, envs); err != nil {
 				return err
 			}
 			objs, err := render.Turn(c, p.Pods, p.Controller.Instance, valid)
@@ -133,6 +146,7 @@ arguments; without it the image's entrypoint runs.`,
 		},
 	}
 	rf.add(cmd)
+	cf.add(cmd)
 	f := cmd.Flags()
 	f.StringVar(&w.ID, "id", "turn-example", "the work pod's id, which is the pod's name (a DNS label)")
 	f.StringVar(&w.Kind, "kind", workpod.KindTurn, `"turn" (a short pod) or "loop" (a long one)`)
@@ -140,6 +154,20 @@ arguments; without it the image's entrypoint runs.`,
 	f.StringArrayVar(&envs, "env", nil, "an environment variable NAME=VALUE (repeatable; names starting with CRUCIBLE_ are reserved)")
 	_ = cmd.MarkFlagRequired("image")
 	return cmd
+}
+
+// classShape is the pod's shape from the flags' class on cluster c, each
+// refusal named by its flag.
+func classShape(cmd *cobra.Command, p *fleet.Profile, c fleet.ClusterEntry, cf *classFlags, kind string) (workpod.Shape, error) {
+	class, err := p.ClassFor(c, cf.class, workpod.ShapeKind(kind))
+	if err != nil {
+		return workpod.Shape{}, fmt.Errorf("--class: %w", err)
+	}
+	shape, errs := podclass.Resolve(class, p.Pods.NodeSelector, cf.ask(cmd))
+	if len(errs) > 0 {
+		return workpod.Shape{}, cf.flagErrors(errs)
+	}
+	return shape, nil
 }
 
 // workPodFlagErrors reports workpod.Check's problems by the flag that set

@@ -43,7 +43,7 @@ Start a local hub and spoke (real kube-apiservers) with:
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newDevCmd(), newControllerCmd(), newWebhookCmd(),
-		newSubmitCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newRenderCmd(),
+		newSubmitCmd(), newClassesCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newRenderCmd(),
 		newCredentialCmd())
 	return root
 }

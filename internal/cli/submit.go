@@ -28,6 +28,7 @@ func newSubmitCmd() *cobra.Command {
 		env                               []string
 		files                             map[string]string
 		wait, follow                      bool
+		cf                                classFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "submit --image IMAGE [--cluster C] -- COMMAND [ARGS...]",
@@ -43,12 +44,20 @@ When the controller could not be reached or its answer was lost (a connection
 error, 503, or a 502/504 from something in between), submit sends the same
 request again with the same key, a few times with backoff: a controller restart
 during the submit then answers the work pod it already made instead of making a
-second one.`,
+second one.
+
+The pod's class (--class, else the kind's default) gives it its resources,
+placement and deadline; --gpus, --cpu, --memory, --resource and --deadline
+change them within the class's bounds (crucible classes lists them), and a
+value out of bounds is refused (422) naming the flag's field and the bound.`,
 		Example: `  crucible submit --image busybox -- sh -c 'echo hello'
+  crucible submit --class gpu --gpus 2 --memory 32Gi --deadline 6h --image ghcr.io/example/train:1 -- python train.py
   crucible submit --cluster dock --image busybox --env MODE=fast --file input.txt=./input.txt -- ./run.sh
   crucible submit --idempotency-key nightly-2026-11-30 --image busybox -- ./nightly.sh`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.SubmitRequest{Kind: kind, Cluster: cluster, Image: image}
+			ask := cf.ask(cmd)
+			req := api.SubmitRequest{Kind: kind, Cluster: cluster, Image: image,
+				Class: cf.class, GPUs: ask.GPUs, Resources: ask.Resources, Deadline: ask.Deadline}
 			if len(args) > 0 {
 				req.Command = args
 			}
@@ -94,6 +103,7 @@ second one.`,
 		},
 	}
 	addServerFlag(cmd, &server)
+	cf.add(cmd)
 	cmd.Flags().StringVar(&image, "image", "", "container image (required)")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "spoke to run on (default: the profile's default_cluster)")
 	cmd.Flags().StringVar(&kind, "kind", "turn", "work pod kind: turn or loop")

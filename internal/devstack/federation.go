@@ -286,13 +286,57 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 	if s.opts.IngestMinFreeBytes > 0 {
 		fmt.Fprintf(&b, "min_free_bytes = %d\n", s.opts.IngestMinFreeBytes)
 	}
+	b.WriteString(podClasses)
 	for _, c := range s.Spokes {
 		e := s.ClusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
 		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)
+		if !c.hasGPUs() {
+			b.WriteString("[clusters.classes.gpu]\nwithhold = true\n")
+		}
 	}
 	return b.String()
+}
+
+// podClasses are the stack's pod classes: a light default (the benchmarks
+// keep hundreds of its pods per spoke on one CPU node) and "gpu", offered
+// only on spokes with GPU nodes, so `crucible submit --class gpu` lands on
+// wharf's GPU node out of the box.
+const podClasses = `
+[[pods.classes]]
+name = "standard"
+default_for = ["loop", "turn"]
+requests = { cpu = "50m", memory = "64Mi" }
+limits = { memory = "1Gi" }
+deadline = "6h"
+max_deadline = "48h"
+[pods.classes.allow]
+resources = { cpu = { max = "16" }, memory = { max = "64Gi" } }
+
+[[pods.classes]]
+name = "gpu"
+gpus = 1
+requests = { cpu = "1", memory = "1Gi" }
+limits = { memory = "16Gi" }
+tolerations = [{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }]
+node_selector = { "nvidia.com/gpu.present" = "true" }
+shm = "1Gi"
+deadline = "6h"
+max_deadline = "48h"
+[pods.classes.allow]
+gpus = { min = 1, max = 8 }
+resources = { memory = { max = "64Gi" } }
+`
+
+// hasGPUs reports whether one of c's nodes advertises GPUs.
+func (c *Cluster) hasGPUs() bool {
+	for _, n := range c.Nodes {
+		if q, ok := n.Capacity[ResourceGPU]; ok && !q.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // WebhookConfig renders the authn-webhook configuration of ADR-0048 for a

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,17 +24,22 @@ func TestTurnWithPushImage(t *testing.T) {
 		Command:         []string{"crucible", "copy-self", "/var/run/crucible/bin"},
 		VolumeMounts:    []corev1.VolumeMount{{Name: "crucible-bin", MountPath: "/var/run/crucible/bin"}},
 		ImagePullPolicy: corev1.PullIfNotPresent,
+		Resources:       pushInitResources(),
+		// The init container is held to Pod Security "restricted" too.
+		SecurityContext: restricted(),
 	}}
 	if diff := cmp.Diff(wantInit, spec.InitContainers); diff != "" {
 		t.Errorf("init containers (-want +got):\n%s", diff)
 	}
-	last := spec.Volumes[len(spec.Volumes)-1]
-	if diff := cmp.Diff(corev1.Volume{Name: "crucible-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, last); diff != "" {
-		t.Errorf("volume (-want +got):\n%s", diff)
+	bin := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "crucible-bin" })
+	if bin < 0 || !cmp.Equal(corev1.Volume{Name: "crucible-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, spec.Volumes[bin]) {
+		t.Errorf("volumes %+v: want an emptyDir crucible-bin", spec.Volumes)
 	}
 	work := spec.Containers[0]
-	if diff := cmp.Diff(corev1.VolumeMount{Name: "crucible-bin", MountPath: "/var/run/crucible/bin", ReadOnly: true}, work.VolumeMounts[len(work.VolumeMounts)-1]); diff != "" {
-		t.Errorf("work container mount (-want +got):\n%s", diff)
+	if !slices.ContainsFunc(work.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return cmp.Equal(m, corev1.VolumeMount{Name: "crucible-bin", MountPath: "/var/run/crucible/bin", ReadOnly: true})
+	}) {
+		t.Errorf("work container mounts %+v: want crucible-bin read-only at /var/run/crucible/bin", work.VolumeMounts)
 	}
 	wantEnv := []corev1.EnvVar{
 		{Name: "CRUCIBLE_BIN_DIR", Value: "/var/run/crucible/bin"},

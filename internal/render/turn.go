@@ -55,7 +55,9 @@ func (o Objects) List() []runtime.Object {
 // Turn renders work pod v for cluster c (R-C3): a pod in the loop namespace
 // running as the turn service account without the API token, with the
 // ingest URL, an ingest token projected for the ingest audience, and the
-// files ConfigMap and Secret when there are files. v was validated by
+// files ConfigMap and Secret when there are files, shaped by its class
+// (resources, placement, deadline, /dev/shm, a restricted securityContext
+// on every container). v was validated by
 // workpod.Check, so Turn does not validate it again; pods comes defaulted
 // from fleet.Parse, so a zero token lifetime is a caller's mistake, refused.
 func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, v workpod.Valid) (Objects, error) {
@@ -94,6 +96,7 @@ func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, v workpod.Vali
 	if pods.PushImage != "" {
 		addPushBinary(&objs.Pod.Spec, pods.PushImage, corev1.PullPolicy(pods.ImagePullPolicy))
 	}
+	applyShape(&objs.Pod.Spec, w.Shape)
 	return objs, nil
 }
 
@@ -105,10 +108,6 @@ func workPod(c fleet.ClusterEntry, pods fleet.Pods, w workpod.WorkPod, labels ma
 	if len(w.Annotations) > 0 {
 		meta.Annotations = w.Annotations
 	}
-	var nodeSelector map[string]string
-	if len(pods.NodeSelector) > 0 {
-		nodeSelector = maps.Clone(pods.NodeSelector)
-	}
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: meta,
@@ -116,7 +115,6 @@ func workPod(c fleet.ClusterEntry, pods fleet.Pods, w workpod.WorkPod, labels ma
 			RestartPolicy:                corev1.RestartPolicyNever,
 			ServiceAccountName:           c.TurnServiceAccount,
 			AutomountServiceAccountToken: ptr.To(false),
-			NodeSelector:                 nodeSelector,
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           w.Image,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -43,9 +44,13 @@ func defaultedPods() fleet.Pods {
 	return fleet.Pods{IngestTokenExpiration: fleet.Duration{Duration: fleet.DefaultIngestTokenExpiration}}
 }
 
-// check is w as workpod.Check accepts it; the test fails if it does not.
+// check is w as workpod.Check accepts it, shaped as the default class when
+// it has no shape; the test fails if Check refuses it.
 func check(t testing.TB, w workpod.WorkPod) workpod.Valid {
 	t.Helper()
+	if w.Shape.Class == "" {
+		w.Shape = standardShape()
+	}
 	v, errs := workpod.Check(w)
 	if len(errs) > 0 {
 		t.Fatalf("workpod.Check: %v", errs)
@@ -64,7 +69,52 @@ func sampleWorkPod() workpod.WorkPod {
 		Files:       map[string]string{"prompt.md": "# hi\n", "config.json": "{}"},
 		SecretFiles: map[string]string{"api-key": "s3cret\x00\xff"},
 		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"},
+		Shape:       gpuShape(),
 	}
+}
+
+// standardShape is what podclass.Resolve makes of the default class.
+func standardShape() workpod.Shape {
+	return workpod.Shape{
+		Class: "standard", DeadlineSeconds: 6 * 3600, RunAsUser: 65532, RunAsGroup: 65532,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("1Gi")},
+			Limits:   corev1.ResourceList{"memory": resource.MustParse("1Gi")},
+		},
+	}
+}
+
+// gpuShape asks for everything a class can give.
+func gpuShape() workpod.Shape {
+	return workpod.Shape{
+		Class: "gpu", DeadlineSeconds: 3600, RunAsUser: 1000, RunAsGroup: 2000,
+		Resources:         gpuResources(),
+		Tolerations:       []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		NodeSelector:      map[string]string{"nvidia.com/gpu.present": "true"},
+		Affinity:          gpuAffinity(),
+		PriorityClassName: "gpu-batch", RuntimeClassName: "nvidia",
+		Shm: ptr.To(resource.MustParse("1Gi")),
+	}
+}
+
+func gpuResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("8Gi"), "nvidia.com/gpu": resource.MustParse("1")},
+		Limits:   corev1.ResourceList{"memory": resource.MustParse("8Gi"), "nvidia.com/gpu": resource.MustParse("1")},
+	}
+}
+
+func gpuAffinity() *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "nvidia.com/gpu.memory", Operator: corev1.NodeSelectorOpGt, Values: []string{"40000"}},
+		}}},
+	}}}
+}
+
+// restricted is the securityContext of every rendered container.
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 
 func sampleLabels() map[string]string {
@@ -95,6 +145,15 @@ func TestTurnSample(t *testing.T) {
 				ServiceAccountName:           "crucible-turn",
 				AutomountServiceAccountToken: ptr.To(false),
 				NodeSelector:                 map[string]string{"nvidia.com/gpu.present": "true"},
+				Tolerations:                  []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+				Affinity:                     gpuAffinity(),
+				PriorityClassName:            "gpu-batch",
+				RuntimeClassName:             ptr.To("nvidia"),
+				ActiveDeadlineSeconds:        ptr.To[int64](3600),
+				SecurityContext: &corev1.PodSecurityContext{
+					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000), RunAsGroup: ptr.To[int64](2000),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
 				Containers: []corev1.Container{{
 					Name:    "work",
 					Image:   "ghcr.io/example/agent:1.2",
@@ -111,8 +170,11 @@ func TestTurnSample(t *testing.T) {
 						{Name: "ingest-token", MountPath: "/var/run/secrets/crucible/ingest", ReadOnly: true},
 						{Name: "files", MountPath: "/etc/crucible/files", ReadOnly: true},
 						{Name: "secrets", MountPath: "/etc/crucible/secrets", ReadOnly: true},
+						{Name: "dshm", MountPath: "/dev/shm"},
 					},
 					ImagePullPolicy: corev1.PullIfNotPresent,
+					Resources:       gpuResources(),
+					SecurityContext: restricted(),
 				}},
 				Volumes: []corev1.Volume{
 					{Name: "ingest-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -127,6 +189,9 @@ func TestTurnSample(t *testing.T) {
 					}}},
 					{Name: "secrets", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						SecretName: "turn-1-secrets",
+					}}},
+					{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+						Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Gi")),
 					}}},
 				},
 			},

@@ -48,6 +48,7 @@ func addPushBinary(spec *corev1.PodSpec, image string, pull corev1.PullPolicy) {
 		Command:         []string{"crucible", "copy-self", BinDir},
 		VolumeMounts:    []corev1.VolumeMount{{Name: volumeBin, MountPath: BinDir}},
 		ImagePullPolicy: pull,
+		Resources:       pushInitResources(),
 	})
 	work := &spec.Containers[0]
 	work.VolumeMounts = append(work.VolumeMounts, corev1.VolumeMount{Name: volumeBin, MountPath: BinDir, ReadOnly: true})

@@ -47,12 +47,8 @@ func (w WorkPod) Validate() field.ErrorList {
 	} else {
 		errs = appendInvalid(errs, field.NewPath("id"), w.ID, validation.IsDNS1123Label(w.ID))
 	}
-	switch w.Kind {
-	case KindLoop, KindTurn:
-	case "":
-		errs = append(errs, field.Required(field.NewPath("kind"), `"loop" or "turn"`))
-	default:
-		errs = append(errs, field.NotSupported(field.NewPath("kind"), w.Kind, []string{KindLoop, KindTurn}))
+	if err := CheckKind(w.Kind); err != nil {
+		errs = append(errs, err)
 	}
 	switch {
 	case w.Image == "":
@@ -64,7 +60,7 @@ func (w WorkPod) Validate() field.ErrorList {
 	errs = append(errs, validateFiles(field.NewPath("files"), w.Files, MaxFilesBytes, true)...)
 	errs = append(errs, validateFiles(field.NewPath("secret_files"), w.SecretFiles, MaxSecretFilesBytes, false)...)
 	errs = append(errs, validateAnnotations(w.Annotations)...)
-	return errs
+	return append(errs, validateShape(w.Shape)...)
 }
 
 func validateEnv(env []EnvVar) field.ErrorList {
@@ -129,4 +125,25 @@ func appendInvalid(errs field.ErrorList, p *field.Path, value string, msgs []str
 		return errs
 	}
 	return append(errs, field.Invalid(p, value, strings.Join(msgs, "; ")))
+}
+
+// ShapeKind is the kind whose default class shapes a pod of kind: kind
+// itself, or DefaultKind for one Check will refuse, so that Check reports
+// every other problem of the pod too rather than a missing shape.
+func ShapeKind(kind string) string {
+	if CheckKind(kind) != nil {
+		return DefaultKind
+	}
+	return kind
+}
+
+// CheckKind is Validate's rule for the kind.
+func CheckKind(kind string) *field.Error {
+	switch kind {
+	case KindLoop, KindTurn:
+		return nil
+	case "":
+		return field.Required(field.NewPath("kind"), `"loop" or "turn"`)
+	}
+	return field.NotSupported(field.NewPath("kind"), kind, []string{KindLoop, KindTurn})
 }

@@ -5,7 +5,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 // fieldErr is the part of a field.Error the tests pin: which check, where,
@@ -38,7 +41,7 @@ func runValidateCases(t *testing.T, tests []validateCase) {
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox"}
+			w := WorkPod{ID: "turn-1", Kind: "turn", Image: "busybox", Shape: minimalShape()}
 			tt.edit(&w)
 			if diff := cmp.Diff(tt.want, project(w.Validate())); diff != "" {
 				t.Errorf("Validate (-want +got):\n%s", diff)
@@ -197,13 +200,15 @@ func TestValidateAnnotations(t *testing.T) {
 				{field.ErrorTypeInvalid, "files[/]", "/"},
 				{field.ErrorTypeInvalid, "secret_files[/]", "/"},
 				{field.ErrorTypeInvalid, "annotations[/]", "/"},
+				{field.ErrorTypeRequired, "shape.deadline_seconds", ""},
+				{field.ErrorTypeRequired, "shape.run_as_user", ""},
 			},
 		},
 	})
 }
 
 func TestValidateMessages(t *testing.T) {
-	w := WorkPod{ID: "t", Kind: "turn", Image: "x", Env: []EnvVar{{Name: "CRUCIBLE_X"}}, Files: map[string]string{"b": "\xff"}}
+	w := WorkPod{ID: "t", Kind: "turn", Image: "x", Env: []EnvVar{{Name: "CRUCIBLE_X"}}, Files: map[string]string{"b": "\xff"}, Shape: minimalShape()}
 	var got []string
 	for _, e := range w.Validate() {
 		got = append(got, e.Error())
@@ -229,14 +234,29 @@ func sample() WorkPod {
 		Files:       map[string]string{"prompt.md": "# hi\n", "config.json": "{}"},
 		SecretFiles: map[string]string{"api-key": "s3cret\x00\xff"},
 		Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "1s"},
+		Shape: Shape{
+			Class: "gpu", DeadlineSeconds: 3600, RunAsUser: 65532, RunAsGroup: 65532,
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{"cpu": resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse("2")},
+				Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")},
+			},
+			Tolerations:  []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector: map[string]string{"nvidia.com/gpu.present": "true"},
+			Shm:          ptr.To(resource.MustParse("8Gi")),
+		},
 	}
+}
+
+// minimalShape is the least a checked pod has: a deadline and a user.
+func minimalShape() Shape {
+	return Shape{Class: "standard", DeadlineSeconds: 3600, RunAsUser: 65532, RunAsGroup: 65532}
 }
 
 // Check returns Validate's problems and no Valid, or a Valid holding a copy
 // of the pod that later changes to the caller's pod (or to what Pod
 // returned) do not reach.
 func TestCheck(t *testing.T) {
-	if v, errs := Check(WorkPod{ID: "turn-1", Kind: "job", Image: "x"}); !v.IsZero() ||
+	if v, errs := Check(WorkPod{ID: "turn-1", Kind: "job", Image: "x", Shape: minimalShape()}); !v.IsZero() ||
 		cmp.Diff([]fieldErr{{field.ErrorTypeNotSupported, "kind", "job"}}, project(errs)) != "" {
 		t.Errorf("Check of an invalid pod = %+v, %v; want the zero Valid and the kind's error", v, errs)
 	}
@@ -253,6 +273,8 @@ func TestCheck(t *testing.T) {
 		t.Errorf("the checked pod changed with the caller's (-want +got):\n%s", diff)
 	}
 	got.Files["prompt.md"], got.Env[0].Value = "changed", "changed"
+	got.Shape.Resources.Requests["cpu"] = resource.MustParse("99")
+	got.Shape.Tolerations[0].Key, got.Shape.NodeSelector["x"] = "changed", "changed"
 	if diff := cmp.Diff(sample(), v.Pod()); diff != "" {
 		t.Errorf("the checked pod changed with Pod's copy (-want +got):\n%s", diff)
 	}
@@ -261,7 +283,7 @@ func TestCheck(t *testing.T) {
 // A minimal pod stays minimal through Check: absent slices and maps stay
 // nil, so the renderer sets no empty fields.
 func TestCheckKeepsNil(t *testing.T) {
-	w := WorkPod{ID: "loop-7", Kind: KindLoop, Image: "busybox"}
+	w := WorkPod{ID: "loop-7", Kind: KindLoop, Image: "busybox", Shape: minimalShape()}
 	v, errs := Check(w)
 	if len(errs) > 0 {
 		t.Fatal(errs)

@@ -70,6 +70,8 @@ type WorkPod struct {
 	SecretFiles map[string]string `json:"secret_files,omitempty"`
 	// Annotations are copied onto the pod.
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Shape is what the pod asks of the spoke, from its class.
+	Shape Shape `json:"shape"`
 }
 
 // Labels are the origin labels of every object of work pod w.
@@ -91,5 +93,6 @@ func (w WorkPod) clone() WorkPod {
 	w.Files = maps.Clone(w.Files)
 	w.SecretFiles = maps.Clone(w.SecretFiles)
 	w.Annotations = maps.Clone(w.Annotations)
+	w.Shape = w.Shape.clone()
 	return w
 }

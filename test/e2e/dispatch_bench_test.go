@@ -25,6 +25,7 @@ import (
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/podclass"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -75,13 +76,27 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 			b.Fatal(err)
 		}
 	}
+	// The baseline's pods are shaped as crucible's: the stack's default
+	// class (resources, deadline, securityContext), held like them.
+	profile, err := fleet.Load(s.Federation.ProfileFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	class, err := profile.ClassFor(profile.Clusters[0], "", workpod.KindTurn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	shape, errs := podclass.Resolve(class, pods.NodeSelector, podclass.Ask{})
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
 	files := map[string]string{"input.txt": "hello"}
 	secrets := map[string]string{"key": "s3cret"}
 	command := sleeps("1s") // the dev runtime runs it
 
 	rawSet := func(ctx context.Context, i int) error {
 		spoke := spokes[i%2]
-		w, errs := workpod.Check(workpod.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Command: command, Files: files, SecretFiles: secrets})
+		w, errs := workpod.Check(workpod.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Command: command, Files: files, SecretFiles: secrets, Shape: shape})
 		if len(errs) > 0 {
 			return errs.ToAggregate()
 		}

@@ -1,0 +1,63 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"crucible.dev/crucible/internal/fleet"
+)
+
+// GET /api/classes lists, per cluster the caller may create on, the classes
+// that cluster offers and whose groups admit the caller, with their bounds.
+func TestClasses(t *testing.T) {
+	f := newFixture(t)
+	p := f.srv.Profile
+	p.Clusters[1].Classes = map[string]fleet.ClassAdjust{"gpu": {Withhold: true}}
+	p.Pods.Classes = append(p.Pods.Classes, fleet.PodClass{
+		Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml"},
+		Requests: map[string]fleet.Quantity{"cpu": {Quantity: resource.MustParse("2")}, "memory": {Quantity: resource.MustParse("8Gi")}},
+		Shm:      fleet.Quantity{Quantity: resource.MustParse("1Gi")},
+		Deadline: fleet.Duration{Duration: time.Hour}, MaxDeadline: fleet.Duration{Duration: 24 * time.Hour},
+		Allow: fleet.ClassAllow{GPUs: fleet.IntRange{Min: 1, Max: 8},
+			Resources: map[string]fleet.QuantityRange{"memory": {Max: fleet.Quantity{Quantity: resource.MustParse("64Gi")}}}},
+	})
+	f.srv.Authn = fakeAuthn{"tok-ml": "bo|ml,research", "tok-submitter": "submitter", "tok-viewer": "viewer", "tok-flaky": "flaky"}
+	f.authz.allowed["bo create wharf"], f.authz.allowed["bo create dock"] = true, true
+
+	standard := Class{Name: "standard", DefaultFor: []string{"loop", "turn"}, Requests: map[string]string{"cpu": "500m", "memory": "1Gi"},
+		Limits: map[string]string{"memory": "1Gi"}, GPUResource: "nvidia.com/gpu", Deadline: "6h0m0s", MaxDeadline: "48h0m0s"}
+	gpu := Class{Name: "gpu", Requests: map[string]string{"cpu": "2", "memory": "8Gi"}, GPUs: 1, GPUResource: "nvidia.com/gpu",
+		Deadline: "1h0m0s", MaxDeadline: "24h0m0s", Shm: "1Gi",
+		Allow: Allow{GPUs: &Range{Min: "1", Max: "8"}, Resources: map[string]Range{"memory": {Max: "64Gi"}}}}
+	for _, tc := range []struct {
+		token string
+		want  []ClusterClasses
+	}{
+		{"tok-ml", []ClusterClasses{{"wharf", []Class{standard, gpu}}, {"dock", []Class{standard}}}},
+		{"tok-submitter", []ClusterClasses{{"wharf", []Class{standard}}, {"dock", []Class{standard}}}},
+		{"tok-viewer", []ClusterClasses{}}, // may create nowhere
+	} {
+		rec := f.do(t, req{path: "/api/classes", token: tc.token})
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.token, rec.Code, rec.Body)
+		}
+		var got []ClusterClasses
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.token, diff)
+		}
+	}
+	if rec := f.do(t, req{path: "/api/classes", token: "tok-flaky"}); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("an authorizer that cannot answer: %d, want 503 (never a shorter list)", rec.Code)
+	}
+	if rec := f.do(t, req{path: "/api/classes"}); rec.Code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", rec.Code)
+	}
+}
