@@ -14,8 +14,9 @@ import (
 	"crucible.dev/crucible/internal/workpod"
 )
 
-// Store is what the API reads and writes of the store: work-pod rows and
-// artifact records (store.Store; events.Store when changes are published).
+// Store is what the API reads and writes of the store: work-pod rows, their
+// history and artifact records (store.Store; events.Store when changes are
+// published).
 // It never writes artifacts or closes the store.
 type Store interface {
 	CreateWorkPod(ctx context.Context, p store.WorkPod) error
@@ -24,6 +25,7 @@ type Store interface {
 	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
 	UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error)
 	TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error)
+	PodHistory(ctx context.Context, id string) ([]store.HistoryEntry, error)
 	GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error)
 	ListArtifacts(ctx context.Context, podID string) ([]store.Artifact, error)
 }

@@ -61,6 +61,33 @@ type WorkPod struct {
 	CreatedAt       time.Time  `json:"created_at"`
 	UpdatedAt       time.Time  `json:"updated_at"`
 	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	// Node is the node the pod was scheduled on; Waiting is why the live
+	// pod does not run, as its spoke says, while that holds.
+	Node    string   `json:"node,omitempty"`
+	Waiting *Waiting `json:"waiting,omitempty"`
+	// History is the pod's life, oldest first: GET /api/pods/{pod} only
+	// (list views and the event stream leave it out).
+	History []HistoryEntry `json:"history,omitzero"`
+}
+
+// Waiting is why a live pod does not run: the scheduler's reason and
+// message (e.g. Unschedulable, "0/2 nodes are available: …") or a
+// container's waiting state (ImagePullBackOff, …), since when it holds.
+type Waiting struct {
+	Reason  string    `json:"reason"`
+	Message string    `json:"message,omitempty"`
+	Since   time.Time `json:"since"`
+}
+
+// HistoryEntry is one moment of a pod's life: a state change ("state"),
+// a wait ("waiting"), or a start moment ("scheduled" with the node as
+// message, "pulled", "started"). State is the row's state then.
+type HistoryEntry struct {
+	At      time.Time   `json:"at"`
+	Event   store.Event `json:"event"`
+	State   store.State `json:"state"`
+	Reason  string      `json:"reason,omitempty"`
+	Message string      `json:"message,omitempty"`
 }
 
 // view is a row as the API shows it. Of the stored spec the image, command
@@ -85,12 +112,25 @@ func view(p store.WorkPod) WorkPod {
 		ID: p.ID, Cluster: p.Cluster, Namespace: p.Namespace, Kind: p.Kind, State: p.State, Image: spec.Image,
 		Command: spec.Command, Args: spec.Args, FileNames: sortedKeys(spec.Files), SecretFileNames: sortedKeys(spec.SecretDigests),
 		PodUID: p.PodUID, ExitCode: p.ExitCode, Reason: p.Reason, LogCollected: p.LogCollected, Submitter: p.Submitter,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt, Node: p.Node,
+	}
+	if w := p.Waiting; w != nil {
+		wp.Waiting = &Waiting{Reason: w.Reason, Message: w.Message, Since: w.Since}
 	}
 	for _, e := range spec.Env {
 		wp.EnvNames = append(wp.EnvNames, e.Name)
 	}
 	return wp
+}
+
+// historyView is a pod's history as the API shows it: always a list, also
+// an empty one, so that a client can tell it from a view without one.
+func historyView(h []store.HistoryEntry) []HistoryEntry {
+	out := make([]HistoryEntry, 0, len(h))
+	for _, e := range h {
+		out = append(out, HistoryEntry{At: e.At, Event: e.Event, State: e.State, Reason: e.Reason, Message: e.Message})
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -242,7 +282,13 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(p))
+	h, err := s.Store.PodHistory(r.Context(), p.ID)
+	if err != nil {
+		return err
+	}
+	wp := view(p)
+	wp.History = historyView(h)
+	writeJSON(w, http.StatusOK, wp)
 	return nil
 }
 

@@ -204,14 +204,14 @@ func newPodsListCmd(server, output *string) *cobra.Command {
 func newPodsGetCmd(server, output *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get POD",
-		Short: "Show one work pod",
+		Short: "Show one work pod: its row, why it waits, and its history",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var wp api.WorkPod
 			if err := newAPIClient(*server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0]), nil, &wp); err != nil {
 				return err
 			}
-			return printPods(cmd.OutOrStdout(), *output, wp)
+			return printPod(cmd.OutOrStdout(), *output, wp, time.Now())
 		},
 	}
 }
@@ -256,7 +256,7 @@ func printPods(w io.Writer, format string, v any) error {
 		if p.ExitCode != nil {
 			exit = fmt.Sprint(*p.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Cluster, p.Kind, p.State, exit, time.Since(p.CreatedAt).Round(time.Second), p.Submitter, p.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Cluster, p.Kind, p.State, exit, time.Since(p.CreatedAt).Round(time.Second), p.Submitter, podReason(p))
 	}
 	return tw.Flush()
 }

@@ -9,7 +9,7 @@ import (
 
 // Store is a store.Store that publishes every created row and every update
 // that changed what a watcher sees of a row (state, exit code, reason, pod
-// uid, log collected). Publishing happens after the write committed, so a
+// uid, log collected, and what ObservePod records: node and waiting). Publishing happens after the write committed, so a
 // subscriber that re-reads the row finds at least that state.
 type Store struct {
 	store.Store
@@ -53,6 +53,16 @@ func (s Store) TransitionWorkPod(ctx context.Context, id string, t store.Transit
 		s.pub().Publish(p)
 	}
 	return p, err
+}
+
+// ObservePod records what the spoke said of the pod and publishes the row
+// when that changed it: watchers see why a pod waits while it does.
+func (s Store) ObservePod(ctx context.Context, id string, o store.Observation) (store.WorkPod, bool, error) {
+	p, changed, err := s.Store.ObservePod(ctx, id, o)
+	if err == nil && changed {
+		s.pub().Publish(p)
+	}
+	return p, changed, err
 }
 
 func (s Store) pub() Publisher {

@@ -91,6 +91,41 @@ func decideSync(f syncFacts) syncAction {
 	}
 }
 
+// observation is what the pod shows that its row has not recorded: start
+// moments beyond the row's progress, a node, a wait that differs from the
+// row's. ok is false when the row has it all — the common case for a pod's
+// many status updates: no store write — and for a pod that is not the
+// live row's (decideSync's rules).
+func observation(f syncFacts) (o store.Observation, ok bool) {
+	row, pod := f.Row, f.Pod
+	if row == nil || pod == nil || row.Cluster != f.Cluster || !row.State.Live() || (row.PodUID != "" && row.PodUID != string(pod.UID)) {
+		return o, false
+	}
+	o = store.Observation{Node: pod.Node, Moments: pod.moments()}
+	if w := pod.Waiting; w != nil {
+		o.Waiting = &store.Waiting{Reason: w.Reason, Message: w.Message}
+	}
+	probe := *row
+	_, ok = o.Apply(&probe, time.Time{})
+	return o, ok
+}
+
+// moments are the start moments the pod shows: bound to a node, its image
+// pulled, its container started (running, or terminated after running).
+func (p *cachedPod) moments() []store.Event {
+	var m []store.Event
+	if p.Node != "" {
+		m = append(m, store.EventScheduled)
+	}
+	if p.Pulled {
+		m = append(m, store.EventPulled)
+	}
+	if p.Phase == corev1.PodRunning || p.Terminated != nil {
+		m = append(m, store.EventStarted)
+	}
+	return m
+}
+
 // advanceTo moves the row up to `to` — unless the row as read needs no
 // change, the common case for a pod's many status updates: no store write.
 // The write re-checks against the row as it is then (advance).

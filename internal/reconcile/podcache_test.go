@@ -188,7 +188,7 @@ func TestPodCacheGet(t *testing.T) {
 }
 
 // TestOutcome: the verdict read from a cached pod — the work container's
-// exit, else the pod's own reason.
+// exit, and the pod's own reason before the container's.
 func TestOutcome(t *testing.T) {
 	code := func(c int32) *int32 { return &c }
 	withStatus := func(s corev1.PodStatus) *corev1.Pod { p := fullPod(); p.Status = s; return p }
@@ -202,10 +202,14 @@ func TestOutcome(t *testing.T) {
 		wantExit   *int32
 		wantReason string
 	}{
-		{"failed with a message", fullPod(), store.StateFailed, code(3), "Error: boom"},
+		{"evicted: the pod's reason before its container's", fullPod(), store.StateFailed, code(3), "Evicted: node pressure"},
+		{"failed with a message", withStatus(corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: terminated(3, "Error", "boom")}), store.StateFailed, code(3), "Error: boom"},
 		{"failed without a message", withStatus(corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: terminated(137, "OOMKilled", "")}), store.StateFailed, code(137), "OOMKilled"},
 		{"succeeded: no reason", withStatus(corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: terminated(0, "Completed", "done")}), store.StateSucceeded, code(0), ""},
 		{"no container terminated", withStatus(corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", Message: "too slow"}), store.StateFailed, nil, "DeadlineExceeded: too slow"},
+		{"killed at its deadline: the pod's reason, the container's exit", withStatus(corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded",
+			Message: "Pod was active on the node longer than the specified deadline", ContainerStatuses: terminated(137, "Error", "")}),
+			store.StateFailed, code(137), "DeadlineExceeded: Pod was active on the node longer than the specified deadline"},
 	}
 	for _, tt := range tests {
 		state, exit, reason := outcome(inCache(tt.pod))

@@ -1,6 +1,8 @@
 // Package reconcile keeps the store's work-pod rows in step with the pods on
 // the spokes (R-C4–R-C7): one label-selected informer per cluster feeds pod
-// changes to a work queue (no per-pod polling); a finished pod's log is pulled
+// changes to a work queue (no per-pod polling); what a pod's status says of
+// its start (scheduled, image pulled, started) and why it waits is recorded
+// on its row and in its history (R-P2); a finished pod's log is pulled
 // into the "log" artifact before anything may delete the pod; at startup each
 // cluster's first list re-attaches live rows and marks confirmed-gone ones
 // lost; and a periodic sweep deletes what is collected or orphaned.

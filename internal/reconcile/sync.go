@@ -60,8 +60,18 @@ func (r *Reconciler) sync(ctx context.Context, k key) error {
 	return r.act(ctx, f)
 }
 
-// act does what decideSync decides for f.
+// act records what the pod shows of its start and why it waits, when its
+// row has not (observation), then does what decideSync decides for f: a
+// moment is recorded before the state change it led to.
 func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
+	if o, ok := observation(f); ok {
+		row, _, err := r.Store.ObservePod(ctx, f.Row.ID, o)
+		if err != nil {
+			return err
+		}
+		row.Spec = f.Row.Spec
+		f.Row = &row
+	}
 	switch a := decideSync(f); a.Op {
 	case syncLose:
 		return r.markLost(ctx, f.Row.ID, a.Reason)
@@ -202,17 +212,23 @@ func outcome(pod *cachedPod) (store.State, *int32, string) {
 	if t := pod.Terminated; t != nil {
 		code := t.ExitCode
 		reason := ""
-		if state == store.StateFailed {
-			reason = t.Reason
-			if t.Message != "" {
-				reason += ": " + t.Message
-			}
+		switch {
+		case state != store.StateFailed:
+		case pod.Reason != "":
+			// The pod's own reason (DeadlineExceeded, Evicted) is why it
+			// failed; its container's ("Error", 137) only how it ended.
+			reason = joinReason(pod.Reason, pod.Message)
+		default:
+			reason = joinReason(t.Reason, t.Message)
 		}
 		return state, &code, reason
 	}
-	reason := pod.Reason
-	if pod.Message != "" {
-		reason += ": " + pod.Message
+	return state, nil, joinReason(pod.Reason, pod.Message)
+}
+
+func joinReason(reason, message string) string {
+	if message != "" {
+		return reason + ": " + message
 	}
-	return state, nil, reason
+	return reason
 }

@@ -1,6 +1,8 @@
 // Package store owns the controller's durable state: work pods (one row per
 // pod crucible dispatched, keyed by id and attributed to the spoke cluster it
-// runs on) and the artifacts recorded for them.
+// runs on), each pod's history (its state changes, recorded by the store
+// itself, and what its spoke said of its start and waits) and the artifacts
+// recorded for them.
 //
 // Everything else in the controller reads and writes that state only through
 // the Store interface, so that the same code runs on the embedded SQLite

@@ -59,10 +59,13 @@ func toNanos(t time.Time) (int64, error) {
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256`
+const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256, ` + observedColumns
 
 // podColumnsWithoutSpec reads NULL for the spec, which scans as nil.
-const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256`
+const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256, ` + observedColumns
+
+// observedColumns are what ObservePod writes.
+const observedColumns = `node, progress, waiting_reason, waiting_message, waiting_since`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -73,14 +76,22 @@ func scanWorkPod(sc scanner) (WorkPod, error) {
 		exit, finished   sql.NullInt64
 		created, updated int64
 		key              sql.NullString
+		progress         string
+		wait             Waiting
+		since            sql.NullInt64
 	)
 	err := sc.Scan(&p.ID, &p.Cluster, &p.Namespace, &p.Kind, &state, &p.PodUID, &p.Spec, &exit,
-		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter, &key, &p.RequestSHA256)
+		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter, &key, &p.RequestSHA256,
+		&p.Node, &progress, &wait.Reason, &wait.Message, &since)
 	if err != nil {
 		return WorkPod{}, err
 	}
 	p.IdempotencyKey = key.String
-	p.State = State(state)
+	p.State, p.Progress = State(state), Event(progress)
+	if since.Valid {
+		wait.Since = fromNanos(since.Int64)
+		p.Waiting = &wait
+	}
 	if len(p.Spec) == 0 {
 		p.Spec = nil
 	}
@@ -97,7 +108,8 @@ func scanWorkPod(sc scanner) (WorkPod, error) {
 }
 
 // mutableArgs returns, in column order namespace … finished_at, the values
-// of the columns UpdateWorkPod may change (all but id, cluster, created_at).
+// of the columns UpdateWorkPod may change (all but id, cluster, created_at
+// and what ObservePod writes).
 func mutableArgs(p *WorkPod, updated int64) ([]any, error) {
 	var exit, finished any
 	if p.ExitCode != nil {
@@ -130,11 +142,19 @@ func normalize(p *WorkPod) {
 		code := *p.ExitCode
 		p.ExitCode = &code
 	}
+	if p.Waiting != nil {
+		w := *p.Waiting
+		w.Since = fromNanos(w.Since.UnixNano())
+		p.Waiting = &w
+	}
 }
 
 func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 	if err := p.validate(); err != nil {
 		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+	}
+	if !sameObserved(&p, &WorkPod{}) {
+		return fmt.Errorf("create work pod %s: node, progress and waiting are ObservePod's to write", p.ID)
 	}
 	now := s.clock.now()
 	rest, err := mutableArgs(&p, now)
@@ -256,6 +276,10 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, err
 	}
 	p := old
+	if old.Waiting != nil { // fn gets its own, so a change to it is seen
+		w := *old.Waiting
+		p.Waiting = &w
+	}
 	if err := fn(&p); err != nil {
 		return WorkPod{}, err
 	}
@@ -270,19 +294,25 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, fmt.Errorf("%w: submitter", ErrImmutable)
 	case p.IdempotencyKey != old.IdempotencyKey || p.RequestSHA256 != old.RequestSHA256:
 		return WorkPod{}, fmt.Errorf("%w: idempotency key", ErrImmutable)
+	case !sameObserved(&p, &old):
+		return WorkPod{}, fmt.Errorf("%w: node, progress or waiting", ErrImmutable)
 	}
 	if err := p.validate(); err != nil {
 		return WorkPod{}, err
+	}
+	if p.State.Terminal() {
+		p.Waiting = nil // a finished pod waits for nothing
 	}
 	now := s.clock.now()
 	args, err := mutableArgs(&p, now)
 	if err != nil {
 		return WorkPod{}, err
 	}
+	reason, message, since := waitingArgs(p.Waiting)
 	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE work_pods SET
 		namespace = ?, kind = ?, state = ?, pod_uid = ?, spec = ?, exit_code = ?, reason = ?,
-		log_collected = ?, updated_at = ?, finished_at = ?
-		WHERE id = ?`), append(args, id)...)
+		log_collected = ?, updated_at = ?, finished_at = ?, waiting_reason = ?, waiting_message = ?, waiting_since = ?
+		WHERE id = ?`), append(args, reason, message, since, id)...)
 	if err != nil {
 		return WorkPod{}, err
 	}

@@ -23,6 +23,8 @@ var (
 	// Submitter, IdempotencyKey, RequestSHA256 or CreatedAt. Those identify
 	// the row, the submit that made it and the pod on its spoke, so
 	// changing them is a caller bug, reported rather than silently undone.
+	// So is changing Node, Progress or Waiting: what the spoke said is
+	// ObservePod's to write, with its history.
 	ErrImmutable = errors.New("immutable field changed")
 	// ErrQuota: recording the artifact would take its pod past a Quota.
 	ErrQuota = errors.New("artifact quota exceeded")
@@ -93,6 +95,14 @@ type WorkPod struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time // CreatedAt and UpdatedAt are UTC and set by the store
 	FinishedAt     *time.Time
+	// Node, Progress and Waiting are what the pod's spoke said of it,
+	// written by ObservePod only: the node it was scheduled on ("" before),
+	// the latest start moment recorded (EventScheduled, EventPulled,
+	// EventStarted; "" none), and why the live pod waits now (nil: nothing
+	// holds it). The store clears Waiting when the row finishes.
+	Node     string
+	Progress Event
+	Waiting  *Waiting
 }
 
 // Filter selects work pods. Zero fields do not filter; Limit 0 means all.
@@ -196,6 +206,16 @@ type Store interface {
 	// ListArtifacts returns the pod's artifacts ordered by Kind (none for an
 	// unknown pod).
 	ListArtifacts(ctx context.Context, podID string) ([]Artifact, error)
+	// ObservePod records what the spoke says of a live row's pod that is
+	// no state (Observation.Apply): in one transaction that holds the row,
+	// as every state change does. changed is false, and nothing written,
+	// when the row had it all already or is terminal; ErrNotFound when
+	// there is no row. The row is returned with Spec nil.
+	ObservePod(ctx context.Context, id string, o Observation) (p WorkPod, changed bool, err error)
+	// PodHistory returns the pod's history, oldest first (none for an
+	// unknown pod). State changes are recorded by the store itself, in the
+	// statement that makes them, whoever makes them.
+	PodHistory(ctx context.Context, id string) ([]HistoryEntry, error)
 	Close() error
 }
 

@@ -15,7 +15,8 @@ import (
 // applies it as one conditional UPDATE (compare-and-set on the state)
 // instead of UpdateWorkPod's read-modify-write transaction, so the common
 // updates of a pod's life cost one statement and one round trip.
-// Zero fields leave their column as it is.
+// Zero fields leave their column as it is; a terminal To also clears
+// Waiting (a finished pod waits for nothing).
 type Transition struct {
 	// From lists the states the row must be in; empty means any state.
 	From []State
@@ -59,6 +60,9 @@ func (t Transition) Apply(p *WorkPod, now time.Time) error {
 	}
 	if t.LogCollected {
 		p.LogCollected = true
+	}
+	if t.To.Terminal() {
+		p.Waiting = nil
 	}
 	p.UpdatedAt = now
 	return nil
@@ -148,14 +152,14 @@ func (s *sqlStore) transitionMiss(ctx context.Context, id string, from []State) 
 // transitionShape is what the statement of a transition depends on: which
 // columns it sets and how many states it accepts.
 type transitionShape struct {
-	to, uid, reason, exit, finish, logged bool
-	from                                  int
+	to, uid, reason, exit, finish, logged, terminal bool
+	from                                            int
 }
 
 // transitionSQL returns t's statement, built once per shape and dialect: a
 // transition is on every pod's hot path, its few shapes repeat.
 func (s *sqlStore) transitionSQL(t Transition) string {
-	shape := transitionShape{t.To != "", t.PodUID != "", t.Reason != "", t.ExitCode != nil, t.Finish, t.LogCollected, len(t.From)}
+	shape := transitionShape{t.To != "", t.PodUID != "", t.Reason != "", t.ExitCode != nil, t.Finish, t.LogCollected, t.To.Terminal(), len(t.From)}
 	if q, ok := s.transitions.Load(shape); ok {
 		return q.(string)
 	}
@@ -168,6 +172,9 @@ func (s *sqlStore) transitionSQL(t Transition) string {
 		if c.on {
 			q.WriteString(`, ` + c.col + ` = ?`)
 		}
+	}
+	if shape.terminal {
+		q.WriteString(`, waiting_reason = '', waiting_message = '', waiting_since = NULL`)
 	}
 	q.WriteString(` WHERE id = ?`)
 	if shape.from > 0 {

@@ -32,7 +32,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "GetArtifact", "ListArtifacts"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -140,4 +140,18 @@ func (f *Faulty) ListArtifacts(ctx context.Context, podID string) ([]store.Artif
 		return nil, err
 	}
 	return f.Store.ListArtifacts(ctx, podID)
+}
+
+func (f *Faulty) ObservePod(ctx context.Context, id string, o store.Observation) (store.WorkPod, bool, error) {
+	if err := f.fault("ObservePod"); err != nil {
+		return store.WorkPod{}, false, err
+	}
+	return f.Store.ObservePod(ctx, id, o)
+}
+
+func (f *Faulty) PodHistory(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+	if err := f.fault("PodHistory"); err != nil {
+		return nil, err
+	}
+	return f.Store.PodHistory(ctx, id)
 }

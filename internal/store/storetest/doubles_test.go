@@ -50,6 +50,11 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 		},
 		"GetArtifact":   func(ctx context.Context, s store.Store) error { _, err := s.GetArtifact(ctx, "p", "log"); return err },
 		"ListArtifacts": func(ctx context.Context, s store.Store) error { _, err := s.ListArtifacts(ctx, "p"); return err },
+		"ObservePod": func(ctx context.Context, s store.Store) error {
+			_, _, err := s.ObservePod(ctx, "p", store.Observation{Node: "n", Moments: []store.Event{store.EventScheduled}})
+			return err
+		},
+		"PodHistory": func(ctx context.Context, s store.Store) error { _, err := s.PodHistory(ctx, "p"); return err },
 	}
 }
 

@@ -61,6 +61,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ArtifactQuota", testArtifactQuota},
 		{"ArtifactQuotaConcurrent", testArtifactQuotaConcurrent},
 		{"HostileInput", testHostileInput},
+		{"HistoryStates", testHistoryStates},
+		{"ObservePod", testObservePod},
+		{"WaitingCleared", testWaitingCleared},
+		{"HistoryBound", testHistoryBound},
+		{"HistoryConcurrent", testHistoryConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/store"
+)
+
+// printPod is `crucible pods get`: the pod's row, why it waits while that
+// holds, and its history with the wait between each entry and the one
+// before — where a pod spent its time.
+func printPod(w io.Writer, format string, wp api.WorkPod, now time.Time) error {
+	if err := printPods(w, format, wp); err != nil || format == "json" {
+		return err
+	}
+	if wp.Node != "" {
+		fmt.Fprintf(w, "\nnode: %s\n", wp.Node)
+	}
+	if wt := wp.Waiting; wt != nil {
+		fmt.Fprintf(w, "\nwaiting %s: %s\n", now.Sub(wt.Since).Round(time.Second), detail(wt.Reason, wt.Message))
+	}
+	if len(wp.History) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return printHistory(w, wp.History)
+}
+
+// historyTime is how the history table spells a time: UTC to the
+// millisecond, so the waits between close entries can be checked.
+const historyTime = "2006-01-02T15:04:05.000Z07:00"
+
+func printHistory(w io.Writer, h []api.HistoryEntry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tWHAT\tDETAIL\tWAIT")
+	for i, e := range h {
+		wait := ""
+		if i > 0 {
+			wait = e.At.Sub(h[i-1].At).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(historyTime), what(e), entryDetail(e), wait)
+	}
+	return tw.Flush()
+}
+
+// what names an entry: a state change by its state, anything else by its
+// event.
+func what(e api.HistoryEntry) string {
+	if e.Event == store.EventState {
+		return string(e.State)
+	}
+	return string(e.Event)
+}
+
+func entryDetail(e api.HistoryEntry) string {
+	if e.Event == store.EventScheduled && e.Message != "" {
+		return "on " + e.Message
+	}
+	return detail(e.Reason, e.Message)
+}
+
+// detail is "reason: message", either alone when the other is empty, on
+// one line (a scheduler's message may hold newlines).
+func detail(reason, message string) string {
+	message = strings.Join(strings.Fields(message), " ")
+	switch {
+	case reason == "":
+		return message
+	case message == "":
+		return reason
+	}
+	return reason + ": " + message
+}
+
+// podReason is a list row's REASON: why it finished, else why it waits.
+func podReason(p api.WorkPod) string {
+	if p.Reason == "" && p.Waiting != nil {
+		return "waiting: " + p.Waiting.Reason
+	}
+	return p.Reason
+}
