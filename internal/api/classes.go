@@ -1,12 +1,10 @@
 package api
 
 import (
-	"errors"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
@@ -56,29 +54,13 @@ type ClusterClasses struct {
 // 503, never a shorter list.
 func (s *Server) classes(w http.ResponseWriter, r *http.Request) error {
 	id := identity(r)
-	creatable := make([]bool, len(s.Profile.Clusters))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	asks := make([]apiauth.Attributes, len(s.Profile.Clusters))
 	for i, c := range s.Profile.Clusters {
-		wg.Go(func() {
-			err := s.authz().Authorize(r.Context(), id, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: c.Name})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				creatable[i] = true
-			case errors.Is(err, apiauth.ErrForbidden):
-			case firstErr == nil:
-				firstErr = err
-			}
-		})
+		asks[i] = apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: c.Name}
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return authError(firstErr)
+	creatable, err := s.permitted(r.Context(), id, asks)
+	if err != nil {
+		return err
 	}
 	out := []ClusterClasses{}
 	for i, c := range s.Profile.Clusters {

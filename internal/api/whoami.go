@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -53,33 +54,23 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	for _, c := range s.Profile.Clusters {
 		names = append(names, c.Name)
 	}
-	rights := make([]Rights, len(names))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for i, name := range names {
+	var asks []apiauth.Attributes
+	for _, name := range names {
 		for _, check := range whoamiChecks {
-			wg.Go(func() {
-				a := check.a
-				a.Cluster = name
-				err := s.authz().Authorize(r.Context(), id, a)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					check.set(&rights[i], true)
-				case errors.Is(err, apiauth.ErrForbidden):
-				case firstErr == nil:
-					firstErr = err
-				}
-			})
+			a := check.a
+			a.Cluster = name
+			asks = append(asks, a)
 		}
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return authError(firstErr)
+	allowed, err := s.permitted(r.Context(), id, asks)
+	if err != nil {
+		return err
+	}
+	rights := make([]Rights, len(names))
+	for i := range names {
+		for j, check := range whoamiChecks {
+			check.set(&rights[i], allowed[i*len(whoamiChecks)+j])
+		}
 	}
 	mode := s.AuthMode
 	if mode == "" {
@@ -92,4 +83,35 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// permitted asks the authorizer about every attribute at once (its caches
+// absorb the repeats): which are allowed, or, if any check could not be
+// answered now, that error as the API answers it — a 503, never a "no".
+func (s *Server) permitted(ctx context.Context, id apiauth.Identity, asks []apiauth.Attributes) ([]bool, error) {
+	allowed := make([]bool, len(asks))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i, a := range asks {
+		wg.Go(func() {
+			err := s.authz().Authorize(ctx, id, a)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				allowed[i] = true
+			case errors.Is(err, apiauth.ErrForbidden):
+			case firstErr == nil:
+				firstErr = err
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, authError(firstErr)
+	}
+	return allowed, nil
 }
