@@ -28,12 +28,14 @@ import (
 
 // chartCase is a chart with one set of values, as the acceptance names them:
 // defaults, and the two-spoke shape (the hub's two-spokes values, the spoke
-// chart for the second of those spokes).
+// chart for the second of those spokes), and the hub's pod classes adjusted
+// per spoke.
 type chartCase struct{ name, chart, values string }
 
 var chartCases = []chartCase{
 	{"hub defaults", "crucible-hub", ""},
 	{"hub two spokes", "crucible-hub", "ci/two-spokes-values.yaml"},
+	{"hub pod classes", "crucible-hub", "ci/pod-classes-values.yaml"},
 	{"spoke defaults", "crucible-spoke", ""},
 	{"spoke dock", "crucible-spoke", "ci/dock-values.yaml"},
 }
@@ -80,6 +82,20 @@ func TestHelmRefusesBadValues(t *testing.T) {
 		{"crucible-hub", []string{"--set", "spokeTokenExpirationSeconds=60"}, "/spokeTokenExpirationSeconds"},
 		{"crucible-hub", []string{"--set", "defaultCluster=nope"}, `defaultCluster "nope" is not one of spokes`},
 		{"crucible-hub", []string{"--set", "spokes[0].name=Wharf_1,spokes[0].server=https://x,spokes[0].caBundle=,spokes[0].loopNamespace=loops,spokes[0].turnServiceAccount=t,spokes[0].ingestAudience=a"}, "/spokes/0/name"},
+		{"crucible-hub", []string{"--set-json", `pods.classes=[{"name":"x","requests":{"cpu":"1","memory":"1Gi"},"gpuss":1}]`},
+			"at '/pods/classes/0': additional properties 'gpuss' not allowed"},
+		{"crucible-hub", []string{"--set-json", `pods.classes=[{"defaultFor":["loop","turn"],"requests":{"cpu":"1","memory":"1Gi"}}]`},
+			"at '/pods/classes/0': missing property 'name'"},
+		{"crucible-hub", []string{"--set-json", `pods.classes=[{"name":"x","requests":{"cpu":"1"}}]`},
+			"at '/pods/classes/0/requests': missing property 'memory'"},
+		{"crucible-hub", []string{"--set-json", `pods.classes=[{"name":"x","requests":{"cpu":8,"memory":"1Gi"}}]`},
+			"at '/pods/classes/0/requests/cpu': got number, want string"},
+		{"crucible-hub", []string{"--set-json", `spokes=[` + spokeJSON + `,"classes":{"gpu":{"withold":true}}}]`},
+			"at '/spokes/0/classes/gpu': additional properties 'withold' not allowed"},
+		{"crucible-hub", []string{"--set-json", `spokes=[` + spokeJSON + `,"classes":{"tpu":{"withhold":true}}}]`},
+			`spokes "wharf": classes.tpu is not one of pods.classes`},
+		{"crucible-hub", []string{"--set-json", `pods.classes=[{"name":"x","requests":{"cpu":"1","memory":"1Gi"}},{"name":"x","requests":{"cpu":"1","memory":"1Gi"}}]`},
+			`pods.classes: the name "x" appears twice`},
 		{"crucible-spoke", []string{"--set", "hub.usernamePrefix=system:"}, "/hub/usernamePrefix"},
 		{"crucible-spoke", []string{"--set", "hub.discoveryURL=http://mirror/.well-known/openid-configuration"}, "/hub/discoveryURL"},
 		{"crucible-spoke", []string{"--set", "apiserverKubeconfig.server=http://10.0.0.1:9443"}, "/apiserverKubeconfig/server"},
@@ -94,6 +110,10 @@ func TestHelmRefusesBadValues(t *testing.T) {
 		}
 	}
 }
+
+// spokeJSON is a hub chart spoke entry without its closing brace, for
+// --set-json values that add a key to it.
+const spokeJSON = `{"name":"wharf","server":"https://x","caBundle":"","loopNamespace":"loops","turnServiceAccount":"t","ingestAudience":"a","qps":1,"burst":1`
 
 // The spoke chart's RBAC is `crucible render spoke`'s, object for object,
 // and its webhook config and kube-apiserver kubeconfig are those of render
@@ -325,7 +345,7 @@ func TestHelmHubIngressExposesOnlyTheExternalRoute(t *testing.T) {
 func TestHelmChartsDryRunServer(t *testing.T) {
 	s := devstacktest.Shared(t)
 	targets := map[string]*devstack.Cluster{
-		"hub defaults": s.Hub, "hub two spokes": s.Hub,
+		"hub defaults": s.Hub, "hub two spokes": s.Hub, "hub pod classes": s.Hub,
 		"spoke defaults": s.Spoke("wharf"), "spoke dock": s.Spoke("dock"),
 	}
 	for _, c := range chartCases {

@@ -39,4 +39,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.defaultCluster (not (hasKey $names .Values.defaultCluster)) -}}
 {{- fail (printf "defaultCluster %q is not one of spokes" .Values.defaultCluster) -}}
 {{- end -}}
+{{- /* Without pods.classes the controller's one class is standard. */ -}}
+{{- $classes := dict -}}
+{{- range .Values.pods.classes | default (list (dict "name" "standard")) -}}
+{{- if hasKey $classes .name -}}
+{{- fail (printf "pods.classes: the name %q appears twice" .name) -}}
+{{- end -}}
+{{- $_ := set $classes .name true -}}
+{{- end -}}
+{{- range .Values.spokes -}}
+{{- $spoke := .name -}}
+{{- range $class, $_ := .classes -}}
+{{- if not (hasKey $classes $class) -}}
+{{- fail (printf "spokes %q: classes.%s is not one of pods.classes" $spoke $class) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
