@@ -293,7 +293,7 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
 		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)
 		if !c.hasGPUs() {
-			b.WriteString("[clusters.classes.gpu]\nwithhold = true\n")
+			b.WriteString("[clusters.classes.gpu]\nwithhold = true\n[clusters.classes.gpu-short]\nwithhold = true\n")
 		}
 	}
 	return b.String()
@@ -302,7 +302,8 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 // podClasses are the stack's pod classes: a light default (the benchmarks
 // keep hundreds of its pods per spoke on one CPU node) and "gpu", offered
 // only on spokes with GPU nodes, so `crucible submit --class gpu` lands on
-// wharf's GPU node out of the box.
+// wharf's GPU node out of the box; "gpu-short" is gpu whose pods the
+// scheduler cannot place within 10 s are failed (max_pending).
 const podClasses = `
 [[pods.classes]]
 name = "standard"
@@ -327,6 +328,19 @@ max_deadline = "48h"
 [pods.classes.allow]
 gpus = { min = 1, max = 8 }
 resources = { memory = { max = "64Gi" } }
+
+[[pods.classes]]
+name = "gpu-short"
+gpus = 1
+requests = { cpu = "1", memory = "1Gi" }
+limits = { memory = "16Gi" }
+tolerations = [{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }]
+node_selector = { "nvidia.com/gpu.present" = "true" }
+deadline = "6h"
+max_deadline = "48h"
+max_pending = "10s"
+[pods.classes.allow]
+gpus = { min = 1, max = 8 }
 `
 
 // hasGPUs reports whether one of c's nodes advertises GPUs.

@@ -68,6 +68,7 @@ func Resolve(c fleet.PodClass, globalSelector map[string]string, ask Ask) (workp
 		PriorityClassName: c.PriorityClass,
 		RuntimeClassName:  c.RuntimeClass,
 		DeadlineSeconds:   int64(deadline / time.Second),
+		MaxPendingSeconds: wholeSeconds(c.MaxPending.Duration),
 		RunAsUser:         c.RunAsUser,
 		RunAsGroup:        c.RunAsGroup,
 	}
@@ -162,6 +163,12 @@ func askDeadline(c fleet.PodClass, ask string) (time.Duration, field.ErrorList) 
 		return 0, field.ErrorList{field.Invalid(p, ask, fmt.Sprintf("must be at most %s for class %q", c.MaxDeadline.Duration, c.Name))}
 	}
 	return d, nil
+}
+
+// wholeSeconds is d in seconds, rounded up: a limit is never shortened,
+// and a sub-second one is not lost to zero (no limit).
+func wholeSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 func tolerations(ts []fleet.Toleration) []corev1.Toleration {

@@ -135,6 +135,30 @@ func TestResolveAsks(t *testing.T) {
 	}
 }
 
+// The class's max_pending is kept with the pod in whole seconds, rounded
+// up so that a limit is never shortened; a class without one gives none.
+func TestResolveKeepsMaxPending(t *testing.T) {
+	for _, tc := range []struct {
+		maxPending time.Duration
+		want       int64
+	}{
+		{0, 0},
+		{10 * time.Minute, 600},
+		{1500 * time.Millisecond, 2},
+		{time.Millisecond, 1},
+	} {
+		c := gpuClass()
+		c.MaxPending = fleet.Duration{Duration: tc.maxPending}
+		s, errs := Resolve(c, nil, Ask{GPUs: ptr.To(2)})
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if s.MaxPendingSeconds != tc.want {
+			t.Errorf("max_pending %s: MaxPendingSeconds %d, want %d", tc.maxPending, s.MaxPendingSeconds, tc.want)
+		}
+	}
+}
+
 func TestAllows(t *testing.T) {
 	open := fleet.PodClass{Name: "standard"}
 	gpu := fleet.PodClass{Name: "gpu", Groups: []string{"ml", "research"}}

@@ -61,8 +61,9 @@ func (r *Reconciler) sync(ctx context.Context, k key) error {
 }
 
 // act records what the pod shows of its start and why it waits, when its
-// row has not (observation), then does what decideSync decides for f: a
-// moment is recorded before the state change it led to.
+// row has not (observation), gives up on a pod unschedulable past its
+// class's max_pending (enforceMaxPending), then does what decideSync
+// decides for f: a moment is recorded before the state change it led to.
 func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 	if o, ok := observation(f); ok {
 		row, _, err := r.Store.ObservePod(ctx, f.Row.ID, o)
@@ -71,6 +72,9 @@ func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 		}
 		row.Spec = f.Row.Spec
 		f.Row = &row
+	}
+	if done, err := r.enforceMaxPending(ctx, f); done || err != nil {
+		return err
 	}
 	switch a := decideSync(f); a.Op {
 	case syncLose:

@@ -25,6 +25,11 @@ type Shape struct {
 	// DeadlineSeconds is the pod's activeDeadlineSeconds: every work pod
 	// has one, so a pod whose hub is gone cannot hold its GPU forever.
 	DeadlineSeconds int64 `json:"deadline_seconds"`
+	// MaxPendingSeconds is how long the scheduler may leave the pod
+	// unplaced before the reconciler gives up on it and fails its row (the
+	// class's max_pending); 0, as in pods submitted before it was kept: no
+	// limit.
+	MaxPendingSeconds int64 `json:"max_pending_seconds,omitempty"`
 	// Shm is the size of a memory-backed /dev/shm; nil: none.
 	Shm *resource.Quantity `json:"shm,omitempty"`
 	// RunAsUser and RunAsGroup are every container's non-root identity.
