@@ -303,7 +303,8 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 // keep hundreds of its pods per spoke on one CPU node) and "gpu", offered
 // only on spokes with GPU nodes, so `crucible submit --class gpu` lands on
 // wharf's GPU node out of the box; "gpu-short" is gpu whose pods the
-// scheduler cannot place within 10 s are failed (max_pending).
+// scheduler cannot place within 10 s are failed (max_pending); "team-sre"
+// is only for members of the hub group sre.
 const podClasses = `
 [[pods.classes]]
 name = "standard"
@@ -341,6 +342,11 @@ max_deadline = "48h"
 max_pending = "10s"
 [pods.classes.allow]
 gpus = { min = 1, max = 8 }
+
+[[pods.classes]]
+name = "team-sre"
+groups = ["sre"]
+requests = { cpu = "50m", memory = "64Mi" }
 `
 
 // hasGPUs reports whether one of c's nodes advertises GPUs.

@@ -268,6 +268,15 @@ func TestAPIAuth(t *testing.T) {
 		if err := json.Unmarshal(bob.call(t, s, http.MethodPost, "/api/pods", busybox).want(t, "bob (group sre) submits", 201).body, &wp); err != nil || wp.Submitter != "bob@example.com" {
 			t.Errorf("bob's pod: %+v %v", wp, err)
 		}
+		// A class with groups admits only its members, whatever else they may do.
+		grant(t, s, "ops", render.HubSubmitterName, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "ops"})
+		dana := caller{local: "127.0.0.2", header: map[string]string{"X-Auth-Request-User": "dana@example.com", "X-Auth-Request-Groups": "ops"}}
+		sreOnly := api.SubmitRequest{Image: "busybox", Command: []string{"true"}, Class: "team-sre"}
+		if a := dana.call(t, s, http.MethodPost, "/api/pods", sreOnly).want(t, "dana (ops, may submit) with class team-sre", 403); !strings.Contains(string(a.body), `class \"team-sre\" is only for members of sre`) {
+			t.Errorf("the 403 does not name the class's groups: %s", a.body)
+		}
+		dana.call(t, s, http.MethodPost, "/api/pods", busybox).want(t, "dana without a class", 201)
+		bob.call(t, s, http.MethodPost, "/api/pods", sreOnly).want(t, "bob (group sre) with class team-sre", 201)
 		forgedAlice := caller{local: "127.0.0.1", header: alice.header}
 		forgedAlice.call(t, s, http.MethodGet, "/api/pods", nil).want(t, "alice's headers from elsewhere", 401)
 		caller{local: "127.0.0.2", header: map[string]string{"X-Auth-Request-User": "mallory@example.com"}}.

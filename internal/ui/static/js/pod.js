@@ -1,15 +1,17 @@
-// Pod: what it runs (env and file names only, never values), where, its
-// times and end, its artifacts with download, and its log live as it grows.
+// Pod: what it runs (env and file names only, never values), where, why it
+// waits while it does, its times and end, its history, its artifacts with
+// download, and its log live as it grows.
 import { get, request, stream, download } from './api.js';
 import { h, replace, fmtTime, fmtBytes, stateCell, toast } from './dom.js';
 import { may } from './session.js';
 import { LogView } from './logview.js';
+import { Timeline, waitBadge, waitingText } from './timeline.js';
 
 const LIVE = new Set(['pending', 'dispatched', 'running']);
 
 // DETAIL_LABELS are the rows of a pod's details, in order (showDetails).
-const DETAIL_LABELS = ['State', 'Exit code', 'Reason', 'Cluster', 'Namespace', 'Kind', 'Image', 'Command', 'Env (names)', 'Files',
-  'Secret files', 'Submitter', 'Created', 'Last change', 'Finished', 'Log collected'];
+const DETAIL_LABELS = ['State', 'Exit code', 'Reason', 'Waiting', 'Cluster', 'Node', 'Namespace', 'Kind', 'Image', 'Command', 'Env (names)',
+  'Files', 'Secret files', 'Submitter', 'Created', 'Last change', 'Finished', 'Log collected'];
 
 export function podPage(main, [id], signal) {
   const head = h('div', { class: 'pod-head' });
@@ -17,7 +19,7 @@ export function podPage(main, [id], signal) {
   const err = h('p', { class: 'error', id: 'pod-error', role: 'alert' });
   const artBody = h('tbody', { id: 'artifact-rows' });
   const artNote = h('p', { class: 'muted', id: 'artifacts-note' });
-  const log = new LogView();
+  const log = new LogView(), history = new Timeline();
   const logNote = h('p', { class: 'muted', id: 'log-note' });
   const dialog = confirmDialog(id, signal, () => refresh());
   replace(main, h('h1', {}, 'Pod ', h('span', { class: 'mono', text: id })), head, err,
@@ -26,6 +28,7 @@ export function podPage(main, [id], signal) {
       h('section', { 'aria-labelledby': 'h-arts' }, h('h2', { id: 'h-arts', text: 'Artifacts' }),
         h('table', {}, h('colgroup', {}, [0, 1, 2, 3].map((i) => h('col', { class: 'ac' + i }))),
           h('thead', {}, h('tr', {}, ['Kind', 'Size', 'SHA-256', ''].map((t) => h('th', { scope: 'col', text: t })))), artBody), artNote)),
+    h('section', { 'aria-labelledby': 'h-history' }, h('h2', { id: 'h-history', text: 'History' }), history.el),
     h('section', { 'aria-labelledby': 'h-log' }, h('h2', { id: 'h-log', text: 'Log' }), logNote, log.bar(), log.el),
     dialog.el);
 
@@ -45,34 +48,11 @@ export function podPage(main, [id], signal) {
       return;
     }
     err.textContent = '';
-    showHead(pod);
-    showDetails(pod);
+    showHead(head, pod, dialog);
+    showDetails(details, pod);
+    history.show(pod.history);
     loadArtifacts();
     if (!logStarted) startLog();
-  }
-
-  function showHead(p) {
-    const parts = [h('span', { id: 'pod-state' }, stateCell(p.state))];
-    if (p.exit_code !== undefined && p.exit_code !== null) parts.push(' exit code ', h('strong', { id: 'pod-exit', text: p.exit_code }));
-    if (p.reason) parts.push(' — ', h('span', { id: 'pod-reason', text: p.reason }));
-    if (LIVE.has(p.state) && may('delete', p.cluster)) {
-      parts.push(' ', h('button', { type: 'button', class: 'danger', id: 'cancel', text: 'Cancel pod…', onclick: () => dialog.open() }));
-    }
-    replace(head, h('p', {}, ...parts));
-  }
-
-  function showDetails(p) {
-    const list = (xs) => (xs && xs.length ? xs.join(', ') : '—');
-    const argv = [...(p.command || []), ...(p.args || [])];
-    const rows = [
-      ['State', stateCell(p.state)], ['Exit code', p.exit_code ?? '—'], ['Reason', p.reason || '—'],
-      ['Cluster', p.cluster], ['Namespace', p.namespace], ['Kind', p.kind], ['Image', h('span', { class: 'mono', text: p.image || '—' })],
-      ['Command', h('span', { class: 'mono', text: argv.length ? JSON.stringify(argv) : '(the image\'s)' })],
-      ['Env (names)', list(p.env_names)], ['Files', list(p.file_names)], ['Secret files', list(p.secret_file_names)],
-      ['Submitter', p.submitter || '—'], ['Created', fmtTime(p.created_at)], ['Last change', fmtTime(p.updated_at)],
-      ['Finished', fmtTime(p.finished_at)], ['Log collected', p.log_collected ? 'yes' : 'no'],
-    ];
-    replace(details, ...rows.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
   }
 
   async function loadArtifacts() {
@@ -113,6 +93,34 @@ export function podPage(main, [id], signal) {
     signal,
     onEvent: (name, p) => { if ((name === 'pod' && p && p.id === id) || name === 'reset') refresh(); },
   });
+}
+
+function showHead(head, p, dialog) {
+  const parts = [h('span', { id: 'pod-state' }, stateCell(p.state))];
+  if (p.exit_code !== undefined && p.exit_code !== null) parts.push(' exit code ', h('strong', { id: 'pod-exit', text: p.exit_code }));
+  if (p.reason) parts.push(' — ', h('span', { id: 'pod-reason', text: p.reason }));
+  if (p.waiting) parts.push(' ', waitBadge(p.waiting));
+  if (LIVE.has(p.state) && may('delete', p.cluster)) {
+    parts.push(' ', h('button', { type: 'button', class: 'danger', id: 'cancel', text: 'Cancel pod…', onclick: () => dialog.open() }));
+  }
+  replace(head, h('p', {}, ...parts));
+}
+
+function showDetails(details, p) {
+  const list = (xs) => (xs && xs.length ? xs.join(', ') : '—');
+  const argv = [...(p.command || []), ...(p.args || [])];
+  const waiting = p.waiting ? [h('span', { id: 'pod-waiting', text: waitingText(p.waiting) }),
+    h('span', { class: 'muted', text: ' (since ' + fmtTime(p.waiting.since) + ')' })] : '—';
+  const rows = [
+    ['State', stateCell(p.state)], ['Exit code', p.exit_code ?? '—'], ['Reason', p.reason || '—'], ['Waiting', waiting],
+    ['Cluster', p.cluster], ['Node', h('span', { class: 'mono', id: 'pod-node', text: p.node || '—' })], ['Namespace', p.namespace], ['Kind', p.kind],
+    ['Image', h('span', { class: 'mono', text: p.image || '—' })],
+    ['Command', h('span', { class: 'mono', text: argv.length ? JSON.stringify(argv) : '(the image\'s)' })],
+    ['Env (names)', list(p.env_names)], ['Files', list(p.file_names)], ['Secret files', list(p.secret_file_names)],
+    ['Submitter', p.submitter || '—'], ['Created', fmtTime(p.created_at)], ['Last change', fmtTime(p.updated_at)],
+    ['Finished', fmtTime(p.finished_at)], ['Log collected', p.log_collected ? 'yes' : 'no'],
+  ];
+  replace(details, ...rows.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
 }
 
 // confirmDialog asks before cancelling; Escape or "Keep running" closes it.

@@ -1,9 +1,11 @@
 // Pods: newest first, filtered by cluster, state and kind, searched by id,
 // paged through the API's continue token, and kept current by the stream
-// of changes (GET /api/events) without reloading.
+// of changes (GET /api/events) without reloading. A row's reason is why it
+// finished, else why it waits.
 import { get, request, stream } from './api.js';
 import { h, replace, fmtAge, fmtTime, stateCell } from './dom.js';
 import { whoami } from './session.js';
+import { waitBadge } from './timeline.js';
 
 const STATES = ['pending', 'dispatched', 'running', 'succeeded', 'failed', 'cancelled', 'lost'];
 export const PAGE = 50;
@@ -55,7 +57,8 @@ export function podsPage(main, _params, signal, query) {
       h('td', { text: p.cluster }), h('td', { text: p.kind }), h('td', {}, stateCell(p.state)),
       h('td', { class: 'num', text: p.exit_code ?? '' }),
       h('td', { class: 'num', title: fmtTime(p.created_at), text: fmtAge(p.created_at) }),
-      h('td', { title: p.submitter || '', text: p.submitter || '' }), h('td', { title: p.reason || '', text: p.reason || '' }),
+      h('td', { title: p.submitter || '', text: p.submitter || '' }),
+      !p.reason && p.waiting ? h('td', {}, waitBadge(p.waiting)) : h('td', { title: p.reason || '', text: p.reason || '' }),
     ];
   }
 
