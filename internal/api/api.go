@@ -70,6 +70,8 @@ type Server struct {
 	// change into it (events.Store). nil: a bus nobody publishes to.
 	Events     *podevents.Bus
 	eventsOnce sync.Once
+	// budgets counts live-log streams against [live]'s caps (budget.go).
+	budgets budgets
 }
 
 // Routes registers the API on mux.

@@ -7,10 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
@@ -35,6 +37,10 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	arts, err = s.visibleArtifacts(r, p, arts)
+	if err != nil {
+		return err
+	}
 	if arts == nil {
 		arts = []store.Artifact{}
 	}
@@ -49,13 +55,7 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	kind := r.PathValue("kind")
-	if !artifact.ValidName(kind) {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", truncate(kind, 100))}
-	}
-	a, err := s.Store.GetArtifact(r.Context(), p.ID, kind)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound(fmt.Sprintf("artifact %q of %s", kind, p.ID))
-	}
+	a, err := s.readableArtifact(r, p, kind)
 	if err != nil {
 		return err
 	}
@@ -80,6 +80,67 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 		s.Log.Warn("artifact download interrupted", "pod", p.ID, "kind", kind, "error", err)
 	}
 	return nil
+}
+
+// controllerOwned reports whether a is the controller's rather than the
+// pod's: the tier-1 log and the other reserved kinds, and whatever the
+// controller recorded. They are what GET /api/pods/{pod}/logs serves, so
+// they are read with workpods/log; workpods/artifacts alone is for what the
+// pod uploaded (R-IN7).
+func controllerOwned(a store.Artifact) bool {
+	return artifact.Reserved(a.Kind) || a.Source == store.SourceController
+}
+
+// logAttributes is the permission a controller-owned artifact of p needs
+// besides the route's workpods/artifacts.
+func logAttributes(p store.WorkPod) apiauth.Attributes {
+	return apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceLog, Cluster: p.Cluster}
+}
+
+// readableArtifact is the record of p's artifact kind, if the caller may
+// read it. A reserved kind is authorized before the record is read, so that
+// whether p has one is not shown to a caller who may not read it.
+func (s *Server) readableArtifact(r *http.Request, p store.WorkPod, kind string) (store.Artifact, error) {
+	if !artifact.ValidName(kind) {
+		return store.Artifact{}, &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", truncate(kind, 100))}
+	}
+	reserved := artifact.Reserved(kind)
+	if reserved {
+		if err := s.authorize(r, logAttributes(p)); err != nil {
+			return store.Artifact{}, err
+		}
+	}
+	a, err := s.Store.GetArtifact(r.Context(), p.ID, kind)
+	if errors.Is(err, store.ErrNotFound) {
+		return a, notFound(fmt.Sprintf("artifact %q of %s", kind, p.ID))
+	}
+	if err != nil {
+		return a, err
+	}
+	if !reserved && controllerOwned(a) {
+		if err := s.authorize(r, logAttributes(p)); err != nil {
+			return store.Artifact{}, err
+		}
+	}
+	return a, nil
+}
+
+// visibleArtifacts leaves the controller-owned artifacts out of arts unless
+// the caller may read p's log. The authorizer is asked once, and only when
+// there is something to leave out; a hub that cannot answer fails the list
+// rather than shorten it.
+func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store.Artifact) ([]store.Artifact, error) {
+	if !slices.ContainsFunc(arts, controllerOwned) {
+		return arts, nil
+	}
+	err := s.authz().Authorize(r.Context(), identity(r), logAttributes(p))
+	switch {
+	case err == nil:
+		return arts, nil
+	case errors.Is(err, apiauth.ErrForbidden):
+		return slices.DeleteFunc(arts, controllerOwned), nil
+	}
+	return nil, authError(err)
 }
 
 // Cluster is a cluster as GET /api/clusters shows it.

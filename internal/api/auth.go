@@ -62,6 +62,9 @@ type rule struct {
 
 // rules maps every route pattern of the API to the permission it needs. A
 // route without a rule is refused: a new endpoint must say what it needs.
+// The artifacts the controller owns (the log) need get on workpods/log as
+// well, which the handlers ask (visibleArtifacts, readableArtifact): it
+// depends on the kind, not only the route.
 var rules = map[string]rule{
 	"POST /api/pods":                       {verb: apiauth.VerbCreate, scope: scopeBody},
 	"GET /api/pods":                        {verb: apiauth.VerbList, scope: scopeQuery},

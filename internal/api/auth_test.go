@@ -171,10 +171,16 @@ func (f *fixture) row(t *testing.T, id, cluster string) {
 // artifact records content as artifact kind of pod, as the drop-box does.
 func (f *fixture) artifact(t *testing.T, pod, kind, content string) {
 	t.Helper()
+	f.artifactFrom(t, pod, kind, content, store.SourcePod)
+}
+
+// artifactFrom records content as artifact kind of pod, written by src.
+func (f *fixture) artifactFrom(t *testing.T, pod, kind, content string, src store.Source) {
+	t.Helper()
 	sum := sha256.Sum256([]byte(content))
 	digest := hex.EncodeToString(sum[:])
 	f.arts.put(pod, kind, digest, []byte(content))
-	a := store.Artifact{PodID: pod, Kind: kind, Size: int64(len(content)), SHA256: digest, Source: store.SourcePod}
+	a := store.Artifact{PodID: pod, Kind: kind, Size: int64(len(content)), SHA256: digest, Source: src}
 	if _, err := f.st.PutArtifact(t.Context(), a, store.Quota{}); err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,9 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 	sub, reset := s.eventBus().Subscribe(last)
 	defer sub.Close()
 
-	sse := startSSE(w, "crucible work-pod changes") // a watch lasts as long as the client stays
+	sse := startSSE(w, "crucible work-pod changes", s.liveLimits().WriteTimeout.Duration) // a watch lasts as long as the client stays
+	caller := callerName(identity(r))
+	defer s.cutIfLate(sse, caller)
 	if reset {
 		sse.event("reset", "", struct{}{})
 	}
@@ -64,6 +66,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 		case errors.Is(err, context.DeadlineExceeded):
 			sse.comment("keep-alive")
 		case errors.Is(err, podevents.ErrOverflow):
+			s.refused(budgetEventsQueue, caller)
 			sse.event("error", "", ErrorEvent{Error: "too far behind; reconnect with Last-Event-ID"})
 			_ = sse.flush()
 			return nil

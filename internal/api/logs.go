@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -61,7 +62,10 @@ type ErrorEvent struct {
 // resumes after that line), then one `end` event, or an `error` event when
 // the stream cannot go on (a viewer too slow for its buffer is dropped this
 // way and may reconnect with Last-Event-ID). A pending pod's stream waits
-// for it to start; a finished pod's replays its stored log.
+// for it to start; a finished pod's replays its stored log. Streams count
+// against [live] max_viewers and max_viewers_per_identity (429 past
+// either), and a client that does not take a write within [live]
+// write_timeout is cut.
 //
 // Without text/event-stream a finished pod's stored log is returned as
 // text/plain (the same bytes as artifacts/log); a live pod's log is only a
@@ -78,18 +82,33 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	caller := callerName(identity(r))
+	release, err := s.acquireViewer(caller)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// Headers first: from here on, failures are events. A stream lasts as
 	// long as the pod.
-	sse := startSSE(w, "crucible live log of "+p.ID)
+	sse := startSSE(w, "crucible live log of "+p.ID, s.liveLimits().WriteTimeout.Duration)
+	defer s.cutIfLate(sse, caller)
 	if p.State.Terminal() {
 		return s.replay(r.Context(), sse, p, after)
 	}
-	return s.stream(r.Context(), sse, p, after)
+	return s.stream(r.Context(), sse, p, after, caller)
+}
+
+// cutIfLate counts and logs a stream that ended because its client did not
+// take a write in time.
+func (s *Server) cutIfLate(sse *sseWriter, caller string) {
+	if errors.Is(sse.err, os.ErrDeadlineExceeded) {
+		s.refused(budgetWriteTimeout, caller)
+	}
 }
 
 // stream relays the live stream until the pod ends, the stream fails or the
 // client leaves.
-func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64) error {
+func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64, caller string) error {
 	hub, err := s.liveHub()
 	if err != nil {
 		s.Log.Error("live log hub unavailable", "error", err)
@@ -102,7 +121,9 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 	for {
 		l, ok, err := v.TryNext()
 		if ok {
-			sse.line(l)
+			if sse.line(l); sse.err != nil {
+				return nil // the client left or was cut
+			}
 			continue
 		}
 		if err == nil {
@@ -127,6 +148,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		case errors.Is(err, io.EOF):
 			s.end(ctx, sse, p)
 		case errors.Is(err, live.ErrSlowViewer):
+			s.refused(budgetViewerBuffer, caller)
 			sse.event("error", "", ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
 		default:
 			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
@@ -300,8 +322,10 @@ func (s *Server) liveHub() (*live.Hub, error) {
 			if s.Profile != nil {
 				l = s.Profile.Live
 			}
-			s.Live, s.liveErr = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} },
-				live.Options{Buffer: l.Buffer, History: l.History, Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live")})
+			s.Live, s.liveErr = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
+				Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,
+				Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live"),
+			})
 		}
 	})
 	return s.Live, s.liveErr

@@ -42,7 +42,8 @@ func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	s := &Server{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
 	d := fleet.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return src },
-		live.Options{Buffer: d.Live.Buffer, History: d.Live.History, Poll: 10 * time.Millisecond, Retry: d.Reconcile.RetryPolicy()})
+		live.Options{Buffer: d.Live.Buffer, BufferBytes: d.Live.ViewerBufferBytes, History: d.Live.History, HistoryBytes: d.Live.HistoryBytes,
+			Poll: 10 * time.Millisecond, Retry: d.Reconcile.RetryPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,19 @@ import (
 	"crucible.dev/crucible/internal/live"
 )
 
+// flushEvery bounds what an SSE writer writes between flushes, so that each
+// flush's write deadline bounds a bounded amount of data.
+const flushEvery = 256 << 10
+
 // startSSE begins a Server-Sent Events answer after every check passed: it
 // lifts the listener's write deadline (a stream lasts as long as its pod or
-// its watcher), sets the headers that keep proxies from buffering or
-// sniffing it, writes 200 and a first comment naming the stream. From here
-// on failures are events, never a status.
-func startSSE(w http.ResponseWriter, banner string) *sseWriter {
+// its watcher) for one of timeout per flush ([live] write_timeout), sets the
+// headers that keep proxies from buffering or sniffing it, writes 200 and a
+// first comment naming the stream. From here on failures are events, never
+// a status. A client that stops reading is cut once a write and flush take
+// longer than timeout: its handler returns and frees what it held, instead
+// of blocking in Write for as long as the client likes.
+func startSSE(w http.ResponseWriter, banner string, timeout time.Duration) *sseWriter {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // not every writer has a deadline to lift
 	h := w.Header()
@@ -25,21 +32,34 @@ func startSSE(w http.ResponseWriter, banner string) *sseWriter {
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: its body is events, its failures events too
-	sse := &sseWriter{w: w, rc: rc}
+	sse := &sseWriter{w: w, rc: rc, timeout: timeout}
 	sse.comment(banner)
 	return sse
 }
 
-// sseWriter writes events; the first write error sticks and ends the stream.
+// sseWriter writes events; the first write error sticks and ends the stream
+// (a missed deadline is os.ErrDeadlineExceeded).
 type sseWriter struct {
-	w   io.Writer
-	rc  *http.ResponseController
-	err error
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+	// armed: the deadline of the writes since the last flush is set.
+	armed     bool
+	unflushed int
+	err       error
 }
 
 func (e *sseWriter) write(s string) {
-	if e.err == nil {
-		_, e.err = io.WriteString(e.w, s)
+	if e.err != nil {
+		return
+	}
+	if !e.armed && e.timeout > 0 {
+		_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout)) // a writer without deadlines has no way to be cut
+		e.armed = true
+	}
+	_, e.err = io.WriteString(e.w, s)
+	if e.unflushed += len(s); e.err == nil && e.unflushed >= flushEvery {
+		_ = e.flush()
 	}
 }
 
@@ -71,7 +91,11 @@ func (e *sseWriter) line(l live.Line) {
 
 func (e *sseWriter) flush() error {
 	if e.err == nil {
+		if !e.armed && e.timeout > 0 {
+			_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout))
+		}
 		e.err = e.rc.Flush()
+		e.armed, e.unflushed = false, 0
 	}
 	return e.err
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,39 +22,48 @@ import (
 type apiClient struct {
 	server string
 	http   *http.Client
-	// err is a credentials problem, reported by the first request.
+	// stream is http without the overall timeout, for SSE: a watch or a
+	// followed log lasts as long as it lasts.
+	stream *http.Client
+	// err is why nothing may be sent (a server or credentials problem),
+	// reported by the first request.
 	err error
 }
 
-// defaultServer is $CRUCIBLE_API, else CRUCIBLE_API from the dev stack's env
-// file in ./.dev, else the controller's default internal address.
-func defaultServer() string {
-	if s := os.Getenv("CRUCIBLE_API"); s != "" {
-		return s
-	}
-	if f, err := os.Open(filepath.Join(defaultDevDir, "env")); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "export CRUCIBLE_API="); ok {
-				return strings.Trim(v, "'")
-			}
-		}
-	}
-	return "http://127.0.0.1:8080"
-}
+// insecureHTTPFlag lets credentials go over plain http to a host that is
+// not loopback (checkTarget).
+const insecureHTTPFlag = "insecure-send-credentials-over-http"
 
 func addServerFlag(cmd *cobra.Command, server *string) {
-	cmd.Flags().StringVar(server, "server", "", "controller API URL (default $CRUCIBLE_API, else the dev stack's, else http://127.0.0.1:8080)")
+	f := cmd.Flags()
+	f.StringVar(server, "server", "", "controller API URL (default: --dev's, else $CRUCIBLE_API, else "+fallbackServer+")")
+	f.StringVar(&devDir, "dev", "", "use the controller of the dev stack in DIR (CRUCIBLE_API in DIR/env); --dev alone is "+defaultDevDir+", another directory needs the =: --dev=DIR")
+	f.Lookup("dev").NoOptDefVal = defaultDevDir
 	addCredentialFlags(cmd)
 }
 
+// newAPIClient resolves the controller (resolveServer) and the credentials,
+// and refuses, before anything is dialled, to send them anywhere but over
+// https or to a loopback host. Redirects are never followed.
 func newAPIClient(server string) *apiClient {
-	if server == "" {
-		server = defaultServer()
+	server, source, err := resolveServer(server, os.Getenv("CRUCIBLE_API"), devDir)
+	var rt http.RoundTripper
+	if err == nil {
+		var sends bool
+		rt, sends, err = credentials.transport(http.DefaultTransport)
+		if err == nil {
+			err = checkTarget(server, source, sends, credentials.overPlainHTTP)
+		}
 	}
-	rt, err := credentials.transport(http.DefaultTransport)
-	return &apiClient{server: strings.TrimRight(server, "/"), http: &http.Client{Timeout: 5 * time.Minute, Transport: rt}, err: err}
+	if err != nil {
+		rt = refusingTransport{err}
+	}
+	return &apiClient{
+		server: strings.TrimRight(server, "/"),
+		http:   &http.Client{Timeout: 5 * time.Minute, Transport: rt, CheckRedirect: refuseRedirect},
+		stream: &http.Client{Transport: rt, CheckRedirect: refuseRedirect},
+		err:    err,
+	}
 }
 
 // do sends a request and decodes a JSON answer into out; an error answer
@@ -92,6 +99,9 @@ func (c *apiClient) doHeader(ctx context.Context, method, path string, body, out
 		return nil, fmt.Errorf("controller API at %s: %w", c.server, err)
 	}
 	defer resp.Body.Close()
+	if err := redirectError(c.server, resp); err != nil {
+		return resp.Header, err
+	}
 	if resp.StatusCode >= 300 {
 		var e struct{ Error string }
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -20,6 +20,9 @@ import (
 type apiCredentials struct {
 	kubeconfig string
 	token      string
+	// overPlainHTTP is the user's word that plain http to a host that is not
+	// loopback may carry them (a network they trust).
+	overPlainHTTP bool
 }
 
 var credentials apiCredentials
@@ -27,35 +30,41 @@ var credentials apiCredentials
 func addCredentialFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&credentials.kubeconfig, "kubeconfig", "", "kubeconfig of the hub whose current context's user calls the API (default $KUBECONFIG; token, token-file and exec users)")
 	cmd.Flags().StringVar(&credentials.token, "token", "", "hub bearer token for the API (instead of a kubeconfig)")
+	cmd.Flags().BoolVar(&credentials.overPlainHTTP, insecureHTTPFlag, false, "send the credentials over plain http to a host that is not loopback (by default only https or a loopback host gets them)")
 }
 
 // transport wraps base with the credentials. A kubeconfig is used only for
 // its user: client-go's wrappers add the bearer token (static, token file
 // re-read as it rotates, or an exec plugin's ExecCredential); the
 // controller's address and TLS come from --server, not from the kubeconfig.
-func (c apiCredentials) transport(base http.RoundTripper) (http.RoundTripper, error) {
+// sends reports whether the wrapped transport adds a secret to requests, so
+// the caller can refuse a server that must not see one.
+func (c apiCredentials) transport(base http.RoundTripper) (rt http.RoundTripper, sends bool, err error) {
 	if c.token != "" {
-		return rest.HTTPWrappersForConfig(&rest.Config{BearerToken: c.token}, base)
+		rt, err := rest.HTTPWrappersForConfig(&rest.Config{BearerToken: c.token}, base)
+		return rt, true, err
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if c.kubeconfig != "" {
 		rules.ExplicitPath = c.kubeconfig
 	} else if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
-		return base, nil // no credentials: the API's auth is "none"
+		return base, false, nil // no credentials: the API's auth is "none"
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", describeKubeconfig(c.kubeconfig), err)
+		return nil, false, fmt.Errorf("kubeconfig %s: %w", describeKubeconfig(c.kubeconfig), err)
 	}
 	user := &rest.Config{
 		BearerToken: cfg.BearerToken, BearerTokenFile: cfg.BearerTokenFile, ExecProvider: cfg.ExecProvider,
 		AuthProvider: cfg.AuthProvider, Username: cfg.Username, Password: cfg.Password,
 	}
-	rt, err := rest.HTTPWrappersForConfig(user, base)
+	rt, err = rest.HTTPWrappersForConfig(user, base)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: credentials: %w", describeKubeconfig(c.kubeconfig), err)
+		return nil, false, fmt.Errorf("kubeconfig %s: credentials: %w", describeKubeconfig(c.kubeconfig), err)
 	}
-	return rt, nil
+	sends = user.BearerToken != "" || user.BearerTokenFile != "" || user.ExecProvider != nil ||
+		user.AuthProvider != nil || user.Username != "" || user.Password != ""
+	return rt, sends, nil
 }
 
 func describeKubeconfig(explicit string) string {

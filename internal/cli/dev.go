@@ -13,7 +13,8 @@ import (
 )
 
 // defaultDevDir is where `crucible dev up` keeps its stack unless told
-// otherwise; other commands read the stack's env file from there.
+// otherwise; client commands read the stack's env file from there only when
+// given --dev (readDevServer).
 const defaultDevDir = ".dev"
 
 func newDevCmd() *cobra.Command {
@@ -146,7 +147,12 @@ func printStack(out io.Writer, stack *devstack.Stack) {
 	if f := stack.Federation; f != nil {
 		fmt.Fprintf(out, "controller  internal %s  external %s\n", f.ControllerInternalURL, f.ControllerExternalURL)
 	}
-	fmt.Fprintf(out, "\nsource %s/%s for the addresses.\n", stack.Dir, devstack.EnvFile)
+	dev := "--dev"
+	if stack.Dir != defaultDevDir {
+		dev += "=" + stack.Dir
+	}
+	fmt.Fprintf(out, "\nsource %s/%s for the addresses ($CRUCIBLE_API for the client commands), or give them %s.\n",
+		stack.Dir, devstack.EnvFile, dev)
 }
 
 func newDevDownCmd() *cobra.Command {

@@ -33,12 +33,14 @@ var errStreamCut = errors.New("log stream ended early")
 // connection breaks, and returns how the pod ended. Ctrl-C (ctx cancelled)
 // is an ExitError with ExitInterrupted.
 func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Writer) (api.EndEvent, error) {
-	stream := &http.Client{Transport: c.http.Transport} // no overall timeout: the pod sets the length
+	if c.err != nil {
+		return api.EndEvent{}, c.err
+	}
 	var last string
 	backoff := 500 * time.Millisecond
 	deadline := time.Now().Add(followBudget)
 	for {
-		end, progressed, err := followOnce(ctx, stream, c.server, id, &last, out)
+		end, progressed, err := followOnce(ctx, c.stream, c.server, id, &last, out)
 		if err == nil {
 			return end, nil
 		}
@@ -86,6 +88,9 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 		return api.EndEvent{}, false, fmt.Errorf("controller API at %s: %w", server, err)
 	}
 	defer resp.Body.Close()
+	if err := redirectError(server, resp); err != nil {
+		return api.EndEvent{}, false, &permanentError{err}
+	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -192,6 +192,9 @@ func (c *apiClient) submitOnce(ctx context.Context, body []byte, key string) (ap
 		return api.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: %w: %w", c.server, errNoAnswer, err)
 	}
 	defer resp.Body.Close()
+	if err := redirectError(c.server, resp); err != nil {
+		return api.WorkPod{}, false, 0, err
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return api.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: %w: reading the answer: %w", c.server, errNoAnswer, err)

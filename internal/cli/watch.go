@@ -28,7 +28,6 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 	if c.err != nil {
 		return c.err
 	}
-	stream := &http.Client{Transport: c.http.Transport} // no overall timeout: a watch lasts
 	eq := url.Values{}
 	for _, k := range []string{"cluster", "kind"} {
 		if v := q.Get(k); v != "" {
@@ -42,7 +41,7 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 	var last string
 	backoff := 500 * time.Millisecond
 	for {
-		err := watchOnce(ctx, stream, c.server+"/api/events?"+eq.Encode(), &last, func(wp api.WorkPod) error {
+		err := watchOnce(ctx, c.stream, c.server, "/api/events?"+eq.Encode(), &last, func(wp api.WorkPod) error {
 			if len(states) > 0 && !slices.Contains(states, string(wp.State)) {
 				return nil
 			}
@@ -80,9 +79,9 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 	}
 }
 
-// watchOnce reads one connection of GET /api/events.
-func watchOnce(ctx context.Context, client *http.Client, u string, last *string, fn func(api.WorkPod) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+// watchOnce reads one connection of GET server+path (/api/events).
+func watchOnce(ctx context.Context, client *http.Client, server, path string, last *string, fn func(api.WorkPod) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+path, nil)
 	if err != nil {
 		return &permanentError{err}
 	}
@@ -92,9 +91,12 @@ func watchOnce(ctx context.Context, client *http.Client, u string, last *string,
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("controller API: %w", err)
+		return fmt.Errorf("controller API at %s: %w", server, err)
 	}
 	defer resp.Body.Close()
+	if err := redirectError(server, resp); err != nil {
+		return &permanentError{err}
+	}
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		var e struct{ Error string }

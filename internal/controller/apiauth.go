@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/api"
@@ -22,7 +21,7 @@ func apiAuth(a fleet.API, hubCfg *rest.Config) (api.Authenticator, api.Authorize
 	// default 5 QPS would make the hub's limiter the API's.
 	cfg := rest.CopyConfig(hubCfg)
 	cfg.QPS, cfg.Burst = 200, 400
-	client, err := kubernetes.NewForConfig(cfg)
+	_, client, err := fleet.NewClientset("hub", cfg) // follows no redirect
 	if err != nil {
 		return nil, nil, fmt.Errorf("hub review client: %w", err)
 	}

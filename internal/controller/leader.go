@@ -41,7 +41,7 @@ func leaderIdentity() string {
 // leader), loops' error if they fail, and ErrLeadershipLost when the lease
 // was lost — always after loops have returned.
 func runAsLeader(parent context.Context, hub *rest.Config, le fleet.LeaderElection, log *slog.Logger, loops func(context.Context) error) error {
-	kube, err := kubernetes.NewForConfig(rest.CopyConfig(hub))
+	_, kube, err := fleet.NewClientset("hub", rest.CopyConfig(hub)) // refuses redirects, as every hub client
 	if err != nil {
 		return fmt.Errorf("leader election client: %w", err)
 	}

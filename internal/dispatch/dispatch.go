@@ -195,7 +195,8 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 	return explain(cluster, err)
 }
 
-// Logs streams the pod's whole log, at most Pods.MaxLogBytes, into consume. A
+// Logs streams the pod's whole log, at most Pods.MaxLogBytes, into consume
+// (a longer one cut, saying so: CutLog). A
 // transient failure, opening the stream or while consume reads it, starts
 // the stream again within p (the caller's policy: the reconciler retries a
 // log for less than its whole budget, see reconcile.logRetryBudget);
@@ -212,12 +213,13 @@ func (d *Dispatcher) Logs(ctx context.Context, p retry.Policy, cluster, namespac
 		return err
 	}
 	err = d.retryWithin(ctx, c, p, "pod-log", func(ctx context.Context) error {
-		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &limit}).Stream(ctx)
+		more := limit + 1 // one byte past the bound tells a cut log from one that fits
+		rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{LimitBytes: &more}).Stream(ctx)
 		if err != nil {
 			return err
 		}
 		defer rc.Close()
-		return consume(io.LimitReader(rc, limit))
+		return consume(CutLog(rc, limit))
 	})
 	if err != nil {
 		return explain(cluster, err)

@@ -1,9 +1,11 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
@@ -24,7 +26,8 @@ type Client struct {
 	// to building a new transport.
 	Config *rest.Config
 	// HTTP is the authenticated HTTP client under Kube (not throttled by
-	// QPS and Burst, which live in the clientset), for
+	// QPS and Burst, which live in the clientset; following no redirect,
+	// see NewClientset), for
 	// requests the typed clientset does not cover (e.g. /openid/v1/jwks).
 	// It shares Kube's connections.
 	HTTP *http.Client
@@ -80,13 +83,9 @@ func newClient(e ClusterEntry) (*Client, error) {
 		return nil, err
 	}
 	cfg := restConfig(e, tokens)
-	httpClient, err := rest.HTTPClientFor(cfg)
+	httpClient, kube, err := NewClientset("spoke "+e.Name, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("build client: %w", err)
-	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("build clientset: %w", err)
+		return nil, err
 	}
 	return &Client{
 		Entry:  e,
@@ -95,6 +94,52 @@ func newClient(e ClusterEntry) (*Client, error) {
 		Kube:   kube,
 		health: Health{Cluster: e.Name},
 	}, nil
+}
+
+// ErrRedirect is a cluster's API server answering with a redirect, which no
+// client NewClientset builds follows.
+var ErrRedirect = errors.New("redirect refused")
+
+// maxTargetBytes bounds how much of a redirect's target an error quotes: the
+// answering server chose it.
+const maxTargetBytes = 200
+
+// NewClientset builds the HTTP client of cfg and the typed clientset over
+// it; who names the cluster in errors ("spoke wharf", "hub"). Neither
+// follows a redirect, streams included: the transport adds the cluster's
+// token to every request, so following one would hand the token to any
+// address a compromised cluster (or whatever sits in front of it) names,
+// and its answer — a pod's log, a TokenReview's verdict — would be taken
+// for the cluster's.
+func NewClientset(who string, cfg *rest.Config) (*http.Client, *kubernetes.Clientset, error) {
+	shared, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build client: %w", err)
+	}
+	// A copy: for a config without TLS or auth, client-go hands out
+	// http.DefaultClient itself.
+	httpClient := *shared
+	httpClient.CheckRedirect = refuseRedirects(who)
+	kube, err := kubernetes.NewForConfigAndClient(cfg, &httpClient)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build clientset: %w", err)
+	}
+	return &httpClient, kube, nil
+}
+
+// refuseRedirects is a CheckRedirect that fails every redirect with
+// ErrRedirect, naming who and the target (without its query, which may be
+// long, and user info).
+func refuseRedirects(who string) func(*http.Request, []*http.Request) error {
+	return func(target *http.Request, _ []*http.Request) error {
+		u := *target.URL
+		u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+		to := u.String()
+		if len(to) > maxTargetBytes {
+			to = strings.ToValidUTF8(to[:maxTargetBytes], "") + "…"
+		}
+		return fmt.Errorf("%w: %s answered with a redirect to %s", ErrRedirect, who, to)
+	}
 }
 
 // restConfig is the client configuration of a cluster. The token stays in

@@ -56,14 +56,22 @@ type fakeSpoke struct {
 func newFakeSpoke(t *testing.T) *fakeSpoke {
 	t.Helper()
 	s := &fakeSpoke{}
-	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.srv.Close)
-	s.caFile = filepath.Join(t.TempDir(), "ca.crt")
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
-	if err := os.WriteFile(s.caFile, ca, 0o600); err != nil {
+	s.srv, s.caFile = newTLSServer(t, http.HandlerFunc(s.serve))
+	return s
+}
+
+// newTLSServer starts a TLS server of h and returns it with the file of its
+// CA certificate, as a cluster entry's ca_file names it.
+func newTLSServer(t *testing.T, h http.Handler) (*httptest.Server, string) {
+	t.Helper()
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return srv, caFile
 }
 
 func (s *fakeSpoke) serve(w http.ResponseWriter, r *http.Request) {

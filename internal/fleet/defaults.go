@@ -93,13 +93,22 @@ const (
 	MetricsListenOff     = "off"
 )
 
-// Live log defaults: a late viewer gets the last 10000 lines, a viewer
-// 1024 lines behind is dropped (it reconnects with Last-Event-ID), and a
-// pending or followed pod is checked once a second.
+// Live log defaults: a late viewer gets the last 10000 lines or 4 MiB,
+// whichever is less; a viewer 1024 lines or 1 MiB behind is dropped (it
+// reconnects with Last-Event-ID); a write to a viewer that does not finish
+// within 10s cuts it; and a pending or followed pod is checked once a
+// second. A pod printing 64 KiB lines thus costs a stream 4 MiB and each of
+// its viewers 1 MiB, where counts alone let it cost 1.3 GiB. The viewer caps
+// leave room for the 500 viewers of one identity that make bench measures.
 const (
-	DefaultLiveHistory      = 10000
-	DefaultLiveBuffer       = 1024
-	DefaultLivePollInterval = time.Second
+	DefaultLiveHistory               = 10000
+	DefaultLiveHistoryBytes          = 4 << 20
+	DefaultLiveBuffer                = 1024
+	DefaultLiveViewerBufferBytes     = 1 << 20
+	DefaultLiveWriteTimeout          = 10 * time.Second
+	DefaultLiveMaxViewers            = 1000
+	DefaultLiveMaxViewersPerIdentity = 500
+	DefaultLivePollInterval          = time.Second
 )
 
 // The values of [api] auth.
@@ -187,7 +196,12 @@ func setDefaults(p *Profile) {
 	setZero(&a.PageSize, DefaultAPIPageSize)
 
 	setZero(&p.Live.History, DefaultLiveHistory)
+	setZero(&p.Live.HistoryBytes, DefaultLiveHistoryBytes)
 	setZero(&p.Live.Buffer, DefaultLiveBuffer)
+	setZero(&p.Live.ViewerBufferBytes, DefaultLiveViewerBufferBytes)
+	setZero(&p.Live.WriteTimeout.Duration, DefaultLiveWriteTimeout)
+	setZero(&p.Live.MaxViewers, DefaultLiveMaxViewers)
+	setZero(&p.Live.MaxViewersPerIdentity, DefaultLiveMaxViewersPerIdentity)
 	setZero(&p.Live.PollInterval.Duration, DefaultLivePollInterval)
 
 	l := &p.LeaderElection

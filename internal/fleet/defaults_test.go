@@ -56,6 +56,19 @@ func TestValidateMovedKeys(t *testing.T) {
 			`live.buffer "-5": must be positive`,
 			`live.poll_interval "-1s": must be positive`,
 		}},
+		{"negative live budgets", func(p *Profile) {
+			p.Live.HistoryBytes, p.Live.ViewerBufferBytes, p.Live.WriteTimeout.Duration = -1, -2, -time.Second
+			p.Live.MaxViewers, p.Live.MaxViewersPerIdentity = -3, -4
+		}, []string{
+			`live.history_bytes "-1": must be positive`,
+			`live.viewer_buffer_bytes "-2": must be positive`,
+			`live.write_timeout "-1s": must be positive`,
+			`live.max_viewers "-3": must be positive`,
+			`live.max_viewers_per_identity "-4": must be positive`,
+		}},
+		{"per-identity cap above the cap", func(p *Profile) { p.Live.MaxViewers, p.Live.MaxViewersPerIdentity = 10, 11 }, []string{
+			`live.max_viewers_per_identity "11": must not exceed live.max_viewers`,
+		}},
 		{"first backoff above the cap", func(p *Profile) { p.Reconcile.RetryInitial.Duration = 11 * time.Second }, []string{
 			`reconcile.retry_initial "11s": must not exceed reconcile.max_backoff`,
 		}},

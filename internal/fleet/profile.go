@@ -200,9 +200,22 @@ type Live struct {
 	// History is how many recent lines a stream keeps for viewers joining
 	// late; older lines are only in the collected log.
 	History int `toml:"history"`
+	// HistoryBytes bounds the same history in bytes: a pod printing long
+	// lines must not make its stream hold History of them.
+	HistoryBytes int64 `toml:"history_bytes"`
 	// Buffer is how many lines a viewer may fall behind before it is
 	// dropped, so that a slow viewer never holds the others back.
 	Buffer int `toml:"buffer"`
+	// ViewerBufferBytes bounds the same queue in bytes.
+	ViewerBufferBytes int64 `toml:"viewer_buffer_bytes"`
+	// WriteTimeout bounds one write and flush to an SSE client: one that
+	// stops reading is cut then and frees what it held, instead of
+	// blocking its handler and pinning its queue for as long as it likes.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// MaxViewers caps the live-log streams open at once in all, and
+	// MaxViewersPerIdentity those of one caller: past either, 429.
+	MaxViewers            int `toml:"max_viewers"`
+	MaxViewersPerIdentity int `toml:"max_viewers_per_identity"`
 	// PollInterval is how often a pending pod's start, and a followed
 	// pod's end, are checked on its spoke.
 	PollInterval Duration `toml:"poll_interval"`

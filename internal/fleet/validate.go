@@ -171,7 +171,15 @@ func validateReconcile(r *Reconcile, path *field.Path) field.ErrorList {
 
 func validateLive(l *Live, path *field.Path) field.ErrorList {
 	errs := notNegative(path.Child("history"), l.History)
+	errs = append(errs, notNegative(path.Child("history_bytes"), l.HistoryBytes)...)
 	errs = append(errs, notNegative(path.Child("buffer"), l.Buffer)...)
+	errs = append(errs, notNegative(path.Child("viewer_buffer_bytes"), l.ViewerBufferBytes)...)
+	errs = append(errs, positive(path.Child("write_timeout"), l.WriteTimeout)...)
+	errs = append(errs, notNegative(path.Child("max_viewers"), l.MaxViewers)...)
+	errs = append(errs, notNegative(path.Child("max_viewers_per_identity"), l.MaxViewersPerIdentity)...)
+	if l.MaxViewersPerIdentity > l.MaxViewers && l.MaxViewers > 0 {
+		errs = append(errs, field.Invalid(path.Child("max_viewers_per_identity"), l.MaxViewersPerIdentity, "must not exceed "+path.Child("max_viewers").String()))
+	}
 	return append(errs, positive(path.Child("poll_interval"), l.PollInterval)...)
 }
 

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -16,23 +17,20 @@ func rateLimited(retryAfter string) *httperr.Error {
 	return refuse(http.StatusTooManyRequests, "rate_limited", "too many requests").With("Retry-After", retryAfter)
 }
 
-// authorize runs the per-source limit, checks 1–5 and the per-pod limit,
-// and returns the pod's row when the request may push for pod.
+// authorize runs checks 1–5 and the per-pod limit, and returns the pod's
+// row when the request may push for pod.
 //
-// The source's token is refunded when the request authenticates, so the
-// per-source bucket is spent by failed authentication (and outages, which
-// cost a TokenReview each); authenticated traffic is bounded per pod
-// instead, so pods behind one NAT address do not throttle each other.
+// A failed request is charged to its source (chargeSource) and an
+// authenticated one to its pod. Behind an ingress every client shares one
+// source, so the source's bucket refuses only tokens no cluster signed —
+// what anyone can send — and a pod is never delayed by a flood of them;
+// signed tokens are bounded by their pod's limit and the caches instead,
+// and pods behind one NAT address do not throttle each other.
 func (h *Handler) authorize(r *http.Request, pod string) (store.WorkPod, error) {
-	charge, ok, after := h.chargeSource(r)
-	if !ok {
-		return store.WorkPod{}, rateLimited(after)
-	}
-	row, err := h.authenticateRequest(r, pod)
+	row, signed, err := h.authenticateRequest(r, pod)
 	if err != nil {
-		return row, err
+		return row, h.chargeSource(r, signed, err)
 	}
-	charge.refund()
 	if ok, after := h.allowPod(row.ID); !ok {
 		h.log.Debug("drop-box: pod over its request rate", "pod", row.ID)
 		return row, rateLimited(after)
@@ -41,19 +39,20 @@ func (h *Handler) authorize(r *http.Request, pod string) (store.WorkPod, error) 
 }
 
 // authenticateRequest runs checks 1–5; every refusal is an *httperr.Error.
-func (h *Handler) authenticateRequest(r *http.Request, pod string) (store.WorkPod, error) {
+// signed reports whether a cluster's key verified the token.
+func (h *Handler) authenticateRequest(r *http.Request, pod string) (row store.WorkPod, signed bool, err error) {
 	ctx := r.Context()
 	if h.opts.insecureSkipAuth {
 		row, err := h.opts.Store.GetWorkPod(ctx, pod)
 		if err != nil {
-			return row, deny(http.StatusForbidden, err)
+			return row, false, deny(http.StatusForbidden, err)
 		}
-		return row, nil
+		return row, false, nil
 	}
 	// 1. A bearer token.
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
-		return store.WorkPod{}, deny(http.StatusUnauthorized, errors.New("no bearer token"))
+		return store.WorkPod{}, false, deny(http.StatusUnauthorized, errors.New("no bearer token"))
 	}
 	hash := lru.TokenKey(token)
 	tokenID := hash[:12] // identifies the token in logs; the token itself is never logged
@@ -66,52 +65,73 @@ func (h *Handler) authenticateRequest(r *http.Request, pod string) (store.WorkPo
 		if errors.As(err, &rej) {
 			metrics.IngestPrecheckRejects.WithLabelValues(rej.reason).Inc()
 			h.log.Debug("token refused by pre-check", "token", tokenID, "reason", rej.reason)
-			return store.WorkPod{}, deny(http.StatusUnauthorized, err)
+			return store.WorkPod{}, false, deny(http.StatusUnauthorized, err)
 		}
-		return store.WorkPod{}, unavailable(err)
+		return store.WorkPod{}, false, unavailable(err)
 	}
 
-	// 3. The pod's row says its cluster, which must be one whose keys
-	// signed the token: its TokenReview is never asked about another
-	// cluster's token.
+	// 3. The pod's row, on a cluster whose keys signed the token.
+	row, cl, err := h.podRow(ctx, pod, pc, tokenID)
+	if err != nil {
+		return row, true, err
+	}
+
+	// 4 and 5. The issuer and the bound pod, then the TokenReview, through
+	// the caches.
+	v, err := h.authenticate(ctx, cl, row, token, hash, pc)
+	if err != nil {
+		return row, true, unavailable(err)
+	}
+	return row, true, h.refusal(v, tokenID, row)
+}
+
+// podRow reads pod's row and its cluster, which must be one whose keys
+// signed the token: its TokenReview is never asked about another cluster's
+// token. A row that takes no more uploads is refused before any review.
+func (h *Handler) podRow(ctx context.Context, pod string, pc prechecked, tokenID string) (store.WorkPod, *cluster, error) {
 	row, err := h.opts.Store.GetWorkPod(ctx, pod)
 	if errors.Is(err, store.ErrNotFound) {
-		return row, deny(http.StatusForbidden, errors.New("unknown pod"))
+		return row, nil, deny(http.StatusForbidden, errors.New("unknown pod"))
 	}
 	if err != nil {
-		return row, unavailable(err)
+		return row, nil, unavailable(err)
 	}
 	cl, ok := h.clusters[row.Cluster]
 	if !ok {
 		h.log.Warn("drop-box: pod's cluster has no validator", "pod", pod, "cluster", row.Cluster)
-		return row, deny(http.StatusForbidden, errors.New("pod's cluster not configured"))
+		return row, nil, deny(http.StatusForbidden, errors.New("pod's cluster not configured"))
 	}
 	if !slices.Contains(pc.verifiedBy, cl.Name) {
 		metrics.IngestPrecheckRejects.WithLabelValues("cluster").Inc()
 		h.log.Debug("token not signed by the pod's cluster", "token", tokenID, "pod", pod, "cluster", cl.Name, "signedBy", pc.verifiedBy)
-		return row, deny(http.StatusUnauthorized, errors.New("token signed by another cluster"))
+		return row, nil, deny(http.StatusUnauthorized, errors.New("token signed by another cluster"))
 	}
-	// A row that takes no more uploads is refused before any TokenReview.
 	if err := h.refuseClosed(row); err != nil {
-		return row, err
+		return row, nil, err
 	}
+	return row, cl, nil
+}
 
-	// 4 and 5. The TokenReview, through the caches.
-	v, err := h.authenticate(ctx, cl, row, token, hash, pc.exp)
-	switch {
-	case err != nil:
-		return row, unavailable(err)
-	case v == unauthorized:
-		h.log.Debug("token not authenticated by its cluster", "token", tokenID, "pod", pod, "cluster", cl.Name)
-		return row, deny(http.StatusUnauthorized, errors.New("token review: not authenticated"))
-	case v == forbidden:
-		h.log.Info("token authenticated but not for this pod", "token", tokenID, "pod", pod, "cluster", cl.Name)
-		return row, deny(http.StatusForbidden, errors.New("token review: another identity"))
-	case v == unbound:
-		h.log.Debug("token of a pod whose uid is not recorded yet", "token", tokenID, "pod", pod, "cluster", cl.Name, "state", row.State)
-		return row, unavailable(errors.New("work pod's uid not recorded yet"))
+// refusal is the answer to verdict v for row: nil when accepted.
+func (h *Handler) refusal(v verdict, tokenID string, row store.WorkPod) error {
+	switch v {
+	case unauthorized:
+		h.log.Debug("token not authenticated by its cluster", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
+		return deny(http.StatusUnauthorized, errors.New("token not authenticated"))
+	case otherIssuer:
+		h.log.Debug("token of another issuer than its cluster's", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
+		return deny(http.StatusUnauthorized, errors.New("token of another issuer"))
+	case forbidden:
+		h.log.Info("token authenticated but not for this pod", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
+		return deny(http.StatusForbidden, errors.New("token of another identity"))
+	case otherPod:
+		h.log.Debug("token bound to another pod than the row's", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
+		return deny(http.StatusForbidden, errors.New("token bound to another pod"))
+	case unbound:
+		h.log.Debug("token of a pod whose uid is not recorded yet", "token", tokenID, "pod", row.ID, "cluster", row.Cluster, "state", row.State)
+		return unavailable(errors.New("work pod's uid not recorded yet"))
 	}
-	return row, nil
+	return nil
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header

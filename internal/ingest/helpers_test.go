@@ -7,7 +7,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,6 +36,7 @@ const (
 	testSA       = "turn"
 	testAudience = "crucible-ingest"
 	testKID      = "spoke-key-1"
+	testIssuer   = "https://kubernetes.default.svc" // every fake spoke's, as the dev stack's clusters share it
 )
 
 // The spokes' signing keys and a key no spoke publishes, shared with the
@@ -68,25 +68,32 @@ type fakeSpoke struct {
 	key crypto.Signer // RSA (RS256) or EC (ES256/384/512 by curve)
 	kid string
 
-	reviews     atomic.Int64
-	jwksFetches atomic.Int64
-	jwksFail    atomic.Bool
-	gate        chan struct{} // when non-nil, reviews wait for it to close
+	reviews       atomic.Int64
+	jwksFetches   atomic.Int64
+	discoveries   atomic.Int64
+	jwksFail      atomic.Bool
+	discoveryFail atomic.Bool   // the discovery document alone fails (the JWKS does not)
+	gate          chan struct{} // when non-nil, reviews wait for it to close
 
-	mu    sync.Mutex
-	modes map[string]reviewMode
+	mu     sync.Mutex
+	modes  map[string]reviewMode
+	issuer string // the discovery document's issuer
 }
 
 func newFakeSpoke(t testing.TB, key crypto.Signer, kid string) *fakeSpoke {
 	t.Helper()
-	s := &fakeSpoke{t: t, key: key, kid: kid, modes: map[string]reviewMode{}}
+	s := &fakeSpoke{t: t, key: key, kid: kid, modes: map[string]reviewMode{}, issuer: testIssuer}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		if s.jwksFail.Load() {
+		s.discoveries.Add(1)
+		if s.jwksFail.Load() || s.discoveryFail.Load() {
 			http.Error(w, "down", http.StatusInternalServerError)
 			return
 		}
-		fmt.Fprintf(w, `{"issuer":"https://kubernetes.default.svc","jwks_uri":"https://10.0.0.1:6443/openid/v1/jwks"}`)
+		s.mu.Lock()
+		issuer := s.issuer
+		s.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": issuer, "jwks_uri": "https://10.0.0.1:6443/openid/v1/jwks"})
 	})
 	mux.HandleFunc("GET /openid/v1/jwks", func(w http.ResponseWriter, r *http.Request) {
 		s.jwksFetches.Add(1)
@@ -102,6 +109,13 @@ func newFakeSpoke(t testing.TB, key crypto.Signer, kid string) *fakeSpoke {
 	s.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// setIssuer changes the issuer the discovery document names.
+func (s *fakeSpoke) setIssuer(issuer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.issuer = issuer
 }
 
 func (s *fakeSpoke) setMode(token string, m reviewMode) {
@@ -214,7 +228,7 @@ type tokenClaims struct {
 // podClaims are the claims of a valid ingest token of pod.
 func podClaims(now time.Time, pod, uid string) tokenClaims {
 	var c tokenClaims
-	c.Iss = "https://kubernetes.default.svc"
+	c.Iss = testIssuer
 	c.Sub = "system:serviceaccount:" + testNS + ":" + testSA
 	c.Aud = []string{testAudience}
 	c.Iat = now.Unix()

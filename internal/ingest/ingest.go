@@ -3,13 +3,17 @@
 // result file, authenticated by its projected service-account token.
 //
 // Every way in is closed before the body is read: method, path and names,
-// a per-source rate limit (spent by failed authentication), a local
-// pre-check of the token against the clusters' signing keys (which can only
-// reject, and names the clusters whose keys signed it), the pod's row —
-// whose cluster must be one of those, so a token is never sent to another
-// cluster's TokenReview — a TokenReview on the pod's cluster, whose answer
-// must name exactly that pod (name and uid) and the cluster's turn service
-// account, and a per-pod rate limit. Accepts and rejections are cached,
+// a local pre-check of the token against the clusters' signing keys (which
+// can only reject, and names the clusters whose keys signed it), the pod's
+// row — whose cluster must be one of those, so a token is never sent to
+// another cluster's TokenReview — the token's issuer and bound pod uid
+// against the cluster's issuer and the row's uid, a TokenReview on the
+// pod's cluster, whose answer must name exactly that pod (name and uid) and
+// the cluster's turn service account, and a per-pod rate limit. A failed
+// request is charged to its source; one whose token no cluster signed is
+// answered 429 once its source's bucket is empty, while a signed one is
+// never refused by it, so garbage sent through a shared address (an
+// ingress) never delays a pod. Accepts and rejections are cached,
 // identical reviews coalesced, so neither a flood of forged tokens nor a
 // flood of one rejected token reaches the spokes. A spoke that cannot
 // answer — its keys missing or failing while the token may be its own, or
@@ -235,10 +239,11 @@ type Handler struct {
 	reviewTimeout time.Duration
 }
 
-// cluster is a validator map entry with its key set.
+// cluster is a validator map entry with its key set and issuer.
 type cluster struct {
 	Cluster
-	keys *jwt.KeySet
+	keys   *jwt.KeySet
+	issuer *clusterIssuer
 }
 
 // New validates opts, fills in what the profile does not configure and
@@ -260,7 +265,8 @@ func New(opts Options) (*Handler, error) {
 		reviewTimeout: c.reviewTimeout,
 	}
 	for _, cc := range c.Clusters {
-		cl := &cluster{Cluster: cc, keys: newKeySet(cc.Client, c.JWKSMinRefresh, c.Now, c.Logger)}
+		keys, issuer := newKeySet(cc.Client, c.JWKSMinRefresh, c.Now, c.Logger)
+		cl := &cluster{Cluster: cc, keys: keys, issuer: issuer}
 		h.clusters[cc.Name] = cl
 		h.order = append(h.order, cl)
 	}

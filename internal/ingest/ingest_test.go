@@ -48,7 +48,7 @@ func TestCheckOrder(t *testing.T) {
 	justExpired.Exp = now.Add(-20 * time.Second).Unix() // within the 30 s leeway
 	wrongAud := podClaims(now, "wp-1", "uid-1")
 	wrongAud.Aud = []string{"https://kubernetes.default.svc"}
-	stringAud := map[string]any{"aud": testAudience, "exp": good.Exp, "sub": good.Sub}
+	stringAud := map[string]any{"iss": testIssuer, "aud": testAudience, "exp": good.Exp, "sub": good.Sub}
 	noExp := map[string]any{"aud": good.Aud, "sub": good.Sub}
 	notYet := map[string]any{"aud": good.Aud, "sub": good.Sub, "exp": good.Exp, "nbf": now.Add(time.Hour).Unix()}
 	wrongUser := podClaims(now, "wp-1", "uid-1")
@@ -150,10 +150,11 @@ func TestCheckOrder(t *testing.T) {
 			t.Errorf("%d bodies %v, want only %q", code, bodies[code], want)
 		}
 	}
-	// Only the valid token reached the spoke for wp-1 with a correct identity;
-	// everything refused before step 4 cost no review.
-	if got := e.spoke.reviews.Load(); got != 8 {
-		t.Errorf("TokenReviews = %d, want 8 (one per row that reached step 4)", got)
+	// Everything refused before the TokenReview cost none: the pre-check's
+	// refusals, the row's, and a token bound to another pod uid than the
+	// row's (another pod's, a wrong uid, none).
+	if got := e.spoke.reviews.Load(); got != 5 {
+		t.Errorf("TokenReviews = %d, want 5 (one per token that reached the review)", got)
 	}
 }
 

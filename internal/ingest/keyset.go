@@ -33,16 +33,24 @@ type keyFetcher struct {
 	server  string // the spoke API's base URL, without a trailing slash
 	http    *http.Client
 	log     *slog.Logger
+	issuer  *clusterIssuer // learns the issuer of every discovery document read
 }
 
-// newKeySet is cluster c's key cache. It has no unknown-kid grace: the keys
-// are read from the spoke itself, not through a cache that may lag behind
-// a rotation.
-func newKeySet(c *fleet.Client, minRefresh time.Duration, now func() time.Time, log *slog.Logger) *jwt.KeySet {
+// discoveryDoc is what the drop-box reads of a discovery document.
+type discoveryDoc struct {
+	Issuer  string `json:"issuer"`
+	JWKSURI string `json:"jwks_uri"`
+}
+
+// newKeySet is cluster c's key cache and its issuer. The key cache has no
+// unknown-kid grace: the keys are read from the spoke itself, not through
+// a cache that may lag behind a rotation.
+func newKeySet(c *fleet.Client, minRefresh time.Duration, now func() time.Time, log *slog.Logger) (*jwt.KeySet, *clusterIssuer) {
 	hc := *c.HTTP // same transport (and token); never follow a redirect with the controller's token
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	f := &keyFetcher{cluster: c.Entry.Name, server: strings.TrimSuffix(c.Entry.Server, "/"), http: &hc, log: log}
-	return jwt.NewKeySet(jwt.KeySetOptions{Fetch: f.fetchLogged, MinRefresh: minRefresh, FetchTimeout: fetchTimeout, Now: now})
+	f.issuer = newClusterIssuer(f.readIssuer, minRefresh, now)
+	return jwt.NewKeySet(jwt.KeySetOptions{Fetch: f.fetchLogged, MinRefresh: minRefresh, FetchTimeout: fetchTimeout, Now: now}), f.issuer
 }
 
 // fetchLogged is fetch with its log line.
@@ -62,10 +70,8 @@ func (k *keyFetcher) fetchLogged(ctx context.Context) ([]jose.JSONWebKey, error)
 // reach, and the keys must come through the federated client.
 func (k *keyFetcher) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	path := jwksPath
-	var doc struct {
-		JWKSURI string `json:"jwks_uri"`
-	}
-	if err := jwt.GetJSON(ctx, k.http, k.server+"/.well-known/openid-configuration", &doc); err != nil {
+	var doc discoveryDoc
+	if err := k.readDiscovery(ctx, &doc); err != nil {
 		k.log.Debug("reading discovery document failed; using the default JWKS path", "cluster", k.cluster, "error", err)
 	} else if u, err := url.Parse(doc.JWKSURI); err == nil && strings.HasPrefix(u.EscapedPath(), "/") {
 		path = u.EscapedPath()
@@ -75,6 +81,23 @@ func (k *keyFetcher) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 		keys, err = k.fetchKeys(ctx, jwksPath)
 	}
 	return keys, err
+}
+
+// readDiscovery reads the discovery document into doc and teaches the
+// cluster's issuer the one it names.
+func (k *keyFetcher) readDiscovery(ctx context.Context, doc *discoveryDoc) error {
+	if err := jwt.GetJSON(ctx, k.http, k.server+"/.well-known/openid-configuration", doc); err != nil {
+		return err
+	}
+	k.issuer.learn(doc.Issuer)
+	return nil
+}
+
+// readIssuer reads the discovery document for its issuer alone.
+func (k *keyFetcher) readIssuer(ctx context.Context) {
+	if err := k.readDiscovery(ctx, &discoveryDoc{}); err != nil {
+		k.log.Warn("re-reading the discovery document for its issuer failed", "cluster", k.cluster, "error", err)
+	}
 }
 
 func (k *keyFetcher) fetchKeys(ctx context.Context, path string) ([]jose.JSONWebKey, error) {

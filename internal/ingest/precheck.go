@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,13 +27,19 @@ func (e *rejectError) Error() string { return "token refused by pre-check: " + e
 
 func reject(reason string) error { return &rejectError{reason: reason} }
 
-// prechecked is what the pre-check learns from a token it let through.
+// prechecked is what the pre-check learns from a token it let through;
+// its claims are those of a payload whose signature verified.
 type prechecked struct {
 	exp time.Time
 	// verifiedBy are the clusters whose keys verified the signature. Only
 	// they may be asked to review the token: a token signed by cluster A is
 	// never sent to cluster B's TokenReview.
 	verifiedBy []string
+	// issuer is the token's iss, podUID the uid of the pod it is bound to
+	// ("" when it names none). The pod's cluster compares them with its
+	// issuer and the pod's row (refuseFinal), so a refusal its TokenReview
+	// could only word as status.error is answered without one.
+	issuer, podUID string
 }
 
 // precheck refuses tokens that cannot be a live service-account token of a
@@ -40,9 +47,10 @@ type prechecked struct {
 // that passes still needs the TokenReview. Errors are *rejectError or wrap
 // errKeysUnavailable.
 //
-// iss is deliberately not compared: hub and spokes share
+// iss does not pick the candidates: hub and spokes may share
 // https://kubernetes.default.svc, and only the keys tell them apart. The
-// clusters whose ingest audience the token names are its candidates.
+// clusters whose ingest audience the token names are its candidates; the
+// issuer is compared later, with the pod's cluster's.
 func (h *Handler) precheck(ctx context.Context, token string) (prechecked, error) {
 	tok, err := jwt.Parse(token)
 	if err != nil {
@@ -70,55 +78,78 @@ func (h *Handler) precheck(ctx context.Context, token string) (prechecked, error
 	if len(candidates) == 0 {
 		return prechecked{}, reject("audience")
 	}
-	verifiedBy, err := verifyAcross(ctx, token, candidates)
+	verifiedBy, payload, err := verifyAcross(ctx, token, candidates)
 	if err != nil {
 		return prechecked{}, err
 	}
-	return prechecked{exp: exp, verifiedBy: verifiedBy}, nil
+	return prechecked{exp: exp, verifiedBy: verifiedBy, issuer: tok.Claims.Issuer, podUID: boundPodUID(payload)}, nil
 }
 
-// verifyAcross returns the candidates whose keys verify token. It first
+// boundPodUID is the uid of the pod a projected token is bound to, from its
+// kubernetes.io claim; "" when it names none or the claim has another shape
+// (kube-apiserver then binds it to no pod either).
+func boundPodUID(payload []byte) string {
+	var claims struct {
+		Kube struct {
+			Pod struct {
+				UID string `json:"uid"`
+			} `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	return claims.Kube.Pod.UID
+}
+
+// verifyAcross returns the candidates whose keys verify token, and the
+// verified payload. It first
 // decides with the keys loaded, so a token of one cluster does not make the
 // others fetch; only when none verifies does it refresh the candidates that
 // lack the token's kid, each at most once per JWKSMinRefresh, so random kids
 // cannot turn into a flood of fetches.
-func verifyAcross(ctx context.Context, token string, candidates []*cluster) ([]string, error) {
+func verifyAcross(ctx context.Context, token string, candidates []*cluster) ([]string, []byte, error) {
 	errs := make([]error, len(candidates))
+	payloads := make([][]byte, len(candidates))
 	for i, c := range candidates {
-		_, errs[i] = c.keys.VerifyLoaded(token)
+		payloads[i], errs[i] = c.keys.VerifyLoaded(token)
 	}
-	if verified := verifiedNames(candidates, errs); len(verified) > 0 {
-		return verified, nil
+	if verified, payload := verifiedNames(candidates, payloads, errs); len(verified) > 0 {
+		return verified, payload, nil
 	}
 	var wg sync.WaitGroup
 	for i, c := range candidates {
 		if errors.Is(errs[i], jwt.ErrUnavailable) || errors.Is(errs[i], jwt.ErrUnknownKey) {
-			wg.Go(func() { _, errs[i] = c.keys.Verify(ctx, token) })
+			wg.Go(func() { payloads[i], errs[i] = c.keys.Verify(ctx, token) })
 		}
 	}
 	wg.Wait()
-	if verified := verifiedNames(candidates, errs); len(verified) > 0 {
-		return verified, nil
+	if verified, payload := verifiedNames(candidates, payloads, errs); len(verified) > 0 {
+		return verified, payload, nil
 	}
 	for i, err := range errs {
 		if errors.Is(err, jwt.ErrUnavailable) {
-			return nil, fmt.Errorf("%w: cluster %s: %w", errKeysUnavailable, candidates[i].Name, err)
+			return nil, nil, fmt.Errorf("%w: cluster %s: %w", errKeysUnavailable, candidates[i].Name, err)
 		}
 	}
 	for _, err := range errs {
 		if errors.Is(err, jwt.ErrMalformed) {
-			return nil, reject(jwt.ReasonMalformed)
+			return nil, nil, reject(jwt.ReasonMalformed)
 		}
 	}
-	return nil, reject("signature")
+	return nil, nil, reject("signature")
 }
 
-func verifiedNames(candidates []*cluster, errs []error) []string {
+// verifiedNames are the candidates that verified the token, with the
+// payload (the same bytes whichever key verified them).
+func verifiedNames(candidates []*cluster, payloads [][]byte, errs []error) ([]string, []byte) {
 	var names []string
+	var payload []byte
 	for i, err := range errs {
 		if err == nil {
 			names = append(names, candidates[i].Name)
+			payload = payloads[i]
 		}
 	}
-	return names
+	return names, payload
 }

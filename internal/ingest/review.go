@@ -29,6 +29,10 @@ const (
 	unauthorized         // 401: the spoke does not authenticate the token
 	forbidden            // 403: authenticated, but not as this pod's turn service account
 	unbound              // 503: this pod's token, but the row has no pod uid yet to bind it to
+	// Decided without a TokenReview (refuseFinal), cached as unauthorized
+	// and forbidden are.
+	otherIssuer // 401: the token's iss is not its cluster's issuer
+	otherPod    // 403: the token is bound to a pod uid other than the row's (a re-created pod's predecessor)
 )
 
 // errReviewUnavailable: the spoke gave no answer (unreachable, timeout,
@@ -85,9 +89,10 @@ func forbidKey(hash, cluster string, row store.WorkPod) string {
 }
 
 // authenticate decides whether token (hash is its sha256, hex) may push for
-// row on cluster c: from the caches, or by a TokenReview on c coalesced with
-// identical reviews in flight. exp is the token's expiry.
-func (h *Handler) authenticate(ctx context.Context, c *cluster, row store.WorkPod, token, hash string, exp time.Time) (verdict, error) {
+// row on cluster c: from the caches, from what the pre-check verified
+// (pc) when that is final, or by a TokenReview on c coalesced with
+// identical reviews in flight.
+func (h *Handler) authenticate(ctx context.Context, c *cluster, row store.WorkPod, token, hash string, pc prechecked) (verdict, error) {
 	now := h.opts.Now()
 	if e, ok := h.accept.Get(acceptKey(hash, row.ID, c.Name), now); ok && e.podUID == row.PodUID {
 		metrics.IngestCacheHits.WithLabelValues("accept").Inc()
@@ -97,19 +102,40 @@ func (h *Handler) authenticate(ctx context.Context, c *cluster, row store.WorkPo
 		metrics.IngestCacheHits.WithLabelValues("negative").Inc()
 		return v, nil
 	}
+	if v, reason, ok := refuseFinal(ctx, c, row, pc); ok {
+		metrics.IngestPrecheckRejects.WithLabelValues(reason).Inc()
+		h.cache(c, row, hash, pc.exp, v)
+		return v, nil
+	}
 	res, err := h.flights.do(ctx, unauthKey(hash, c.Name), func() (reviewResult, error) {
 		res, err := h.tokenReview(ctx, c, token)
 		if err == nil {
 			// Cache the leader's decision before the flight ends, so no
 			// request can slip between the flight and the cache.
-			h.remember(c, row, hash, exp, res)
+			h.remember(c, row, hash, pc.exp, res)
 		}
 		return res, err
 	})
 	if err != nil {
 		return 0, err
 	}
-	return h.remember(c, row, hash, exp, res), nil
+	return h.remember(c, row, hash, pc.exp, res), nil
+}
+
+// refuseFinal refuses, without a TokenReview, a token that c's review
+// could never accept for row but would refuse with status.error (kube-
+// apiserver's wording for both), which reads as an outage: a token of
+// another issuer, or one bound to a pod uid other than the row's. reason
+// is the refusal's label in crucible_ingest_precheck_rejects_total. A row
+// without a uid yet is left to the review (decide's unbound).
+func refuseFinal(ctx context.Context, c *cluster, row store.WorkPod, pc prechecked) (v verdict, reason string, ok bool) {
+	switch {
+	case c.issuer.refuses(ctx, pc.issuer):
+		return otherIssuer, "issuer", true
+	case row.PodUID != "" && pc.podUID != row.PodUID:
+		return otherPod, "pod_uid", true
+	}
+	return 0, "", false
 }
 
 func (h *Handler) negativeGet(hash, cluster string, row store.WorkPod, now time.Time) (verdict, bool) {
@@ -124,8 +150,17 @@ func (h *Handler) negativeGet(hash, cluster string, row store.WorkPod, now time.
 
 // remember decides res for row and caches the decision.
 func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.Time, res reviewResult) verdict {
-	now := h.opts.Now()
 	v := c.decide(res, row)
+	h.cache(c, row, hash, exp, v)
+	return v
+}
+
+// cache records verdict v of token hash for row on c. A token of another
+// issuer is refused on c whatever the pod, as an unauthenticated one is; a
+// token bound to another pod only for this row's uid, as one of another
+// identity is.
+func (h *Handler) cache(c *cluster, row store.WorkPod, hash string, exp time.Time, v verdict) {
+	now := h.opts.Now()
 	switch v {
 	case accepted:
 		until := now.Add(h.opts.AcceptTTL)
@@ -133,13 +168,12 @@ func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.
 			until = exp
 		}
 		h.accept.Put(acceptKey(hash, row.ID, c.Name), acceptEntry{podUID: row.PodUID}, until)
-	case unauthorized:
+	case unauthorized, otherIssuer:
 		h.negative.Put(unauthKey(hash, c.Name), struct{}{}, now.Add(h.opts.NegativeTTL))
-	case forbidden:
+	case forbidden, otherPod:
 		h.negative.Put(forbidKey(hash, c.Name, row), struct{}{}, now.Add(h.opts.NegativeTTL))
 	}
 	// unbound is not cached: the next request reads the row afresh.
-	return v
 }
 
 // tokenReview asks cluster c whether token is authenticated for the ingest
@@ -148,9 +182,10 @@ func (h *Handler) remember(c *cluster, row store.WorkPod, hash string, exp time.
 // false: kube-apiserver reports an authenticator it could not consult (a
 // webhook down, keys it could not load) that way, and a cached "no" would
 // lock a live pod out. kube-apiserver also words some definitive
-// rejections as errors; those tokens passed the pre-check (a cluster's key
-// signed them), and the pod's row state bounds how long they can be
-// retried, so they cost a review per request rather than a wrong 401.
+// rejections as errors; the two a token its keys signed can meet — another
+// issuer, a pod uid not the row's — are refused before any review
+// (refuseFinal), and the pod's row state bounds how long any other can be
+// retried, so it costs a review per request rather than a wrong 401.
 func (h *Handler) tokenReview(ctx context.Context, c *cluster, token string) (reviewResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.reviewTimeout)
 	defer cancel()

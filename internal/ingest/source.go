@@ -89,46 +89,41 @@ func (h *Handler) trusted(a netip.Addr) bool {
 	return false
 }
 
-// sourceCharge is a token taken from a source's bucket, refunded when the
-// request authenticates.
-type sourceCharge struct {
-	res *rate.Reservation
-	now func() time.Time
-}
-
-// refund gives the token back.
-func (c sourceCharge) refund() { c.res.CancelAt(c.now()) }
-
-// chargeSource takes a token from the bucket of the request's source. When
-// the bucket is empty it returns the Retry-After value (whole seconds, at
-// least 1).
-func (h *Handler) chargeSource(r *http.Request) (charge sourceCharge, ok bool, retryAfter string) {
-	res, ok, after := take(h.limiters, h.sourceKey(r), h.opts.Now(), h.opts.RatePerSource, h.opts.RateBurst)
-	return sourceCharge{res: res, now: h.opts.Now}, ok, after
+// chargeSource takes a token from the bucket of a failed request's source
+// and returns the request's answer: err, or 429 when the bucket is empty
+// and the token was not signed by any cluster (so a flood of garbage is
+// answered without even its refusal's cause being logged). A signed token
+// spends what the bucket holds but is never refused by it: a pod behind
+// the same address as the flood keeps its own answer.
+func (h *Handler) chargeSource(r *http.Request, signed bool, err error) error {
+	if ok, after := take(h.limiters, h.sourceKey(r), h.opts.Now(), h.opts.RatePerSource, h.opts.RateBurst); !ok && !signed {
+		return rateLimited(after)
+	}
+	return err
 }
 
 // allowPod takes a token from the bucket of an authenticated pod.
 func (h *Handler) allowPod(pod string) (ok bool, retryAfter string) {
-	_, ok, after := take(h.podLimiters, pod, h.opts.Now(), h.opts.RatePerPod, h.opts.RateBurstPerPod)
-	return ok, after
+	return take(h.podLimiters, pod, h.opts.Now(), h.opts.RatePerPod, h.opts.RateBurstPerPod)
 }
 
 // take takes a token from the bucket under key in limiters, made with
-// perSecond and burst when there is none.
-func take(limiters *lru.Cache[limiter], key string, now time.Time, perSecond float64, burst int) (*rate.Reservation, bool, string) {
+// perSecond and burst when there is none. When the bucket is empty it takes
+// nothing and returns the Retry-After value (whole seconds, at least 1).
+func take(limiters *lru.Cache[limiter], key string, now time.Time, perSecond float64, burst int) (bool, string) {
 	lim := limiters.GetOrAdd(key, now, func() (limiter, time.Time) {
 		return rate.NewLimiter(rate.Limit(perSecond), burst), time.Time{}
 	})
 	res := lim.ReserveN(now, 1)
 	if !res.OK() {
-		return nil, false, "1"
+		return false, "1"
 	}
 	delay := res.DelayFrom(now)
 	if delay == 0 {
-		return res, true, ""
+		return true, ""
 	}
 	res.CancelAt(now)
-	return nil, false, strconv.Itoa(max(1, int(math.Ceil(delay.Seconds()))))
+	return false, strconv.Itoa(max(1, int(math.Ceil(delay.Seconds()))))
 }
 
 // limiter is one source's or pod's token bucket.

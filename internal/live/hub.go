@@ -7,13 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"crucible.dev/crucible/internal/retry"
 )
 
-// ErrSlowViewer ends a viewer whose buffer filled up: it fell behind the
-// others and was dropped so that they are never held back.
+// ErrSlowViewer ends a viewer whose buffer filled up (in lines or bytes),
+// or whose backlog the history dropped before it was read: it fell behind
+// the others and was dropped so that they are never held back.
 var ErrSlowViewer = errors.New("viewer too slow: dropped; reconnect with Last-Event-ID")
 
 // ErrGone is wrapped by a Source's errors when the pod no longer exists.
@@ -40,17 +42,28 @@ type Source interface {
 // Key names a pod.
 type Key struct{ Cluster, Namespace, Pod string }
 
-// Options tune a Hub. Buffer, History and Poll are the profile's [live]
-// section and Retry its [reconcile] policy, defaults applied by package
-// fleet (fleet.Default().Live in tests): NewHub refuses a zero one rather
-// than pick a value of its own. Log is no profile setting: nil discards.
+// Options tune a Hub. Buffer, BufferBytes, History, HistoryBytes and Poll
+// are the profile's [live] section and Retry its [reconcile] policy,
+// defaults applied by package fleet (fleet.Default().Live in tests):
+// NewHub refuses a zero one rather than pick a value of its own. Log is no
+// profile setting: nil discards.
+//
+// The byte bounds are what bound memory: a line costs its text plus
+// lineOverhead, so a stream holds at most HistoryBytes and each viewer at
+// most BufferBytes plus one line, however long the lines a pod prints.
 type Options struct {
 	// Buffer is how many lines a viewer may fall behind before it is
 	// dropped ([live] buffer).
 	Buffer int
+	// BufferBytes is how many bytes of lines a viewer may fall behind
+	// before it is dropped ([live] viewer_buffer_bytes).
+	BufferBytes int64
 	// History is how many recent lines a stream keeps for viewers joining
 	// late ([live] history); older lines are only in the artifact later.
 	History int
+	// HistoryBytes bounds the same history in bytes ([live]
+	// history_bytes).
+	HistoryBytes int64
 	// Poll is how often a pending pod, and a followed pod's end, are
 	// checked ([live] poll_interval).
 	Poll time.Duration
@@ -68,7 +81,9 @@ func (o Options) validate() error {
 		bad  bool
 	}{
 		{"Buffer", o.Buffer <= 0},
+		{"BufferBytes", o.BufferBytes <= 0},
 		{"History", o.History <= 0},
+		{"HistoryBytes", o.HistoryBytes <= 0},
 		{"Poll", o.Poll <= 0},
 		{"Retry", o.Retry.Initial <= 0 || o.Retry.Max <= 0 || o.Retry.Budget <= 0},
 	} {
@@ -85,6 +100,8 @@ type Hub struct {
 	source  func(Key) Source
 	mu      sync.Mutex
 	streams map[Key]*stream
+	// held is the bytes of lines in streams' histories and viewers' queues.
+	held atomic.Int64
 }
 
 // NewHub returns a hub that reads pods' logs from source(key). It does no
@@ -105,6 +122,17 @@ func (h *Hub) Streams() int {
 	defer h.mu.Unlock()
 	return len(h.streams)
 }
+
+// Held is how many bytes of lines the hub holds now: every stream's
+// history and every viewer's queue, each line at its cost (lineCost). It
+// is what the byte budgets bound.
+func (h *Hub) Held() int64 { return h.held.Load() }
+
+// lineOverhead is what a line costs beyond its text: its Line value in a
+// history and a queue, roughly.
+const lineOverhead = 64
+
+func lineCost(l Line) int64 { return int64(len(l.Text)) + lineOverhead }
 
 // Subscribe adds a viewer of key's log that receives the lines numbered
 // after `after` (0: from the first line the stream still holds), then the
@@ -134,16 +162,20 @@ func (h *Hub) release(s *stream) {
 	}
 }
 
-// Viewer receives one client's lines.
+// Viewer receives one client's lines: first its backlog, the lines the
+// stream's history had when it joined (read from the history as it goes, so
+// a backlog costs nothing of its own), then its queue of the lines published
+// since.
 type Viewer struct {
 	s *stream
-	// backlog holds the lines the stream had when the viewer joined; they
-	// are read before ch. It shares the stream's immutable history.
-	backlog []Line
-	ch      chan Line
-	after   int64 // lines up to this number were delivered before (Last-Event-ID)
-	err     error // set before ch is closed: nil means the pod ended
-	once    sync.Once
+	// next..joinLast are the backlog's line numbers still to read.
+	next, joinLast int64
+	ch             chan Line
+	queued         atomic.Int64 // bytes in ch
+	after          int64        // lines up to this number were delivered before (Last-Event-ID)
+	err            error        // set before ch is closed: nil means the pod ended
+	lost           bool         // the history dropped backlog lines before they were read
+	once           sync.Once
 }
 
 // Next returns the next line. At the end it returns io.EOF when the pod
@@ -151,68 +183,94 @@ type Viewer struct {
 // error; ctx ending returns ctx.Err().
 func (v *Viewer) Next(ctx context.Context) (Line, error) {
 	for {
-		l, err := v.next(ctx)
-		if err != nil || l.N > v.after {
+		l, ok, err := v.take(ctx, true)
+		if err != nil || ok && l.N > v.after {
 			return l, err
 		}
 	}
-}
-
-func (v *Viewer) next(ctx context.Context) (Line, error) {
-	if len(v.backlog) > 0 {
-		l := v.backlog[0]
-		v.backlog = v.backlog[1:]
-		return l, nil
-	}
-	select {
-	case l, ok := <-v.ch:
-		if ok {
-			return l, nil
-		}
-		if v.err == nil {
-			return Line{}, io.EOF
-		}
-		return Line{}, v.err
-	case <-ctx.Done():
-		return Line{}, ctx.Err()
-	}
-}
-
-// Close leaves the stream; the last viewer leaving closes the upstream.
-func (v *Viewer) Close() {
-	v.once.Do(func() {
-		v.backlog = nil
-		v.s.remove(v)
-	})
 }
 
 // TryNext returns the next line if one is ready, without waiting: a writer
 // drains what is ready, then flushes once, then waits with Next.
 func (v *Viewer) TryNext() (Line, bool, error) {
 	for {
-		l, ok, err := v.tryNext()
+		l, ok, err := v.take(context.Background(), false)
 		if !ok || l.N > v.after {
 			return l, ok, err
 		}
 	}
 }
 
-func (v *Viewer) tryNext() (Line, bool, error) {
-	if len(v.backlog) > 0 {
-		l := v.backlog[0]
-		v.backlog = v.backlog[1:]
+// take returns the next backlog line, else the next queued one; with wait
+// it waits for one (or ctx), without it ok is false when none is ready.
+func (v *Viewer) take(ctx context.Context, wait bool) (Line, bool, error) {
+	if v.lost {
+		return Line{}, false, ErrSlowViewer
+	}
+	if v.next <= v.joinLast {
+		l, ok := v.s.at(v.next)
+		if !ok {
+			// Lines were published faster than this viewer read its
+			// backlog: the history let go of them.
+			v.lost = true
+			v.s.drop(v)
+			return Line{}, false, ErrSlowViewer
+		}
+		v.next++
 		return l, true, nil
+	}
+	if !wait {
+		select {
+		case l, ok := <-v.ch:
+			return v.received(l, ok)
+		default:
+			return Line{}, false, nil
+		}
 	}
 	select {
 	case l, ok := <-v.ch:
-		if ok {
-			return l, true, nil
-		}
-		if v.err == nil {
-			return Line{}, false, io.EOF
-		}
-		return Line{}, false, v.err
-	default:
-		return Line{}, false, nil
+		return v.received(l, ok)
+	case <-ctx.Done():
+		return Line{}, false, ctx.Err()
 	}
+}
+
+// received is what taking l from the queue means; !ok: the queue closed.
+func (v *Viewer) received(l Line, ok bool) (Line, bool, error) {
+	switch {
+	case ok:
+		v.release(l)
+		return l, true, nil
+	case v.err == nil:
+		return Line{}, false, io.EOF
+	default:
+		return Line{}, false, v.err
+	}
+}
+
+// release uncounts a line taken from the queue.
+func (v *Viewer) release(l Line) {
+	c := lineCost(l)
+	v.queued.Add(-c)
+	v.s.hub.held.Add(-c)
+}
+
+// Close leaves the stream and frees the viewer's queue; the last viewer
+// leaving closes the upstream.
+func (v *Viewer) Close() {
+	v.once.Do(func() {
+		v.s.remove(v)
+		// Nothing is sent to v any more: what is queued is all there is.
+		for {
+			select {
+			case l, ok := <-v.ch:
+				if !ok {
+					return
+				}
+				v.release(l)
+			default:
+				return
+			}
+		}
+	})
 }

@@ -22,7 +22,8 @@ var fastRetry = retry.Policy{Initial: 5 * time.Millisecond, Max: 20 * time.Milli
 
 func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
 	t.Helper()
-	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: buffer, History: fleet.DefaultLiveHistory, Poll: 10 * time.Millisecond, Retry: fastRetry})
+	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: buffer, BufferBytes: fleet.DefaultLiveViewerBufferBytes,
+		History: fleet.DefaultLiveHistory, HistoryBytes: fleet.DefaultLiveHistoryBytes, Poll: 10 * time.Millisecond, Retry: fastRetry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,8 @@ func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
 func TestNewHubRefusesZeroBounds(t *testing.T) {
 	_, err := NewHub(func(Key) Source { return nil }, Options{Buffer: -1, Retry: retry.Policy{Initial: time.Second}})
 	const fleets = ": must be positive (the profile's defaults are fleet's)"
-	want := "live log options: Buffer" + fleets + "\nHistory" + fleets + "\nPoll" + fleets + "\nRetry" + fleets
+	want := "live log options: Buffer" + fleets + "\nBufferBytes" + fleets + "\nHistory" + fleets + "\nHistoryBytes" + fleets +
+		"\nPoll" + fleets + "\nRetry" + fleets
 	if err == nil || err.Error() != want {
 		t.Errorf("NewHub error = %v, want %q", err, want)
 	}

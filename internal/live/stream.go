@@ -19,9 +19,14 @@ type stream struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	viewers map[*Viewer]struct{}
-	history []Line
-	ended   bool
+	viewers map[*Viewer]struct{} // those still sent lines
+	// attached counts the viewers not yet closed, sent lines or not: the
+	// history stays for their backlogs until the last one closes.
+	attached int
+	history  []Line // the last lines, numbered consecutively
+	histCost int64  // their cost (lineCost)
+	last     int64  // the number of the last line published
+	ended    bool
 
 	// Reconnect bookkeeping, touched only by run's goroutine.
 	n      int64     // lines delivered
@@ -44,27 +49,39 @@ func (s *stream) add(after int64) *Viewer {
 	if s.ended {
 		return nil
 	}
-	v := &Viewer{s: s, ch: make(chan Line, s.hub.opts.Buffer), after: after}
-	for i, l := range s.history {
-		if l.N > after {
-			v.backlog = s.history[i:len(s.history):len(s.history)]
-			break
-		}
+	v := &Viewer{s: s, ch: make(chan Line, s.hub.opts.Buffer), after: after, next: 1}
+	if len(s.history) > 0 {
+		v.next, v.joinLast = max(after+1, s.history[0].N), s.last
 	}
 	s.viewers[v] = struct{}{}
+	s.attached++
 	return v
+}
+
+// at returns line n if the history still holds it.
+func (s *stream) at(n int64) (Line, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.history) == 0 || n < s.history[0].N || n > s.last {
+		return Line{}, false
+	}
+	return s.history[n-s.history[0].N], true
 }
 
 func (s *stream) remove(v *Viewer) {
 	s.mu.Lock()
-	_, ok := s.viewers[v]
 	delete(s.viewers, v)
-	last := ok && len(s.viewers) == 0 && !s.ended
+	s.attached--
+	// Dropped viewers are no longer among s.viewers: whichever viewer
+	// leaves, none left to send to means the upstream is done.
+	last := len(s.viewers) == 0 && !s.ended
 	if last {
 		// The last viewer left: nobody needs the upstream any more.
 		s.ended = true
-		s.history = nil
 		s.cancel()
+	}
+	if last || s.attached == 0 {
+		s.freeHistory()
 	}
 	s.mu.Unlock()
 	if last {
@@ -72,24 +89,58 @@ func (s *stream) remove(v *Viewer) {
 	}
 }
 
-// publish hands l to every viewer without ever waiting for one.
-func (s *stream) publish(l Line) {
+// drop stops sending to v, with ErrSlowViewer; s.mu must not be held.
+func (s *stream) drop(v *Viewer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropLocked(v)
+}
+
+func (s *stream) dropLocked(v *Viewer) {
+	if _, ok := s.viewers[v]; ok {
+		v.err = ErrSlowViewer
+		close(v.ch)
+		delete(s.viewers, v)
+	}
+}
+
+func (s *stream) freeHistory() {
+	s.hub.held.Add(-s.histCost)
+	s.history, s.histCost = nil, 0
+}
+
+// publish hands l to every viewer without ever waiting for one, and keeps
+// it in the history within both of its bounds. A viewer whose queue would
+// pass either of its bounds is dropped; an empty queue always takes a line,
+// so one longer than a bound cannot starve a viewer that keeps up.
+func (s *stream) publish(l Line) {
+	cost := lineCost(l)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return // every viewer left, or were ended: nobody is to get l
+	}
 	s.history = append(s.history, l)
-	if keep := s.hub.opts.History; len(s.history) >= 2*keep {
-		// Copied (now and then, so amortised O(1) a line) so that the
-		// dropped lines are freed once no backlog shares the old array.
-		s.history = append(make([]Line, 0, 2*keep), s.history[len(s.history)-keep:]...)
+	s.histCost += cost
+	s.last = l.N
+	s.hub.held.Add(cost)
+	o := s.hub.opts
+	for len(s.history) > 1 && (len(s.history) > o.History || s.histCost > o.HistoryBytes) {
+		c := lineCost(s.history[0])
+		s.histCost -= c
+		s.hub.held.Add(-c)
+		s.history[0] = Line{} // no backlog shares the array: free the text now
+		s.history = s.history[1:]
 	}
 	for v := range s.viewers {
-		select {
-		case v.ch <- l:
-		default:
-			v.err = ErrSlowViewer
-			close(v.ch)
-			delete(s.viewers, v)
+		q := v.queued.Load()
+		if len(v.ch) == cap(v.ch) || q > 0 && q+cost > o.BufferBytes {
+			s.dropLocked(v)
+			continue
 		}
+		v.queued.Add(cost)
+		s.hub.held.Add(cost)
+		v.ch <- l // never blocks: only publish sends, and there is room
 	}
 }
 
@@ -104,7 +155,9 @@ func (s *stream) end(err error) {
 		close(v.ch)
 		delete(s.viewers, v)
 	}
-	s.history = nil
+	if s.attached == 0 {
+		s.freeHistory()
+	}
 }
 
 func (s *stream) run(ctx context.Context) {

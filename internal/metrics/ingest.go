@@ -34,7 +34,7 @@ var (
 	// TokenReview.
 	IngestPrecheckRejects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crucible_ingest_precheck_rejects_total",
-		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, audience, signature, cluster (signed by another cluster than the pod's).",
+		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, not_yet_valid, audience, signature, cluster (signed by another cluster than the pod's), issuer (not the pod's cluster's), pod_uid (bound to another pod uid than the row's).",
 	}, []string{"reason"})
 )
 

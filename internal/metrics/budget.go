@@ -1,0 +1,15 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Budget refusal metrics (issue 23): what a budget on memory or streams
+// refused, so an operator can tell an attack from a budget set too tight.
+var (
+	// BudgetRefusals counts refusals by the budget that made them.
+	BudgetRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_budget_refusals_total",
+		Help: "Requests or streams a budget refused or cut, by budget: live_viewers and live_viewers_per_identity (a live-log stream answered 429), live_viewer_buffer (a viewer dropped for falling [live] buffer or viewer_buffer_bytes behind), sse_write_timeout (an SSE client cut for not taking a write within [live] write_timeout), events_queue (a GET /api/events subscriber dropped for falling too far behind).",
+	}, []string{"budget"})
+)
+
+func init() { Registry.MustRegister(BudgetRefusals) }
