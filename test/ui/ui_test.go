@@ -185,7 +185,12 @@ func TestWebUI(t *testing.T) {
 	noLayoutShift(t, form, "submit")
 	const payload = "answer=42 from the UI test\n"
 	bin, ca := podReadable(t, s)
+	// The pod holds after its 60 lines until the test has seen them while it
+	// runs (release): a busy machine may take longer than the lines do to
+	// open the page, and the test must not depend on how long.
+	release := filepath.Join(filepath.Dir(bin), "release")
 	script := `for i in $(seq 1 60); do echo "line $i of the ui test"; sleep 0.2; done; ` +
+		`while [ ! -e ` + release + ` ]; do sleep 0.2; done; ` +
 		`printf 'answer=42 from the UI test\n' > "$HOME/result.txt"; ` + bin + ` push --ca-file ` + ca + ` result "$HOME/result.txt"`
 	task := filepath.Join(t.TempDir(), "task.json")
 	if err := os.WriteFile(task, []byte(`{"task": "ui"}`), 0o644); err != nil {
@@ -211,6 +216,9 @@ func TestWebUI(t *testing.T) {
 			document.querySelectorAll('#log .logline').length > 0;
 	})()`, 90*time.Second)
 	b.screenshot(t, form, "pod-running")
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	waitJS(t, form, "the end state and exit code", `(document.getElementById('pod-state')||{}).textContent === 'succeeded' &&
 		(document.getElementById('pod-exit')||{}).textContent === '0'`, 2*time.Minute)
 	waitJS(t, form, "all 61 lines (60 and push's)", `document.getElementById('log-status').textContent === '61 lines'`, 30*time.Second)
