@@ -150,3 +150,19 @@ func TestHelmHubChartSpokeRateDefaults(t *testing.T) {
 		t.Errorf("qps %v burst %d, want the profile's defaults %v and %d", c.QPS, c.Burst, fleet.DefaultQPS, fleet.DefaultBurst)
 	}
 }
+
+// The replicas compete for a Lease in the release namespace, where the chart
+// grants them leases — not in the profile's default namespace crucible,
+// where, installed elsewhere with two replicas, nobody could lead.
+func TestHelmHubChartLeaseInTheReleaseNamespace(t *testing.T) {
+	_, objs := helmTemplate(t, "crucible-hub", "platform", "--set", "replicas=2", "--set", "store.postgres.enabled=true")
+	p, err := fleet.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
+	if err != nil {
+		t.Fatalf("the controller refuses the chart's profile: %v", err)
+	}
+	role := find(t, objs, "Role", "crucible-controller-leader-election")
+	if p.LeaderElection.LeaseNamespace != "platform" || role.GetNamespace() != "platform" {
+		t.Errorf("lease namespace %q, leader-election Role in %q; want both the release namespace platform",
+			p.LeaderElection.LeaseNamespace, role.GetNamespace())
+	}
+}
