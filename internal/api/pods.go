@@ -90,6 +90,15 @@ type HistoryEntry struct {
 	Message string      `json:"message,omitempty"`
 }
 
+// What names the entry as the CLI's table and the UI's timeline do: a state
+// change by its state, anything else by its event.
+func (e HistoryEntry) What() string {
+	if e.Event == store.EventState {
+		return string(e.State)
+	}
+	return string(e.Event)
+}
+
 // view is a row as the API shows it. Of the stored spec the image, command
 // and args are shown, and of env, files and secret files only the names, so
 // only those are decoded (values are never read). List views read rows

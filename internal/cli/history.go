@@ -43,18 +43,9 @@ func printHistory(w io.Writer, h []api.HistoryEntry) error {
 		if i > 0 {
 			wait = e.At.Sub(h[i-1].At).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(historyTime), what(e), entryDetail(e), wait)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(historyTime), e.What(), entryDetail(e), wait)
 	}
 	return tw.Flush()
-}
-
-// what names an entry: a state change by its state, anything else by its
-// event.
-func what(e api.HistoryEntry) string {
-	if e.Event == store.EventState {
-		return string(e.State)
-	}
-	return string(e.Event)
 }
 
 func entryDetail(e api.HistoryEntry) string {

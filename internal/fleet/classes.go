@@ -352,14 +352,7 @@ func quantities(path *field.Path, m map[string]Quantity, gpu string) field.Error
 	return errs
 }
 
-func hasDomain(name string) bool {
-	for i := range len(name) {
-		if name[i] == '/' {
-			return i > 0
-		}
-	}
-	return false
-}
+func hasDomain(name string) bool { return strings.IndexByte(name, '/') > 0 }
 
 func validateAllow(c *PodClass, path *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -117,15 +117,11 @@ func waitWaiting(t *testing.T, s *devstack.Stack, id string, within time.Duratio
 	return wp
 }
 
-// whats names the history's entries as the CLI's table does.
+// whats names the history's entries as the CLI and the timeline do.
 func whats(h []api.HistoryEntry) []string {
-	var out []string
+	out := make([]string, 0, len(h))
 	for _, e := range h {
-		if e.Event == store.EventState {
-			out = append(out, string(e.State))
-		} else {
-			out = append(out, string(e.Event))
-		}
+		out = append(out, e.What())
 	}
 	return out
 }

@@ -293,15 +293,11 @@ func entryDetail(e api.HistoryEntry) string {
 	return strings.Join(parts, " — ")
 }
 
-// whats names the history's entries as the timeline's What does.
+// whats names the history's entries as the CLI and the timeline do.
 func whats(h []api.HistoryEntry) []string {
 	out := make([]string, 0, len(h))
 	for _, e := range h {
-		if e.Event == store.EventState {
-			out = append(out, string(e.State))
-		} else {
-			out = append(out, string(e.Event))
-		}
+		out = append(out, e.What())
 	}
 	return out
 }
