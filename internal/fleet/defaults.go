@@ -59,6 +59,7 @@ const (
 	DefaultIngestMaxKindsPerPod   = 32
 	DefaultIngestMaxBytesPerPod   = 1 << 30
 	DefaultIngestMinFreeBytes     = 1 << 30
+	DefaultIngestMaxTotalBytes    = 100 << 30
 	DefaultIngestMaxStagingPerPod = 2
 	DefaultIngestMinUploadRate    = 4 << 10
 	DefaultIngestUploadRateWindow = 30 * time.Second
@@ -85,6 +86,16 @@ const (
 	DefaultAPIAccessDenyTTL     = 5 * time.Second
 	DefaultAPICacheSize         = 10000
 	DefaultAPIPageSize          = 500
+	// A client address may fail authentication once a second with a
+	// burst of 20: a mistyped token is retried a few times, a flood of
+	// garbage gets 429 without costing the hub a TokenReview.
+	DefaultAPIAuthFailuresPerSource = 1
+	DefaultAPIAuthFailureBurst      = 20
+	DefaultAPITokenReviewQPS        = 50
+	DefaultAPITokenReviewBurst      = 100
+	DefaultAPIAccessReviewQPS       = 50
+	DefaultAPIAccessReviewBurst     = 100
+	DefaultAPIStreamRecheck         = time.Minute
 	// MaxAPIPageSize bounds one page of GET /api/pods, whatever ?limit asks.
 	MaxAPIPageSize = 10000
 	// DefaultMetricsListen serves /metrics on its own loopback listener;
@@ -111,6 +122,18 @@ const (
 	DefaultLivePollInterval          = time.Second
 )
 
+// Event feed defaults: a reconnecting subscriber resumes from the last 1024
+// changes or 4 MiB; one 1024 changes or 1 MiB behind is dropped; 1000
+// streams in all, 100 per caller (a browser tab holds one).
+const (
+	DefaultEventsHistory               = 1024
+	DefaultEventsHistoryBytes          = 4 << 20
+	DefaultEventsQueue                 = 1024
+	DefaultEventsQueueBytes            = 1 << 20
+	DefaultEventsMaxStreams            = 1000
+	DefaultEventsMaxStreamsPerIdentity = 100
+)
+
 // The values of [api] auth.
 const (
 	AuthNone       = "none"
@@ -120,6 +143,10 @@ const (
 
 // DefaultAPIAllowedHosts are the Host names the API answers by default.
 func DefaultAPIAllowedHosts() []string { return []string{"localhost", "127.0.0.1", "::1"} }
+
+// DefaultMetricsAllowedHosts are the host names the metrics and pprof
+// listeners answer by default (IP literals are always answered).
+func DefaultMetricsAllowedHosts() []string { return []string{"localhost"} }
 
 // Leader election defaults (R-C10): controller-runtime's and
 // kube-controller-manager's durations. A replica that dies is replaced as
@@ -161,6 +188,9 @@ func setDefaults(p *Profile) {
 	setZero(&c.ArtifactsDir, DefaultArtifactsDir)
 	setZero(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	setZero(&c.MetricsListen, DefaultMetricsListen)
+	if len(c.MetricsAllowedHosts) == 0 {
+		c.MetricsAllowedHosts = DefaultMetricsAllowedHosts()
+	}
 
 	setZero(&p.Mirror.TTL.Duration, DefaultMirrorTTL)
 	setZero(&p.Mirror.MaxStale.Duration, DefaultMirrorMaxStale)
@@ -194,6 +224,21 @@ func setDefaults(p *Profile) {
 	setZero(&a.AccessDenyTTL.Duration, DefaultAPIAccessDenyTTL)
 	setZero(&a.CacheSize, DefaultAPICacheSize)
 	setZero(&a.PageSize, DefaultAPIPageSize)
+	setZero(&a.AuthFailuresPerSource, DefaultAPIAuthFailuresPerSource)
+	setZero(&a.AuthFailureBurst, DefaultAPIAuthFailureBurst)
+	setZero(&a.TokenReviewQPS, DefaultAPITokenReviewQPS)
+	setZero(&a.TokenReviewBurst, DefaultAPITokenReviewBurst)
+	setZero(&a.AccessReviewQPS, DefaultAPIAccessReviewQPS)
+	setZero(&a.AccessReviewBurst, DefaultAPIAccessReviewBurst)
+	setZero(&a.StreamRecheck.Duration, DefaultAPIStreamRecheck)
+
+	ev := &p.Events
+	setZero(&ev.History, DefaultEventsHistory)
+	setZero(&ev.HistoryBytes, DefaultEventsHistoryBytes)
+	setZero(&ev.Queue, DefaultEventsQueue)
+	setZero(&ev.QueueBytes, DefaultEventsQueueBytes)
+	setZero(&ev.MaxStreams, DefaultEventsMaxStreams)
+	setZero(&ev.MaxStreamsPerIdentity, DefaultEventsMaxStreamsPerIdentity)
 
 	setZero(&p.Live.History, DefaultLiveHistory)
 	setZero(&p.Live.HistoryBytes, DefaultLiveHistoryBytes)
@@ -235,6 +280,7 @@ func setIngestDefaults(in *Ingest) {
 	setZero(&in.MaxKindsPerPod, DefaultIngestMaxKindsPerPod)
 	setZero(&in.MaxBytesPerPod, DefaultIngestMaxBytesPerPod)
 	setZero(&in.MinFreeBytes, DefaultIngestMinFreeBytes)
+	setZero(&in.MaxTotalBytes, DefaultIngestMaxTotalBytes)
 	setZero(&in.MaxStagingPerPod, DefaultIngestMaxStagingPerPod)
 	setZero(&in.MinUploadRate, DefaultIngestMinUploadRate)
 	setZero(&in.UploadRateWindow.Duration, DefaultIngestUploadRateWindow)

@@ -69,6 +69,44 @@ func TestValidateMovedKeys(t *testing.T) {
 		{"per-identity cap above the cap", func(p *Profile) { p.Live.MaxViewers, p.Live.MaxViewersPerIdentity = 10, 11 }, []string{
 			`live.max_viewers_per_identity "11": must not exceed live.max_viewers`,
 		}},
+		{"negative budgets of issue 23", func(p *Profile) {
+			p.Events.History, p.Events.HistoryBytes, p.Events.Queue, p.Events.QueueBytes = -1, -2, -3, -4
+			p.Events.MaxStreams, p.Events.MaxStreamsPerIdentity = -5, -6
+			p.API.AuthFailuresPerSource, p.API.AuthFailureBurst = -1, -2
+			p.API.TokenReviewQPS, p.API.TokenReviewBurst, p.API.AccessReviewQPS, p.API.AccessReviewBurst = -3, -4, -5, -6
+			p.API.StreamRecheck.Duration = -time.Second
+			p.Ingest.MaxTotalBytes = -7
+		}, []string{
+			`ingest.max_total_bytes "-7": must be positive`,
+			`api.auth_failures_per_source "-1": must be positive`,
+			`api.auth_failure_burst "-2": must be positive`,
+			`api.token_review_qps "-3": must be positive`,
+			`api.token_review_burst "-4": must be positive`,
+			`api.access_review_qps "-5": must be positive`,
+			`api.access_review_burst "-6": must be positive`,
+			`api.stream_recheck "-1s": must be positive`,
+			`events.history "-1": must be positive`,
+			`events.history_bytes "-2": must be positive`,
+			`events.queue "-3": must be positive`,
+			`events.queue_bytes "-4": must be positive`,
+			`events.max_streams "-5": must be positive`,
+			`events.max_streams_per_identity "-6": must be positive`,
+		}},
+		{"events per-identity cap above the cap", func(p *Profile) { p.Events.MaxStreams, p.Events.MaxStreamsPerIdentity = 10, 11 }, []string{
+			`events.max_streams_per_identity "11": must not exceed events.max_streams`,
+		}},
+		{"hosts, prefixes and the proxy CA", func(p *Profile) {
+			p.Controller.MetricsAllowedHosts = []string{"ok.example", "bad host", "h:1"}
+			p.Pods.MetadataPrefixes = []string{"example.com/", "example.com", "/", "Bad_/", "a.b/"}
+			p.API.ProxyClientCA = "/etc/ca.crt"
+		}, []string{
+			`controller.metrics_allowed_hosts[1] "bad host": must be a host name or IP address without a port`,
+			`controller.metrics_allowed_hosts[2] "h:1": must be a host name or IP address without a port`,
+			`pods.metadata_prefixes[1] "example.com": must be a DNS subdomain followed by "/", e.g. "example.com/"`,
+			`pods.metadata_prefixes[2] "/": must be a DNS subdomain followed by "/", e.g. "example.com/"`,
+			`pods.metadata_prefixes[3] "Bad_/": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+			`api.proxy_client_ca: only used with api.auth "proxy"`,
+		}},
 		{"first backoff above the cap", func(p *Profile) { p.Reconcile.RetryInitial.Duration = 11 * time.Second }, []string{
 			`reconcile.retry_initial "11s": must not exceed reconcile.max_backoff`,
 		}},

@@ -35,6 +35,7 @@ type Profile struct {
 	Ingest     Ingest     `toml:"ingest"`
 	API        API        `toml:"api"`
 	Live       Live       `toml:"live"`
+	Events     Events     `toml:"events"`
 	// LeaderElection tunes the Lease of [controller] leader_elect.
 	LeaderElection LeaderElection `toml:"leader_election"`
 	// DefaultCluster is the cluster a request without a target goes to.
@@ -68,6 +69,11 @@ type Controller struct {
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
 	// MetricsListen serves /metrics alone (plain HTTP); "off" disables it.
 	MetricsListen string `toml:"metrics_listen"`
+	// MetricsAllowedHosts are the Host names (any port) the metrics and
+	// pprof listeners answer besides IP literals, which defeats DNS
+	// rebinding from a browser on the same machine; a scraper addressing
+	// the pod by IP is not affected.
+	MetricsAllowedHosts []string `toml:"metrics_allowed_hosts"`
 	// LeaderElect lets several replicas share one PostgreSQL store: all
 	// serve the API, the drop-box and the mirror; only the holder of the
 	// [leader_election] Lease runs the reconcile loops (R-C10).
@@ -140,6 +146,7 @@ type Ingest struct {
 	MaxKindsPerPod   int      `toml:"max_kinds_per_pod"`
 	MaxBytesPerPod   int64    `toml:"max_bytes_per_pod"`
 	MinFreeBytes     int64    `toml:"min_free_bytes"`
+	MaxTotalBytes    int64    `toml:"max_total_bytes"`
 	MaxStagingPerPod int      `toml:"max_staging_per_pod"`
 	MinUploadRate    int64    `toml:"min_upload_rate"`
 	UploadRateWindow Duration `toml:"upload_rate_window"`
@@ -170,6 +177,29 @@ type API struct {
 	CacheSize        int      `toml:"cache_size"`
 	// PageSize is GET /api/pods's page without ?limit.
 	PageSize int `toml:"page_size"`
+	// ProxyClientCA, with auth "proxy", makes the internal listener
+	// require a client certificate signed by this CA from every peer in
+	// proxy_cidrs before their identity headers count: an address alone
+	// is what every pod of a pod CIDR has.
+	ProxyClientCA string `toml:"proxy_client_ca"`
+	// AuthFailuresPerSource and AuthFailureBurst bound the failed
+	// authentications one client address (an IPv6 /64) may cause: past
+	// them its requests get 429 without a TokenReview, so garbage
+	// bearers cannot spend the hub's TokenReview budget.
+	AuthFailuresPerSource float32 `toml:"auth_failures_per_source"`
+	AuthFailureBurst      int     `toml:"auth_failure_burst"`
+	// TokenReviewQPS/Burst and AccessReviewQPS/Burst are the client-side
+	// rate limits of the hub's TokenReviews and SubjectAccessReviews,
+	// apart, so a flood of one never starves the other.
+	TokenReviewQPS    float32 `toml:"token_review_qps"`
+	TokenReviewBurst  int     `toml:"token_review_burst"`
+	AccessReviewQPS   float32 `toml:"access_review_qps"`
+	AccessReviewBurst int     `toml:"access_review_burst"`
+	// StreamRecheck is how often a long-lived stream (live logs, events)
+	// checks again that its caller still is who it was and may still
+	// read it; a stream whose caller's token expired or whose binding was
+	// revoked ends with an error event.
+	StreamRecheck Duration `toml:"stream_recheck"`
 }
 
 // Pods shapes every work pod the controller renders.
@@ -189,6 +219,11 @@ type Pods struct {
 	// MaxLogBytes bounds the log the controller pulls from a finished pod
 	// (tier 1); larger output belongs in the drop-box.
 	MaxLogBytes int64 `toml:"max_log_bytes"`
+	// MetadataPrefixes are the label and annotation key prefixes a
+	// submitter may put on a work pod (e.g. "example.com/"), besides
+	// crucible's own; anything else is refused, so that no submitter can
+	// set a key the spoke's admission or tooling acts on.
+	MetadataPrefixes []string `toml:"metadata_prefixes"`
 	// Classes are the pod classes (R-P1): what a work pod asks of the
 	// spoke. A profile without any gets defaultClass for both kinds.
 	Classes []PodClass `toml:"classes"`
@@ -219,6 +254,23 @@ type Live struct {
 	// PollInterval is how often a pending pod's start, and a followed
 	// pod's end, are checked on its spoke.
 	PollInterval Duration `toml:"poll_interval"`
+}
+
+// Events tunes GET /api/events, the feed of row changes behind the web
+// UI's live rows and `crucible pods list --watch`.
+type Events struct {
+	// History and HistoryBytes bound the recent changes a reconnecting
+	// subscriber can resume from, in changes and in bytes.
+	History      int   `toml:"history"`
+	HistoryBytes int64 `toml:"history_bytes"`
+	// Queue and QueueBytes bound what one subscriber may fall behind
+	// before it is dropped (it reconnects and resumes or re-lists).
+	Queue      int   `toml:"queue"`
+	QueueBytes int64 `toml:"queue_bytes"`
+	// MaxStreams caps the event streams open at once in all, and
+	// MaxStreamsPerIdentity those of one caller: past either, 429.
+	MaxStreams            int `toml:"max_streams"`
+	MaxStreamsPerIdentity int `toml:"max_streams_per_identity"`
 }
 
 // ClusterEntry is one spoke.

@@ -60,6 +60,7 @@ func validateProfile(p *Profile) field.ErrorList {
 	errs = append(errs, validateIngest(&p.Ingest, field.NewPath("ingest"))...)
 	errs = append(errs, validateAPI(&p.API, field.NewPath("api"), p.Controller.InternalListen)...)
 	errs = append(errs, validateLive(&p.Live, field.NewPath("live"))...)
+	errs = append(errs, validateEvents(&p.Events, field.NewPath("events"))...)
 	errs = append(errs, validateLeader(p)...)
 	errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
 	for i := range p.Clusters {
@@ -128,6 +129,9 @@ func validateController(c *Controller, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(metrics, c.MetricsListen, "port must be a number from 0 to 65535"))
 		}
 	}
+	for i, h := range c.MetricsAllowedHosts {
+		errs = append(errs, hostName(path.Child("metrics_allowed_hosts").Index(i), h)...)
+	}
 	return errs
 }
 
@@ -183,6 +187,19 @@ func validateLive(l *Live, path *field.Path) field.ErrorList {
 	return append(errs, positive(path.Child("poll_interval"), l.PollInterval)...)
 }
 
+func validateEvents(e *Events, path *field.Path) field.ErrorList {
+	errs := notNegative(path.Child("history"), e.History)
+	errs = append(errs, notNegative(path.Child("history_bytes"), e.HistoryBytes)...)
+	errs = append(errs, notNegative(path.Child("queue"), e.Queue)...)
+	errs = append(errs, notNegative(path.Child("queue_bytes"), e.QueueBytes)...)
+	errs = append(errs, notNegative(path.Child("max_streams"), e.MaxStreams)...)
+	errs = append(errs, notNegative(path.Child("max_streams_per_identity"), e.MaxStreamsPerIdentity)...)
+	if e.MaxStreamsPerIdentity > e.MaxStreams && e.MaxStreams > 0 {
+		errs = append(errs, field.Invalid(path.Child("max_streams_per_identity"), e.MaxStreamsPerIdentity, "must not exceed "+path.Child("max_streams").String()))
+	}
+	return errs
+}
+
 func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
 	errs := notNegative(path.Child("max_body_bytes"), in.MaxBodyBytes)
 	errs = append(errs, positive(path.Child("accept_ttl"), in.AcceptTTL)...)
@@ -195,6 +212,7 @@ func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
 	errs = append(errs, notNegative(path.Child("max_kinds_per_pod"), in.MaxKindsPerPod)...)
 	errs = append(errs, notNegative(path.Child("max_bytes_per_pod"), in.MaxBytesPerPod)...)
 	errs = append(errs, notNegative(path.Child("min_free_bytes"), in.MinFreeBytes)...)
+	errs = append(errs, notNegative(path.Child("max_total_bytes"), in.MaxTotalBytes)...)
 	errs = append(errs, notNegative(path.Child("max_staging_per_pod"), in.MaxStagingPerPod)...)
 	errs = append(errs, notNegative(path.Child("min_upload_rate"), in.MinUploadRate)...)
 	errs = append(errs, positive(path.Child("upload_rate_window"), in.UploadRateWindow)...)
@@ -213,6 +231,9 @@ func validatePods(p *Pods, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(exp, d, "must be whole seconds"))
 	}
 	errs = append(errs, labelMap(path.Child("node_selector"), p.NodeSelector)...)
+	for i, prefix := range p.MetadataPrefixes {
+		errs = append(errs, metadataPrefix(path.Child("metadata_prefixes").Index(i), prefix)...)
+	}
 	errs = append(errs, validateClasses(p.Classes, path.Child("classes"))...)
 	switch p.ImagePullPolicy {
 	case "", "Always", "IfNotPresent", "Never":
