@@ -134,6 +134,18 @@ const (
 	DefaultEventsMaxStreamsPerIdentity = 100
 )
 
+// Run-live defaults: the port crucible's own tooling serves a live view on;
+// 1000 sessions in all and 100 per caller (a browser page or a CLI opens
+// one per connection); a session idle for 30 minutes ends, as does one
+// whose peer does not take a write within 10 s.
+const (
+	DefaultRunLivePort                   = 7777
+	DefaultRunLiveMaxSessions            = 1000
+	DefaultRunLiveMaxSessionsPerIdentity = 100
+	DefaultRunLiveIdleTimeout            = 30 * time.Minute
+	DefaultRunLiveWriteTimeout           = 10 * time.Second
+)
+
 // The values of [api] auth.
 const (
 	AuthNone       = "none"
@@ -249,6 +261,12 @@ func setDefaults(p *Profile) {
 	setZero(&p.Live.MaxViewersPerIdentity, DefaultLiveMaxViewersPerIdentity)
 	setZero(&p.Live.PollInterval.Duration, DefaultLivePollInterval)
 
+	rl := &p.RunLive
+	setZero(&rl.MaxSessions, DefaultRunLiveMaxSessions)
+	setZero(&rl.MaxSessionsPerIdentity, DefaultRunLiveMaxSessionsPerIdentity)
+	setZero(&rl.IdleTimeout.Duration, DefaultRunLiveIdleTimeout)
+	setZero(&rl.WriteTimeout.Duration, DefaultRunLiveWriteTimeout)
+
 	l := &p.LeaderElection
 	setZero(&l.LeaseName, c.Instance+DefaultLeaseNameSuffix) // after the instance's default
 	setZero(&l.LeaseNamespace, DefaultLeaseNamespace)
@@ -261,6 +279,10 @@ func setDefaults(p *Profile) {
 		e := &p.Clusters[i]
 		setZero(&e.QPS, DefaultQPS)
 		setZero(&e.Burst, DefaultBurst)
+		setZero(&e.RunLivePort, DefaultRunLivePort)
+		if len(e.RunLivePorts) == 0 {
+			e.RunLivePorts = []int{e.RunLivePort} // after the port's default
+		}
 	}
 	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
 		p.DefaultCluster = p.Clusters[0].Name

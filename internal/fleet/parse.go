@@ -244,10 +244,10 @@ func (s *shape) value(v any, t reflect.Type, path *field.Path) (any, bool) {
 	case reflect.Map:
 		return s.stringMap(v, t.Elem(), path)
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.String {
-			return v, s.strings(v, path)
+		if t.Elem().Kind() == reflect.Struct {
+			return s.tables(v, t.Elem(), path)
 		}
-		return s.tables(v, t.Elem(), path)
+		return v, s.scalars(v, t.Elem().Kind(), path)
 	}
 	return v, s.scalar(v, t.Kind(), path)
 }
@@ -290,16 +290,19 @@ func (s *shape) stringMap(v any, elem reflect.Type, path *field.Path) (any, bool
 	return m, true
 }
 
-// strings checks an array of strings.
-func (s *shape) strings(v any, path *field.Path) bool {
+// scalars checks an array of strings or integers (elements of kind k).
+func (s *shape) scalars(v any, k reflect.Kind, path *field.Path) bool {
 	a, ok := v.([]any)
 	if !ok {
-		s.wrongType(path, v, "an array of strings")
+		what := "an array of strings"
+		if k != reflect.String {
+			what = "an array of integers"
+		}
+		s.wrongType(path, v, what)
 		return false
 	}
 	for i, e := range a {
-		if _, ok := e.(string); !ok {
-			s.wrongType(path.Index(i), e, "a string")
+		if !s.scalar(e, k, path.Index(i)) {
 			return false
 		}
 	}

@@ -36,6 +36,7 @@ type Profile struct {
 	API        API        `toml:"api"`
 	Live       Live       `toml:"live"`
 	Events     Events     `toml:"events"`
+	RunLive    RunLive    `toml:"run_live"`
 	// LeaderElection tunes the Lease of [controller] leader_elect.
 	LeaderElection LeaderElection `toml:"leader_election"`
 	// DefaultCluster is the cluster a request without a target goes to.
@@ -273,6 +274,19 @@ type Events struct {
 	MaxStreamsPerIdentity int `toml:"max_streams_per_identity"`
 }
 
+// RunLive bounds the port-forward sessions the controller relays to work
+// pods on spokes whose entry says run_live.
+type RunLive struct {
+	// MaxSessions caps the sessions open at once in all, and
+	// MaxSessionsPerIdentity those of one caller: past either, 429.
+	MaxSessions            int `toml:"max_sessions"`
+	MaxSessionsPerIdentity int `toml:"max_sessions_per_identity"`
+	// IdleTimeout ends a session that carried no byte either way for so
+	// long; WriteTimeout bounds one write to either side.
+	IdleTimeout  Duration `toml:"idle_timeout"`
+	WriteTimeout Duration `toml:"write_timeout"`
+}
+
 // ClusterEntry is one spoke.
 type ClusterEntry struct {
 	// Name identifies the cluster in the store, the API and metrics.
@@ -297,6 +311,15 @@ type ClusterEntry struct {
 	// QPS and Burst are client-go's client-side rate limit for this spoke.
 	QPS   float32 `toml:"qps"`
 	Burst int     `toml:"burst"`
+	// RunLive lets callers port-forward to this spoke's work pods through
+	// the controller (GET /api/pods/{pod}/portforward): `render spoke`
+	// then grants pods/portforward create in the loop namespace, and
+	// nothing without it.
+	RunLive bool `toml:"run_live"`
+	// RunLivePort is the port `crucible run-live` forwards to.
+	RunLivePort int `toml:"run_live_port"`
+	// RunLivePorts are the pod ports that may be forwarded at all.
+	RunLivePorts []int `toml:"run_live_ports"`
 	// Classes adjusts pod classes for this spoke, by class name: its own
 	// GPU resource name or taints, or the class withheld here.
 	Classes map[string]ClassAdjust `toml:"classes"`

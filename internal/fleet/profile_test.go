@@ -78,7 +78,8 @@ func wantDefaults() *Profile {
 			AccessAllowTTL: Duration{10 * time.Second}, AccessDenyTTL: Duration{5 * time.Second}, CacheSize: 10000, PageSize: 500,
 			AuthFailuresPerSource: 1, AuthFailureBurst: 20, TokenReviewQPS: 50, TokenReviewBurst: 100, AccessReviewQPS: 50, AccessReviewBurst: 100,
 			StreamRecheck: Duration{time.Minute}},
-		Events: Events{History: 1024, HistoryBytes: 4 << 20, Queue: 1024, QueueBytes: 1 << 20, MaxStreams: 1000, MaxStreamsPerIdentity: 100},
+		RunLive: RunLive{MaxSessions: 1000, MaxSessionsPerIdentity: 100, IdleTimeout: Duration{30 * time.Minute}, WriteTimeout: Duration{10 * time.Second}},
+		Events:  Events{History: 1024, HistoryBytes: 4 << 20, Queue: 1024, QueueBytes: 1 << 20, MaxStreams: 1000, MaxStreamsPerIdentity: 100},
 		LeaderElection: LeaderElection{LeaseName: "crucible-leader", LeaseNamespace: "crucible", LeaseDuration: Duration{15 * time.Second},
 			RenewDeadline: Duration{10 * time.Second}, RetryPeriod: Duration{2 * time.Second}},
 		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
@@ -110,6 +111,8 @@ func wantDefaults() *Profile {
 			IngestAudience:     "crucible-ingest",
 			QPS:                500,
 			Burst:              1000,
+			RunLivePort:        7777,
+			RunLivePorts:       []int{7777},
 		}},
 	}
 }
@@ -177,6 +180,7 @@ func TestLoadExample(t *testing.T) {
 		},
 		API:            wantDefaults().API,
 		Events:         wantDefaults().Events,
+		RunLive:        wantDefaults().RunLive,
 		LeaderElection: wantDefaults().LeaderElection,
 		Live:           wantDefaults().Live,
 		Mirror:         Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},
@@ -203,6 +207,8 @@ func TestLoadExample(t *testing.T) {
 			IngestAudience:     "crucible-ingest",
 			QPS:                500,
 			Burst:              1000,
+			RunLivePort:        7777,
+			RunLivePorts:       []int{7777},
 		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,7 @@ func validateProfile(p *Profile) field.ErrorList {
 	errs = append(errs, validateAPI(&p.API, field.NewPath("api"), p.Controller.InternalListen)...)
 	errs = append(errs, validateLive(&p.Live, field.NewPath("live"))...)
 	errs = append(errs, validateEvents(&p.Events, field.NewPath("events"))...)
+	errs = append(errs, validateRunLive(&p.RunLive, field.NewPath("run_live"))...)
 	errs = append(errs, validateLeader(p)...)
 	errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
 	for i := range p.Clusters {
@@ -200,6 +202,34 @@ func validateEvents(e *Events, path *field.Path) field.ErrorList {
 	return errs
 }
 
+func validateRunLive(r *RunLive, path *field.Path) field.ErrorList {
+	errs := notNegative(path.Child("max_sessions"), r.MaxSessions)
+	errs = append(errs, notNegative(path.Child("max_sessions_per_identity"), r.MaxSessionsPerIdentity)...)
+	if r.MaxSessionsPerIdentity > r.MaxSessions && r.MaxSessions > 0 {
+		errs = append(errs, field.Invalid(path.Child("max_sessions_per_identity"), r.MaxSessionsPerIdentity, "must not exceed "+path.Child("max_sessions").String()))
+	}
+	errs = append(errs, positive(path.Child("idle_timeout"), r.IdleTimeout)...)
+	return append(errs, positive(path.Child("write_timeout"), r.WriteTimeout)...)
+}
+
+// validateRunLivePorts checks a cluster's run-live ports: each a port
+// number, run_live_port among them (run-live forwards to it).
+func validateRunLivePorts(c *ClusterEntry, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.RunLivePort < 1 || c.RunLivePort > 65535 {
+		errs = append(errs, field.Invalid(path.Child("run_live_port"), c.RunLivePort, "must be a port number from 1 to 65535"))
+	}
+	for i, port := range c.RunLivePorts {
+		if port < 1 || port > 65535 {
+			errs = append(errs, field.Invalid(path.Child("run_live_ports").Index(i), port, "must be a port number from 1 to 65535"))
+		}
+	}
+	if !slices.Contains(c.RunLivePorts, c.RunLivePort) {
+		errs = append(errs, field.Invalid(path.Child("run_live_ports"), c.RunLivePorts, fmt.Sprintf("must include run_live_port (%d)", c.RunLivePort)))
+	}
+	return errs
+}
+
 func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
 	errs := notNegative(path.Child("max_body_bytes"), in.MaxBodyBytes)
 	errs = append(errs, positive(path.Child("accept_ttl"), in.AcceptTTL)...)
@@ -282,7 +312,7 @@ func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {
 	if c.Burst <= 0 {
 		errs = append(errs, field.Invalid(path.Child("burst"), c.Burst, "must be positive"))
 	}
-	return errs
+	return append(errs, validateRunLivePorts(c, path)...)
 }
 
 // withDetail words an error whose constructor takes no detail (Duplicate,
