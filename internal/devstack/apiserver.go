@@ -49,7 +49,7 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 	}
 	s.Hub = &Cluster{Name: hubName}
 	for _, so := range s.opts.Spokes {
-		s.Spokes = append(s.Spokes, &Cluster{Name: so.Name, Nodes: so.Nodes, NodeName: so.Nodes[0].Name})
+		s.Spokes = append(s.Spokes, &Cluster{Name: so.Name, Nodes: so.Nodes, NodeName: so.Nodes[0].Name, RunLive: s.PodNetwork && !so.NoRunLive})
 	}
 	all := append([]*Cluster{s.Hub}, s.Spokes...)
 	for i, c := range all {

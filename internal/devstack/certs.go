@@ -60,7 +60,7 @@ func newCA() (*CA, error) {
 type certSpec struct {
 	CommonName   string
 	Organization []string
-	Server       bool // serving certificate for 127.0.0.1 and localhost
+	Server       bool // serving certificate for 127.0.0.1, localhost and PodGateway
 	Client       bool
 }
 
@@ -79,7 +79,7 @@ func (ca *CA) issue(dir, name string, spec certSpec) (KeyPair, error) {
 	}
 	if spec.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, PodGateway}
 		tmpl.DNSNames = []string{"localhost", "kubernetes.default.svc"}
 	}
 	if spec.Client {

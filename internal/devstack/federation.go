@@ -87,7 +87,7 @@ func (s *Stack) planFederation() error {
 	f := &Federation{
 		internalPort: ports[0], externalPort: ports[1],
 		ControllerInternalURL: "http://127.0.0.1:" + strconv.Itoa(ports[0]),
-		ControllerExternalURL: "https://127.0.0.1:" + strconv.Itoa(ports[1]),
+		ControllerExternalURL: "https://" + s.podHost() + ":" + strconv.Itoa(ports[1]),
 		WebhookURLs:           map[string]string{},
 		WebhookMetricsURLs:    map[string]string{},
 		WebhookClientCerts:    map[string]KeyPair{},
@@ -253,6 +253,7 @@ func (s *Stack) ClusterEntry(c *Cluster) fleet.ClusterEntry {
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
 		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
+		RunLive: c.RunLive,
 	}
 }
 
@@ -263,7 +264,7 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 	serving := filepath.Join(s.Dir, "pki", "serving")
 	var b strings.Builder
 	fmt.Fprintf(&b, "# crucible profile written by the dev stack\ndefault_cluster = %q\n\n", s.Spokes[0].Name)
-	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"127.0.0.1:%d\"\n", Instance, rp.internal, rp.external)
+	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"%s:%d\"\n", Instance, rp.internal, s.podHost(), rp.external)
 	fmt.Fprintf(&b, "external_url = %q\nexternal_tls_cert = %q\nexternal_tls_key = %q\n", rp.externalURL, serving+".crt", serving+".key")
 	fmt.Fprintf(&b, "metrics_listen = \"127.0.0.1:%d\"\n", rp.metrics)
 	store := s.opts.ControllerStore
@@ -282,7 +283,7 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 		s.opts.SweepInterval.String(), s.opts.OrphanGrace.String(), s.opts.RetryBudget.String())
 	// The stack's clients all come from loopback: let tests name their
 	// source in X-Forwarded-For, as a router in front of the drop-box would.
-	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\"]\n")
+	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\", \"%s/32\"]\n", PodGateway)
 	if s.opts.IngestMinFreeBytes > 0 {
 		fmt.Fprintf(&b, "min_free_bytes = %d\n", s.opts.IngestMinFreeBytes)
 	}
@@ -292,6 +293,9 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 		e.IngestURL = rp.externalURL // a replica's pods push through it
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
 		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)
+		if e.RunLive {
+			b.WriteString("run_live = true\n")
+		}
 		if !c.hasGPUs() {
 			b.WriteString("[clusters.classes.gpu]\nwithhold = true\n[clusters.classes.gpu-short]\nwithhold = true\n")
 		}

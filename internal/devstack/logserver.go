@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// The runtime answers the kubelet API's containerLogs on the kubelet port
+// The runtime answers the kubelet API's containerLogs (and portForward, see
+// portforward.go) on the kubelet port
 // every node of the spoke names (their daemonEndpoints), so that the spoke's kube-apiserver serves
 // pods/log — follow, timestamps, sinceTime, tailLines and limitBytes
 // included — from the pod's own CRI log, as it would from a kubelet.
@@ -36,6 +37,10 @@ func (r *nodeRuntime) newLogServer(certFile, keyFile, caFile string) (*http.Serv
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", r.serveContainerLogs)
+	for _, route := range []string{"GET /portForward/{namespace}/{pod}", "POST /portForward/{namespace}/{pod}",
+		"GET /portForward/{namespace}/{pod}/{uid}", "POST /portForward/{namespace}/{pod}/{uid}"} {
+		mux.HandleFunc(route, r.servePortForward)
+	}
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -28,6 +28,10 @@ type podRun struct {
 	mu      sync.Mutex
 	log     *criLog // nil until the process starts
 	waiting string  // why it has not started yet
+	// net and pid are the pod's network and the process whose network
+	// namespace it is; nil and 0 without pod networks.
+	net *podNet
+	pid int
 
 	deleting   chan struct{} // closed when the pod is being deleted
 	deleteOnce sync.Once
@@ -119,9 +123,14 @@ func (r *nodeRuntime) run(p *podRun, pod *corev1.Pod) {
 	}
 	r.updateStatus(ctx, pod, runningStatus(pod, proc.started, proc.cmd.Process.Pid))
 	end := r.supervise(ctx, p, pod, proc)
-	// The volumes and working directory go with the process, as a
-	// container's filesystem does; the log stays.
+	// The volumes, working directory and network go with the process, as
+	// a container's do; the log stays.
 	_ = os.RemoveAll(filepath.Join(r.podBase, string(pod.UID)))
+	p.mu.Lock()
+	pn := p.net
+	p.net, p.pid = nil, 0
+	p.mu.Unlock()
+	pn.remove()
 	r.updateStatus(ctx, pod, terminatedStatus(pod, end, proc.cmd.Process.Pid))
 	r.awaitDeletion(ctx, p, pod)
 }

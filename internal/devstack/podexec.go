@@ -37,7 +37,14 @@ type execSpec struct {
 	UID       int      `json:"uid"`
 	GID       int      `json:"gid"`
 	Pdeathsig bool     `json:"pdeathsig"`
+	// WaitNetwork: the helper runs in a network namespace of its own that
+	// the runtime configures after the start; it waits on fd 3 for one
+	// byte saying the pod's network is up (EOF: it failed).
+	WaitNetwork bool `json:"waitNetwork,omitempty"`
 }
+
+// networkReadyFD is the pipe the runtime signals a pod's network on.
+const networkReadyFD = 3
 
 // bindMount is one volume at its mountPath: Source bind-mounted there, or a
 // tmpfs of its own for a memory-backed emptyDir.
@@ -97,6 +104,11 @@ func becomePod(specFile string) error {
 	if len(spec.Argv) == 0 {
 		return errors.New("no command")
 	}
+	if spec.WaitNetwork {
+		if err := awaitNetwork(); err != nil {
+			return err
+		}
+	}
 	if err := mountVolumes(spec.Mounts); err != nil {
 		return err
 	}
@@ -125,6 +137,18 @@ func becomePod(specFile string) error {
 		return err
 	}
 	return fmt.Errorf("exec %s: %w", spec.Argv[0], syscall.Exec(path, spec.Argv, spec.Env))
+}
+
+// awaitNetwork blocks until the runtime has set the pod's network up, and
+// closes the pipe, so the pod's command never inherits it.
+func awaitNetwork() error {
+	ready := os.NewFile(networkReadyFD, "network-ready")
+	defer ready.Close()
+	var b [1]byte
+	if n, _ := ready.Read(b[:]); n != 1 {
+		return errors.New("the runtime could not set up the pod's network (see the runtime's log)")
+	}
+	return nil
 }
 
 // lookPath finds file on the PATH of env, as a container runtime does.

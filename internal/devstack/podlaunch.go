@@ -91,7 +91,7 @@ func (r *nodeRuntime) launch(ctx context.Context, p *podRun, pod *corev1.Pod) (*
 	for _, a := range slices.Concat(c.Command, c.Args) {
 		argv = append(argv, expandEnv(a, lookup))
 	}
-	spec := execSpec{Dir: work, Argv: argv, SetUser: who.set, UID: who.uid, GID: who.gid, Pdeathsig: !r.cfg.Detached}
+	spec := execSpec{Dir: work, Argv: argv, SetUser: who.set, UID: who.uid, GID: who.gid, Pdeathsig: !r.cfg.Detached, WaitNetwork: r.cfg.PodNetwork}
 	if c.WorkingDir != "" {
 		spec.Dir = c.WorkingDir
 	}
@@ -143,6 +143,19 @@ func (r *nodeRuntime) start(p *podRun, pod *corev1.Pod, dir string, spec execSpe
 	if r.cfg.Isolation == IsolationMountNamespace {
 		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
 	}
+	var netReady *os.File
+	if spec.WaitNetwork {
+		var childEnd *os.File
+		if childEnd, netReady, err = os.Pipe(); err != nil {
+			log.abandon()
+			outR.Close()
+			errR.Close()
+			return nil, err
+		}
+		defer childEnd.Close()
+		cmd.ExtraFiles = []*os.File{childEnd} // fd 3: networkReadyFD
+		cmd.SysProcAttr.Unshareflags |= syscall.CLONE_NEWNET
+	}
 	started := time.Now()
 	err = cmd.Start()
 	outW.Close()
@@ -151,7 +164,13 @@ func (r *nodeRuntime) start(p *podRun, pod *corev1.Pod, dir string, spec execSpe
 		log.abandon()
 		outR.Close()
 		errR.Close()
+		if netReady != nil {
+			netReady.Close()
+		}
 		return nil, fmt.Errorf("start pod process: %w", err)
+	}
+	if netReady != nil {
+		r.connectPod(p, cmd.Process.Pid, netReady)
 	}
 	proc := &podProcess{cmd: cmd, started: started, exited: make(chan struct{}), log: log, pipes: []*os.File{outR, errR}, stopAux: stopAux}
 	log.expect(2)
@@ -164,6 +183,22 @@ func (r *nodeRuntime) start(p *podRun, pod *corev1.Pod, dir string, spec execSpe
 	p.mu.Unlock()
 	*ok = true
 	return proc, nil
+}
+
+// connectPod sets up the network of a pod process waiting for it and tells
+// it to go on. On failure the pipe closes unwritten: the helper then exits
+// with the reason in the pod's log, as a container whose sandbox failed.
+func (r *nodeRuntime) connectPod(p *podRun, pid int, ready *os.File) {
+	defer ready.Close()
+	pn, err := setupPodNet(pid, p.uid)
+	if err != nil {
+		r.log("dev runtime: network of pod %s/%s: %v", p.namespace, p.name, err)
+		return
+	}
+	p.mu.Lock()
+	p.net, p.pid = pn, pid
+	p.mu.Unlock()
+	_, _ = ready.Write([]byte{1})
 }
 
 // newLog creates the pod's log file, where the kubelet keeps it:

@@ -86,7 +86,7 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 	if err != nil {
 		return nil, err
 	}
-	rp := replicaPorts{internal: ports[0], external: ports[1], metrics: ports[2], externalURL: "https://127.0.0.1:" + strconv.Itoa(ports[1])}
+	rp := replicaPorts{internal: ports[0], external: ports[1], metrics: ports[2], externalURL: "https://" + s.podHost() + ":" + strconv.Itoa(ports[1])}
 	dir := filepath.Join(s.Dir, "crucible")
 	profile := filepath.Join(dir, "crucible-"+name+".toml")
 	if err := os.WriteFile(profile, []byte(s.profile(dir, rp)), 0o644); err != nil {

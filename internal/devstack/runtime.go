@@ -63,6 +63,9 @@ type RuntimeConfig struct {
 	Crucible string `json:"crucible"`
 	// Isolation is IsolationMountNamespace or IsolationPaths.
 	Isolation string `json:"isolation"`
+	// PodNetwork: every pod gets a network namespace of its own (podnet.go);
+	// only with IsolationMountNamespace.
+	PodNetwork bool `json:"podNetwork,omitempty"`
 	// Detached: pods are not killed with the runtime's parent.
 	Detached bool           `json:"detached"`
 	Spokes   []RuntimeSpoke `json:"spokes"`

@@ -23,12 +23,7 @@ func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 		Detached: s.opts.Detached,
 	}
 	cfg.Crucible = s.crucibleBinary()
-	cfg.Isolation = IsolationMountNamespace
-	if err := s.chooseIsolation(); err != nil {
-		cfg.Isolation = IsolationPaths
-		s.opts.Progress("dev runtime: %v", err)
-	}
-	s.PodIsolation = cfg.Isolation
+	cfg.Isolation, cfg.PodNetwork = s.PodIsolation, s.PodNetwork
 	for i, c := range s.Spokes {
 		cfg.Spokes = append(cfg.Spokes, RuntimeSpoke{Name: c.Name, Kubeconfig: c.KubeconfigFile, Nodes: nodeNames(c.Nodes), Port: ports[i]})
 	}
@@ -87,6 +82,37 @@ func (s *Stack) crucibleBinary() string {
 	return ""
 }
 
+// choosePodIsolation decides, before anything depends on it, how the dev
+// runtime will run pods: in mount and network namespaces of their own where
+// the machine allows, and says once what is lost where it does not.
+func (s *Stack) choosePodIsolation() {
+	s.PodIsolation = IsolationMountNamespace
+	if err := s.chooseIsolation(); err != nil {
+		s.PodIsolation = IsolationPaths
+		s.opts.Progress("dev runtime: %v", err)
+		s.opts.Progress("dev runtime: %v", errNoPodNetwork)
+		return
+	}
+	if s.opts.NoPodNetwork {
+		s.opts.Progress("dev runtime: %v (NoPodNetwork is set)", errNoPodNetwork)
+		return
+	}
+	if err := probePodNetwork(); err != nil {
+		s.opts.Progress("dev runtime: %v (this machine refused one: %v)", errNoPodNetwork, err)
+		return
+	}
+	s.PodNetwork = true
+}
+
+// podHost is the host address the controller's external listener binds and
+// its URL names: the pods' gateway where pods have networks, else loopback.
+func (s *Stack) podHost() string {
+	if s.PodNetwork {
+		return PodGateway.String()
+	}
+	return "127.0.0.1"
+}
+
 // errNoMountNamespace explains, once per `dev up`, what differs when pods
 // cannot get a private mount namespace.
 var errNoMountNamespace = errors.New("pods run without a private mount namespace, so their volumes are NOT at their mountPath: " +
@@ -110,7 +136,11 @@ func (s *Stack) chooseIsolation() error {
 
 // probeMountNamespace starts the pod helper in a new mount namespace and has
 // it mount a tmpfs, the least a pod's volumes need.
-func probeMountNamespace() error {
+func probeMountNamespace() error { return probeNamespaces(syscall.CLONE_NEWNS) }
+
+// probeNamespaces starts the pod helper in new namespaces of the given
+// kinds (a mount namespace among them) and has it mount a tmpfs.
+func probeNamespaces(flags uintptr) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -127,7 +157,7 @@ func probeMountNamespace() error {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = []string{podExecEnv + "=" + specFile}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: flags, Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: %s", err, out)
 	}

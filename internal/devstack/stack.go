@@ -65,6 +65,11 @@ type Options struct {
 	// pod's directory and env values naming a mountPath are rewritten. Tests
 	// use it to cover that fallback.
 	NoPodMountNamespace bool
+	// NoPodNetwork makes the dev runtime run pods in the host's network even
+	// where each could have a network namespace of its own (podnet.go):
+	// the controller then listens on loopback and run-live is unavailable.
+	// Tests use it to cover that fallback.
+	NoPodNetwork bool
 
 	// SweepInterval, OrphanGrace and RetryBudget tune the controller's
 	// reconciler (defaults 5s, 30s, 2m).
@@ -104,6 +109,10 @@ type SpokeOptions struct {
 	BuiltinHubAuthn bool
 	// Nodes are the spoke's nodes; empty means DefaultNodes(Name).
 	Nodes []NodeSpec
+	// NoRunLive leaves run_live off for this spoke in the controller's
+	// profile and its RBAC, where the stack would turn it on (pods have
+	// networks of their own).
+	NoRunLive bool
 }
 
 // TokenWebhook is where a spoke's kube-apiserver sends TokenReviews.
@@ -131,6 +140,10 @@ type Stack struct {
 	// PodIsolation is how the dev runtime runs pods: IsolationMountNamespace
 	// or IsolationPaths.
 	PodIsolation string
+	// PodNetwork: every pod has a network namespace of its own, reaching
+	// the host at PodGateway (where the controller's external listener
+	// is); false: pods share the host's network.
+	PodNetwork bool
 
 	ca          *CA
 	opts        Options
@@ -160,6 +173,9 @@ type Cluster struct {
 	// NodeName is the first of Nodes: by default the CPU node, where a pod
 	// that tolerates no taint lands.
 	NodeName string
+	// RunLive: the controller's profile sets run_live for this spoke, and
+	// its RBAC here grants pods/portforward.
+	RunLive bool
 
 	dir string
 }
@@ -273,6 +289,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.startEtcd(ctx); err != nil {
 		return nil, err
 	}
+	s.choosePodIsolation()
 	if err := s.planFederation(); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,9 @@ const ControllerRBACName = "crucible-controller"
 // documents /.well-known/openid-configuration and /openid/v1/jwks, both for
 // the drop-box's review and local pre-check), each bound to the User
 // controllerUsername, the name the spoke's authn webhook maps the
-// controller's token to. In apply order: Role, RoleBinding, ClusterRole,
+// controller's token to. A cluster with run_live adds pods/portforward
+// create to the Role, and only then: a port-forward reaches any port of any
+// pod in the namespace. In apply order: Role, RoleBinding, ClusterRole,
 // ClusterRoleBinding.
 func SpokeRBAC(c fleet.ClusterEntry, controllerUsername string) []runtime.Object {
 	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
@@ -29,16 +31,20 @@ func SpokeRBAC(c fleet.ClusterEntry, controllerUsername string) []runtime.Object
 	}
 	namespaced := metav1.ObjectMeta{Name: ControllerRBACName, Namespace: c.LoopNamespace, Labels: labels}
 	cluster := metav1.ObjectMeta{Name: ControllerRBACName, Labels: labels}
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
+	}
+	if c.RunLive {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}})
+	}
 	return []runtime.Object{
 		&rbacv1.Role{
 			TypeMeta:   typeMeta("Role"),
 			ObjectMeta: *namespaced.DeepCopy(),
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
-				{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete"}},
-				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete"}},
-			},
+			Rules:      rules,
 		},
 		&rbacv1.RoleBinding{
 			TypeMeta:   typeMeta("RoleBinding"),

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -264,4 +265,34 @@ func TestYAMLErrors(t *testing.T) {
 	if out, err := YAML(); err != nil || len(out) != 0 {
 		t.Errorf("YAML() = %q, %v; want empty", out, err)
 	}
+}
+
+// run_live adds pods/portforward create to the Role and nothing else; off,
+// no rule names pods/portforward at all.
+func TestSpokeRBACRunLive(t *testing.T) {
+	off := SpokeRBAC(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, controllerUser)
+	on := SpokeRBAC(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops", RunLive: true}, controllerUser)
+	for _, obj := range off {
+		if strings.Contains(mustYAML(t, obj), "portforward") {
+			t.Errorf("without run_live the RBAC names portforward:\n%s", mustYAML(t, obj))
+		}
+	}
+	offRole, onRole := off[0].(*rbacv1.Role), on[0].(*rbacv1.Role)
+	want := append(append([]rbacv1.PolicyRule{}, offRole.Rules...),
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}})
+	if diff := cmp.Diff(want, onRole.Rules); diff != "" {
+		t.Errorf("Role rules with run_live (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(off[1:], on[1:]); diff != "" {
+		t.Errorf("run_live changed more than the Role (-off +on):\n%s", diff)
+	}
+}
+
+func mustYAML(t *testing.T, obj runtime.Object) string {
+	t.Helper()
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
