@@ -3,6 +3,8 @@ package apiauth
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -52,15 +54,29 @@ type TokenReviewer interface {
 
 // Bearer is auth "kubernetes": the caller presents a hub bearer token, which
 // the hub's TokenReview turns into a user and groups. Accepts and rejections
-// are cached apart, keyed by lru.TokenKey of the token.
+// are cached apart, keyed by lru.TokenKey of the token. Failed
+// authentications spend their source's failure budget (WithFailureBudget);
+// an empty one refuses the source's unknown tokens with 429 before they
+// cost a review, while tokens the hub accepted keep working.
 type Bearer struct {
 	reviewer    TokenReviewer
 	acceptTTL   time.Duration
 	negativeTTL time.Duration
 	cache       *lru.Cache[tokenAnswer]
-	flight      singleflight.Group
-	now         func() time.Time
+	// known remembers, for knownGoodFor, the tokens the hub accepted: one
+	// of them is reviewed again when its accept expired even from a source
+	// whose budget is empty, so a flood from a shared address (a NAT, an
+	// ingress) does not lock out the users already signed in behind it.
+	known    *lru.Cache[struct{}]
+	failures *failureBudget
+	flight   singleflight.Group
+	now      func() time.Time
 }
+
+// knownGoodFor is how long a token the hub accepted stays exempt from its
+// source's failure budget. An hour covers kubectl's default token lifetime;
+// a token the hub stops accepting loses the exemption at its next review.
+const knownGoodFor = time.Hour
 
 type tokenAnswer struct {
 	id Identity
@@ -68,25 +84,85 @@ type tokenAnswer struct {
 }
 
 // NewBearer returns a bearer-token authenticator remembering at most size
-// answers, accepts for acceptTTL and rejections for negativeTTL.
+// answers, accepts for acceptTTL and rejections for negativeTTL. Failures
+// are not limited until WithFailureBudget.
 func NewBearer(r TokenReviewer, acceptTTL, negativeTTL time.Duration, size int) *Bearer {
-	return &Bearer{reviewer: r, acceptTTL: acceptTTL, negativeTTL: negativeTTL, cache: lru.New[tokenAnswer](size), now: time.Now}
+	return &Bearer{reviewer: r, acceptTTL: acceptTTL, negativeTTL: negativeTTL, cache: lru.New[tokenAnswer](size),
+		known: lru.New[struct{}](size), failures: newFailureBudget(math.Inf(1), 1, 1, nil), now: time.Now}
+}
+
+// WithFailureBudget limits the failed authentications of each source
+// (SourceKey) to perSecond with burst, remembering at most size sources,
+// and returns b. Refusals are logged to log.
+func (b *Bearer) WithFailureBudget(perSecond float64, burst, size int, log *slog.Logger) *Bearer {
+	b.failures = newFailureBudget(perSecond, burst, size, log)
+	return b
 }
 
 var _ Authenticator = (*Bearer)(nil)
 
-// Authenticate reviews the request's bearer token.
+// Authenticate reviews the request's bearer token. A request without any
+// Authorization header costs nothing and is only told how to authenticate
+// (the web UI's first call is one); every other failure spends the
+// source's budget.
 func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
+	source := SourceKey(r)
 	token, err := BearerToken(r.Header)
 	if err != nil {
-		return Identity{}, err
+		if len(r.Header.Values("Authorization")) == 0 {
+			return Identity{}, err
+		}
+		return Identity{}, b.failed(source, err)
 	}
 	key := lru.TokenKey(token)
 	if a, ok := b.cache.Get(key, b.now()); ok {
 		metrics.APIAuthCacheHits.WithLabelValues(reviewToken, outcome(a.ok)).Inc()
-		return a.result()
+		if !a.ok {
+			return Identity{}, b.failed(source, a.err())
+		}
+		return a.id, nil
 	}
-	a, err := coalesce(r.Context(), &b.flight, key, func(ctx context.Context) (tokenAnswer, error) {
+	return b.reviewBudgeted(r.Context(), source, key, token)
+}
+
+// reviewBudgeted reviews a token no cache answers. An unknown token spends
+// a failure up front, so concurrent garbage cannot outrun the budget, and
+// gets it back when the hub accepts it or does not answer; a known-good one
+// is reviewed whatever the budget holds and spends a failure only if the
+// hub no longer accepts it.
+func (b *Bearer) reviewBudgeted(ctx context.Context, source, key, token string) (Identity, error) {
+	now := b.now()
+	_, known := b.known.Get(key, now)
+	if !known {
+		if ok, wait := b.failures.spend(source, now); !ok {
+			return Identity{}, b.failures.refuse(source, wait, now)
+		}
+	}
+	a, err := b.review(ctx, key, token)
+	switch {
+	case err != nil: // no answer is not the caller's failure
+		if !known {
+			b.failures.refund(source, b.now())
+		}
+		return Identity{}, err
+	case a.ok:
+		if !known {
+			b.failures.refund(source, b.now())
+		}
+		b.known.Put(key, struct{}{}, b.now().Add(knownGoodFor))
+		return a.id, nil
+	}
+	if known {
+		b.known.Delete(key)
+		b.failures.spend(source, b.now()) // the 401 stands even when it is empty
+	}
+	return Identity{}, a.err()
+}
+
+// review asks the hub about token once for all concurrent callers of key
+// and caches the answer.
+func (b *Bearer) review(ctx context.Context, key, token string) (tokenAnswer, error) {
+	return coalesce(ctx, &b.flight, key, func(ctx context.Context) (tokenAnswer, error) {
 		st, err := b.reviewer.ReviewToken(ctx, token)
 		if err != nil {
 			metrics.APIAuthReviews.WithLabelValues(reviewToken, "error").Inc()
@@ -102,10 +178,16 @@ func (b *Bearer) Authenticate(r *http.Request) (Identity, error) {
 		b.cache.Put(key, a, b.now().Add(ttl))
 		return a, nil
 	})
-	if err != nil {
-		return Identity{}, err
+}
+
+// failed spends a failure of source and returns err, or the budget's 429
+// when it was already empty.
+func (b *Bearer) failed(source string, err error) error {
+	now := b.now()
+	if ok, wait := b.failures.spend(source, now); !ok {
+		return b.failures.refuse(source, wait, now)
 	}
-	return a.result()
+	return err
 }
 
 // coalesce runs fn once for all concurrent callers of one key and waits for
@@ -127,11 +209,9 @@ func coalesce[T any](ctx context.Context, g *singleflight.Group, key string, fn 
 	}
 }
 
-func (a tokenAnswer) result() (Identity, error) {
-	if !a.ok {
-		return Identity{}, fmt.Errorf("%w: the hub did not accept the token", ErrUnauthenticated)
-	}
-	return a.id, nil
+// err is the refusal of a token the hub did not accept.
+func (a tokenAnswer) err() error {
+	return fmt.Errorf("%w: the hub did not accept the token", ErrUnauthenticated)
 }
 
 func extra(in map[string]authenticationv1.ExtraValue) map[string][]string {

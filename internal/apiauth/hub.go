@@ -17,7 +17,11 @@ const reviewTimeout = 10 * time.Second
 // Hub sends TokenReviews and SubjectAccessReviews to the hub's API server
 // with the controller's own identity, which needs create on
 // authentication.k8s.io tokenreviews and authorization.k8s.io
-// subjectaccessreviews (crucible render hub prints that ClusterRole).
+// subjectaccessreviews (crucible render hub prints that ClusterRole). The
+// controller makes one Hub per kind of review, each on a clientset with its
+// own client-side rate limit ([api] token_review_qps, access_review_qps): a
+// review that cannot get a token from it before reviewTimeout fails as an
+// unanswered one (ErrUnavailable, 503), never as a refusal.
 type Hub struct {
 	Client kubernetes.Interface
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -18,35 +19,27 @@ const (
 // oauth2-proxy) authenticates users and passes the identity in headers. The
 // headers are believed only from the proxy's own addresses (the TCP peer,
 // never X-Forwarded-For): the same headers from anyone else are refused, so
-// a caller that bypasses the proxy cannot name itself.
+// a caller that bypasses the proxy cannot name itself. In a cluster the
+// proxy's addresses are the pod CIDR, which every pod shares, so
+// RequireClientCert also asks for proof: a client certificate the TLS
+// handshake verified against [api] proxy_client_ca.
 type Proxy struct {
 	Trusted      []netip.Prefix
 	UserHeader   string // e.g. X-Auth-Request-User
 	GroupsHeader string // e.g. X-Auth-Request-Groups; comma-separated, may repeat
+	// RequireClientCert believes the headers only on a connection whose
+	// client certificate was verified (the listener asks every client for
+	// one and verifies what it is given; see httpserve.Options).
+	RequireClientCert bool
 }
 
 var _ Authenticator = (*Proxy)(nil)
 
 // Authenticate reads the identity headers of a trusted peer.
 func (p *Proxy) Authenticate(r *http.Request) (Identity, error) {
-	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return Identity{}, fmt.Errorf("%w: unknown peer address", ErrUnauthenticated)
-	}
-	addr := peer.Addr().Unmap()
-	trusted := false
-	for _, t := range p.Trusted {
-		if t.Contains(addr) {
-			trusted = true
-			break
-		}
-	}
 	users := r.Header.Values(p.UserHeader)
-	if !trusted {
-		if len(users) > 0 || len(r.Header.Values(p.GroupsHeader)) > 0 {
-			return Identity{}, fmt.Errorf("%w: identity headers from %s, which is not a trusted proxy", ErrUnauthenticated, addr)
-		}
-		return Identity{}, fmt.Errorf("%w: requests must come through the SSO proxy", ErrUnauthenticated)
+	if err := p.checkPeer(r, len(users) > 0 || len(r.Header.Values(p.GroupsHeader)) > 0); err != nil {
+		return Identity{}, err
 	}
 	if len(users) != 1 || users[0] == "" {
 		return Identity{}, fmt.Errorf("%w: the proxy sent no single %s header", ErrUnauthenticated, p.UserHeader)
@@ -72,6 +65,38 @@ func (p *Proxy) Authenticate(r *http.Request) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: more than %d groups in %s", ErrUnauthenticated, maxGroups, p.GroupsHeader)
 	}
 	return Identity{User: user, Groups: groups}, nil
+}
+
+// checkPeer refuses a request unless it comes from the proxy: a trusted
+// address and, with RequireClientCert, a verified client certificate. The
+// reason says which is missing; headers says whether the request named
+// anyone (a caller that did not is only told to use the proxy).
+func (p *Proxy) checkPeer(r *http.Request, headers bool) error {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return fmt.Errorf("%w: unknown peer address", ErrUnauthenticated)
+	}
+	addr := peer.Addr().Unmap()
+	trusted := p.trusted(addr)
+	switch {
+	case trusted && (!p.RequireClientCert || verifiedClient(r)):
+		return nil
+	case !headers:
+		return fmt.Errorf("%w: requests must come through the SSO proxy", ErrUnauthenticated)
+	case !trusted:
+		return fmt.Errorf("%w: identity headers from %s, which is not a trusted proxy", ErrUnauthenticated, addr)
+	}
+	return fmt.Errorf("%w: identity headers from %s without a verified client certificate (api.proxy_client_ca)", ErrUnauthenticated, addr)
+}
+
+func (p *Proxy) trusted(addr netip.Addr) bool {
+	return slices.ContainsFunc(p.Trusted, func(t netip.Prefix) bool { return t.Contains(addr) })
+}
+
+// verifiedClient reports whether r's connection presented a client
+// certificate that the handshake verified (a chain to the client CA).
+func verifiedClient(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && len(r.TLS.VerifiedChains) > 0
 }
 
 // checkName refuses names an SSO user cannot legitimately have: empty,

@@ -80,10 +80,14 @@ type parts struct {
 // per spoke, the dispatcher, the reconciler, the API and its authentication,
 // the drop-box, and the two listeners' handlers. Nothing runs yet.
 func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts, err error) {
+	if err := checkProxyClientCA(p); err != nil {
+		return nil, err
+	}
 	c = &parts{p: p, log: log}
+	opened := c // every "return nil, err" below sets c to nil before this runs
 	defer func() {
 		if err != nil {
-			c.close()
+			opened.close()
 		}
 	}()
 	if c.hubCfg, err = hubRESTConfig(p.Hub); err != nil {
@@ -119,7 +123,7 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 		Workers: p.Reconcile.Workers, SweepPage: p.Reconcile.SweepPage,
 		PendingGrace: dispatchTimeout(p), Log: log.With("component", "reconcile"),
 	}
-	authn, authz, err := apiAuth(p.API, c.hubCfg)
+	authn, authz, err := apiAuth(p, c.hubCfg, log.With("component", "api"))
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +220,8 @@ func (c *parts) runnables() []runnable {
 		loops{rec: c.rec, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
 		probes{clients: c.clients, every: c.p.Reconcile.HealthInterval.Duration},
 		listener{log: c.log, handler: c.internal, opts: httpserve.Options{Name: "internal", Addr: ctl.InternalListen,
-			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == ""}},
+			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == "",
+			AskClientCAFile: c.p.API.ProxyClientCA}}, // the SSO proxy's proof (apiauth.Proxy)
 		listener{log: c.log, handler: c.external, opts: httpserve.Options{Name: "external", Addr: ctl.ExternalListen,
 			CertFile: ctl.ExternalTLSCert, KeyFile: ctl.ExternalTLSKey, InsecureHTTP: ctl.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute,
 			NoReadTimeout: true}}, // the drop-box enforces a minimum upload rate instead

@@ -22,11 +22,7 @@ var ErrClientNotAllowed = errors.New("client certificate names no allowed client
 // re-read when it changes, as the serving certificate is; a broken file
 // keeps the previous pool.
 func requireClientCerts(base *tls.Config, caFile string, names []string, log *slog.Logger) error {
-	cas := &clientCAs{file: caFile, log: log}
-	if _, err := cas.get(); err != nil {
-		return err
-	}
-	base.ClientAuth = tls.RequireAndVerifyClientCert
+	// Set before clientCerts: each handshake runs on a copy of base.
 	base.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(names) == 0 || len(cs.PeerCertificates) == 0 {
 			return nil // RequireAndVerifyClientCert already refused a missing one
@@ -37,6 +33,26 @@ func requireClientCerts(base *tls.Config, caFile string, names []string, log *sl
 		}
 		return fmt.Errorf("%w: CN %q", ErrClientNotAllowed, leaf.Subject.CommonName)
 	}
+	return clientCerts(base, caFile, tls.RequireAndVerifyClientCert, log)
+}
+
+// askClientCerts makes every handshake of base ask for a client
+// certificate and verify one that is given against caFile (re-read as
+// requireClientCerts re-reads it). A client without one is served, and
+// the handler tells the two apart by the request's verified chains: the
+// API's SSO proxy must prove itself, its browsers and probes need not.
+func askClientCerts(base *tls.Config, caFile string, log *slog.Logger) error {
+	return clientCerts(base, caFile, tls.VerifyClientCertIfGiven, log)
+}
+
+// clientCerts sets base's client authentication to mode with the pool of
+// caFile, loaded now and re-read per handshake when the file changed.
+func clientCerts(base *tls.Config, caFile string, mode tls.ClientAuthType, log *slog.Logger) error {
+	cas := &clientCAs{file: caFile, log: log}
+	if _, err := cas.get(); err != nil {
+		return err
+	}
+	base.ClientAuth = mode
 	// Each handshake gets a copy of base with the current pool. base must
 	// name its protocols itself: http.Server adds h2 and http/1.1 only to
 	// the config it was given, not to the one returned here.

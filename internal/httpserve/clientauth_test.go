@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -200,5 +201,95 @@ func touch(t *testing.T, path string) {
 	later := time.Now().Add(time.Duration(time.Now().UnixNano()%1000+1) * time.Second)
 	if err := os.Chtimes(path, later, later); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A listener that asks for client certificates serves a client without one,
+// shows the handler the verified chain of one that has one, refuses in the
+// handshake one from another CA, and follows a replaced CA file.
+func TestAskClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	caA, caB := testpki.NewCA(t, "ca-a"), testpki.NewCA(t, "ca-b")
+	caFile := filepath.Join(dir, "client-ca.crt")
+	writeFile(t, caFile, string(caA.PEM))
+	certFile, keyFile := caA.Issue(t, "serving", testpki.Server).Write(t, dir, "tls")
+
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	who := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			w.Write([]byte("nobody"))
+			return
+		}
+		w.Write([]byte(r.TLS.VerifiedChains[0][0].Subject.CommonName))
+	})
+	go func() {
+		done <- ListenAndServe(ctx, Options{Addr: addr, CertFile: certFile, KeyFile: keyFile, AskClientCAFile: caFile}, who, slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ListenAndServe after cancel = %v", err)
+		}
+	})
+	get := func(client *tls.Certificate) (string, error) {
+		cfg := &tls.Config{RootCAs: caA.Pool(), ServerName: "127.0.0.1"}
+		if client != nil {
+			// Sent whatever CAs the server names: Go's client would keep a
+			// certificate of another CA to itself.
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return client, nil }
+		}
+		tr := &http.Transport{TLSClientConfig: cfg}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("https://" + addr + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, err = io.Copy(&b, resp.Body)
+		return b.String(), err
+	}
+	waitServing(t, func() error { _, err := get(nil); return err })
+
+	proxyA := caA.Issue(t, "proxy-a", testpki.Client).Pair(t)
+	proxyB := caB.Issue(t, "proxy-b", testpki.Client).Pair(t)
+	for _, c := range []struct {
+		name string
+		cert *tls.Certificate
+		want string // "" = refused in the handshake
+	}{
+		{"no certificate", nil, "nobody"},
+		{"the client CA's", &proxyA, "proxy-a"},
+		{"another CA's", &proxyB, ""},
+	} {
+		got, err := get(c.cert)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%s: served %q, want refused in the handshake", c.name, got)
+		case c.want != "" && (err != nil || got != c.want):
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+
+	writeFile(t, caFile, string(caB.PEM))
+	touch(t, caFile)
+	if got, err := get(&proxyB); err != nil || got != "proxy-b" {
+		t.Errorf("after the client CA changed to B: B's client: %q, %v; want proxy-b", got, err)
+	}
+	if got, err := get(&proxyA); err == nil {
+		t.Errorf("after the client CA changed to B: A's client served %q, want refused", got)
+	}
+}
+
+func TestAskClientCAOptionsRefused(t *testing.T) {
+	for name, o := range map[string]Options{
+		"over plain HTTP":    {Addr: "127.0.0.1:0", InsecureHTTP: true, AskClientCAFile: "ca"},
+		"with a required CA": {Addr: "127.0.0.1:0", CertFile: "c", KeyFile: "k", ClientCAFile: "ca", AskClientCAFile: "ca"},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: Validate = nil, want an error", name)
+		}
 	}
 }

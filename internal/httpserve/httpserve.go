@@ -52,6 +52,11 @@ type Options struct {
 	// one of them. Clients without one are refused in the handshake.
 	ClientCAFile string
 	ClientNames  []string
+	// AskClientCAFile, with TLS, asks every client for a certificate and
+	// verifies one it is given against this PEM file (re-read when it
+	// changes); a client without one is still served, and a handler finds
+	// the verified chain in r.TLS. Excludes ClientCAFile.
+	AskClientCAFile string
 	// NoCredentials marks a listener that never receives a credential (the
 	// webhook's metrics): plain HTTP is then allowed on any address.
 	NoCredentials bool
@@ -126,7 +131,7 @@ func (o Options) Validate() error {
 		switch {
 		case o.CertFile != "" || o.KeyFile != "":
 			return errors.New("a TLS certificate and plain HTTP exclude each other")
-		case o.ClientCAFile != "":
+		case o.ClientCAFile != "" || o.AskClientCAFile != "":
 			return errors.New("client certificates need TLS, not plain HTTP")
 		case o.NoCredentials:
 			return nil
@@ -135,6 +140,9 @@ func (o Options) Validate() error {
 	}
 	if len(o.ClientNames) > 0 && o.ClientCAFile == "" {
 		return errors.New("allowed client names need a client CA")
+	}
+	if o.ClientCAFile != "" && o.AskClientCAFile != "" {
+		return errors.New("a required and an optional client CA exclude each other")
 	}
 	if o.CertFile == "" || o.KeyFile == "" {
 		return errors.New("a TLS certificate and key are required (plain HTTP only on loopback, when asked for explicitly)")
@@ -151,8 +159,11 @@ func configureTLS(srv *http.Server, opts Options, log *slog.Logger) error {
 		return err
 	}
 	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}
-	if opts.ClientCAFile != "" {
+	switch {
+	case opts.ClientCAFile != "":
 		return requireClientCerts(srv.TLSConfig, opts.ClientCAFile, opts.ClientNames, log)
+	case opts.AskClientCAFile != "":
+		return askClientCerts(srv.TLSConfig, opts.AskClientCAFile, log)
 	}
 	return nil
 }

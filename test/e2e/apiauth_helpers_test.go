@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
@@ -24,12 +25,14 @@ import (
 )
 
 // caller is one client of the controller's API: a hub token, extra headers
-// (a value "" removes a default one), and the local address it connects
-// from (a proxy's address, say).
+// (a value "" removes a default one), the local address it connects from (a
+// proxy's address, say), and, for an internal listener serving TLS, the
+// client's TLS config (with the proxy's client certificate, say).
 type caller struct {
 	token  string
 	header map[string]string
 	local  string
+	tls    *tls.Config
 }
 
 type answer struct {
@@ -48,7 +51,11 @@ func (c caller) call(t *testing.T, s *devstack.Stack, method, path string, body 
 		}
 		r = bytes.NewReader(data)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), method, s.Federation.ControllerInternalURL+path, r)
+	base := s.Federation.ControllerInternalURL
+	if c.tls != nil {
+		base = strings.Replace(base, "http://", "https://", 1)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), method, base+path, r)
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(api.ClientHeader, "e2e")
@@ -68,9 +75,12 @@ func (c caller) call(t *testing.T, s *devstack.Stack, method, path string, body 
 		}
 	}
 	client := &http.Client{Timeout: time.Minute}
-	if c.local != "" {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(c.local)}}
-		client.Transport = &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}
+	if c.local != "" || c.tls != nil {
+		d := &net.Dialer{}
+		if c.local != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.local)}
+		}
+		client.Transport = &http.Transport{DialContext: d.DialContext, TLSClientConfig: c.tls, DisableKeepAlives: true}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
