@@ -70,8 +70,13 @@ type Server struct {
 	// change into it (events.Store). nil: a bus nobody publishes to.
 	Events     *podevents.Bus
 	eventsOnce sync.Once
-	// budgets counts live-log streams against [live]'s caps (budget.go).
+	eventsErr  error // why Events could not be made
+	// budgets counts live-log and event streams against [live]'s and
+	// [events]' caps (budget.go).
 	budgets budgets
+	// Forwarder opens run-live sessions on spokes (portforward.go); nil:
+	// through Clients, each cluster's one shared client.
+	Forwarder PortForwarder
 }
 
 // Routes registers the API on mux.
@@ -83,6 +88,8 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods/{pod}/logs", s.handle(s.logs))
 	mux.Handle("GET /api/pods/{pod}/artifacts", s.handle(s.listArtifacts))
 	mux.Handle("GET /api/pods/{pod}/artifacts/{kind}", s.handle(s.getArtifact))
+	mux.Handle("GET /api/pods/{pod}/portforward", s.handle(s.portForward))
+	mux.Handle("GET /api/pods/{pod}/run-live", s.handle(s.runLive))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))
 	mux.Handle("GET /api/classes", s.handle(s.classes))
 	mux.Handle("GET /api/events", s.handle(s.watchEvents))

@@ -20,6 +20,8 @@ const (
 	budgetViewerBuffer       = "live_viewer_buffer"
 	budgetWriteTimeout       = "sse_write_timeout"
 	budgetEventsQueue        = "events_queue"
+	budgetEvents             = "events_streams"
+	budgetEventsPerIdentity  = "events_streams_per_identity"
 )
 
 // Budget refusal bookkeeping.
@@ -30,19 +32,38 @@ const (
 	// maxRefusalKeys bounds what the log limiter remembers; past it,
 	// entries older than refusalLogEvery are forgotten.
 	maxRefusalKeys = 4096
-	// viewerRetryAfter is the Retry-After of a live-log stream refused for
-	// the stream caps: streams end with their pods, not on a schedule.
-	viewerRetryAfter = 30 * time.Second
+	// streamRetryAfter is the Retry-After of a stream refused for the
+	// stream caps: streams end with their pods or their watchers, not on a
+	// schedule.
+	streamRetryAfter = 30 * time.Second
 )
 
-// budgets is a Server's count of open live-log streams and its memory of
-// which refusals it logged. The zero value is ready.
+// budgets is a Server's count of open streams and its memory of which
+// refusals it logged. The zero value is ready.
 type budgets struct {
-	mu         sync.Mutex
-	viewers    int
+	mu      sync.Mutex
+	viewers streamSlots // live-log streams, against [live]'s caps
+	events  streamSlots // GET /api/events streams, against [events]'s
+	// sessions are run-live sessions, against [run_live]'s.
+	sessions streamSlots
+	logged   map[string]time.Time // budget + "\x00" + caller: last logged
+	now      func() time.Time     // nil: time.Now
+}
+
+// streamSlots counts one kind of stream open, in all and per caller.
+type streamSlots struct {
+	open       int
 	byIdentity map[string]int
-	logged     map[string]time.Time // budget + "\x00" + caller: last logged
-	now        func() time.Time     // nil: time.Now
+}
+
+// streamCaps are the caps of one kind of stream: how many in all and per
+// caller, the budget each refusal counts under, and how a refusal names
+// them ("[live] max_viewers").
+type streamCaps struct {
+	what                      string // "live-log streams"
+	all, perIdentity          int
+	allKey, perIdentityKey    string
+	allBudget, identityBudget string
 }
 
 // callerName names id in budgets and logs: its user name, never a token.
@@ -61,46 +82,78 @@ func (s *Server) liveLimits() fleet.Live {
 	return fleet.Default().Live
 }
 
+// eventLimits is the profile's [events] section, fleet's defaults without
+// one.
+func (s *Server) eventLimits() fleet.Events {
+	if s.Profile != nil {
+		return s.Profile.Events
+	}
+	return fleet.Default().Events
+}
+
 // acquireViewer takes one of the live-log stream slots for caller, or
 // refuses with 429 naming the cap that is full. Call release when the
 // stream ends.
 func (s *Server) acquireViewer(caller string) (release func(), err error) {
 	l := s.liveLimits()
+	return s.acquireStream(&s.budgets.viewers, streamCaps{
+		what: "live-log streams", all: l.MaxViewers, perIdentity: l.MaxViewersPerIdentity,
+		allKey: "[live] max_viewers", perIdentityKey: "[live] max_viewers_per_identity",
+		allBudget: budgetViewers, identityBudget: budgetViewersPerIdentity,
+	}, caller)
+}
+
+// acquireEvents takes one of the GET /api/events stream slots for caller,
+// as acquireViewer does for live logs.
+func (s *Server) acquireEvents(caller string) (release func(), err error) {
+	e := s.eventLimits()
+	return s.acquireStream(&s.budgets.events, streamCaps{
+		what: "event streams", all: e.MaxStreams, perIdentity: e.MaxStreamsPerIdentity,
+		allKey: "[events] max_streams", perIdentityKey: "[events] max_streams_per_identity",
+		allBudget: budgetEvents, identityBudget: budgetEventsPerIdentity,
+	}, caller)
+}
+
+// acquireStream takes a slot of slots for caller within caps, or refuses
+// with 429 and Retry-After naming the cap that is full; the refusal is
+// counted and logged (refused). The per-caller cap is checked first, so a
+// caller at its own cap is told so even when all are taken.
+func (s *Server) acquireStream(slots *streamSlots, caps streamCaps, caller string) (release func(), err error) {
 	b := &s.budgets
 	b.mu.Lock()
-	budget, limit := "", 0
+	budget, limit, key := "", 0, ""
 	switch {
-	case b.byIdentity[caller] >= l.MaxViewersPerIdentity:
-		budget, limit = budgetViewersPerIdentity, l.MaxViewersPerIdentity
-	case b.viewers >= l.MaxViewers:
-		budget, limit = budgetViewers, l.MaxViewers
+	case slots.byIdentity[caller] >= caps.perIdentity:
+		budget, limit, key = caps.identityBudget, caps.perIdentity, caps.perIdentityKey
+	case slots.open >= caps.all:
+		budget, limit, key = caps.allBudget, caps.all, caps.allKey
 	default:
-		if b.byIdentity == nil {
-			b.byIdentity = map[string]int{}
+		if slots.byIdentity == nil {
+			slots.byIdentity = map[string]int{}
 		}
-		b.viewers++
-		b.byIdentity[caller]++
+		slots.open++
+		slots.byIdentity[caller]++
 	}
 	b.mu.Unlock()
 	if budget != "" {
 		s.refused(budget, caller)
-		msg := fmt.Sprintf("too many live-log streams open: [live] max_viewers is %d", limit)
-		if budget == budgetViewersPerIdentity {
-			msg = fmt.Sprintf("too many live-log streams open for %s: [live] max_viewers_per_identity is %d", caller, limit)
+		msg := fmt.Sprintf("too many %s open: %s is %d", caps.what, key, limit)
+		if budget == caps.identityBudget {
+			msg = fmt.Sprintf("too many %s open for %s: %s is %d", caps.what, caller, key, limit)
 		}
 		return nil, &httperr.Error{Code: http.StatusTooManyRequests, Msg: msg,
-			Header: http.Header{"Retry-After": {strconv.Itoa(int(viewerRetryAfter.Seconds()))}}}
+			Header: http.Header{"Retry-After": {strconv.Itoa(int(streamRetryAfter.Seconds()))}}}
 	}
 	var once sync.Once
-	return func() { once.Do(func() { b.releaseViewer(caller) }) }, nil
+	return func() { once.Do(func() { b.release(slots, caller) }) }, nil
 }
 
-func (b *budgets) releaseViewer(caller string) {
+func (b *budgets) release(slots *streamSlots, caller string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.viewers--
-	if b.byIdentity[caller]--; b.byIdentity[caller] <= 0 {
-		delete(b.byIdentity, caller)
+	slots.open--
+	if slots.byIdentity[caller]--; slots.byIdentity[caller] <= 0 {
+		delete(slots.byIdentity, caller)
 	}
 }
 

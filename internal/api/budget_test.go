@@ -123,8 +123,8 @@ func TestLiveLogClientThatStopsReadingIsCut(t *testing.T) {
 	})
 	s.budgets.mu.Lock()
 	defer s.budgets.mu.Unlock()
-	if s.budgets.viewers != 0 {
-		t.Errorf("%d stream slots held after the cut, want 0", s.budgets.viewers)
+	if s.budgets.viewers.open != 0 {
+		t.Errorf("%d stream slots held after the cut, want 0", s.budgets.viewers.open)
 	}
 }
 
@@ -221,7 +221,7 @@ func TestLiveLogStreamCaps(t *testing.T) {
 	waitUntil(t, "the first stream's slot to be freed", func() bool {
 		s.budgets.mu.Lock()
 		defer s.budgets.mu.Unlock()
-		return s.budgets.viewers == 2
+		return s.budgets.viewers.open == 2
 	})
 	if a := get(t.Context(), "tok-carol", ""); a != ok {
 		t.Errorf("carol after a stream ended: %+v, want 200", a)

@@ -19,8 +19,11 @@ const maxEventIDBytes = 64
 // (Last-Event-ID); `event: reset` when changes may have been missed (a
 // resume from before the history or from another controller process), on
 // which a client re-lists; `event: error` before the stream ends because
-// the client fell too far behind. ?cluster= and ?kind= narrow the stream.
-// Only this replica's changes are seen (package events).
+// the client fell too far behind ([events] queue, queue_bytes) or its
+// caller lost its credentials or permission (re-checked every [api]
+// stream_recheck). ?cluster= and ?kind= narrow the stream. Streams count
+// against [events] max_streams and max_streams_per_identity (429 past
+// either). Only this replica's changes are seen (package events).
 func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	cluster, kind := q.Get("cluster"), q.Get("kind")
@@ -39,19 +42,38 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 	if len(last) > maxEventIDBytes {
 		return &httperr.Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID over %d bytes", maxEventIDBytes)}
 	}
-	sub, reset := s.eventBus().Subscribe(last)
+	caller := callerName(identity(r))
+	release, err := s.acquireEvents(caller)
+	if err != nil {
+		return err
+	}
+	defer release()
+	bus, err := s.eventBus()
+	if err != nil {
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "the event feed is unavailable", Err: err}
+	}
+	sub, reset := bus.Subscribe(last)
 	defer sub.Close()
 
 	sse := startSSE(w, "crucible work-pod changes", s.liveLimits().WriteTimeout.Duration) // a watch lasts as long as the client stays
-	caller := callerName(identity(r))
 	defer s.cutIfLate(sse, caller)
 	if reset {
 		sse.event("reset", "", struct{}{})
 	}
-	ctx := r.Context()
-	for {
+	ctx, stop := s.watchCaller(r.Context(), r, cluster)
+	defer stop()
+	s.relayEvents(ctx, sse, sub, caller, cluster, kind)
+	endIfCallerGone(ctx, sse)
+	return nil
+}
+
+// relayEvents writes sub's changes of cluster and kind ("": any) until the
+// client leaves, falls too far behind, or ctx ends (its caller lost access:
+// watchEvents says so).
+func (s *Server) relayEvents(ctx context.Context, sse *sseWriter, sub *podevents.Sub, caller, cluster, kind string) {
+	for ctx.Err() == nil {
 		if sse.flush() != nil {
-			return nil // the client left
+			return // the client left
 		}
 		wctx, cancel := context.WithTimeout(ctx, keepAlive)
 		c, err := sub.Next(wctx)
@@ -62,25 +84,28 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 				sse.event("pod", c.ID, view(c.Pod))
 			}
 		case ctx.Err() != nil:
-			return nil
+			return
 		case errors.Is(err, context.DeadlineExceeded):
 			sse.comment("keep-alive")
 		case errors.Is(err, podevents.ErrOverflow):
 			s.refused(budgetEventsQueue, caller)
 			sse.event("error", "", ErrorEvent{Error: "too far behind; reconnect with Last-Event-ID"})
 			_ = sse.flush()
-			return nil
+			return
 		default:
-			return nil
+			return
 		}
 	}
 }
 
-func (s *Server) eventBus() *podevents.Bus {
+// eventBus is the bus GET /api/events subscribes to: the controller's, or
+// one nobody publishes to (the stream only keeps alive), bounded by the
+// profile's [events] section.
+func (s *Server) eventBus() (*podevents.Bus, error) {
 	s.eventsOnce.Do(func() {
 		if s.Events == nil {
-			s.Events = podevents.NewBus() // nobody publishes: the stream only keeps alive
+			s.Events, s.eventsErr = podevents.NewBus(s.eventLimits())
 		}
 	})
-	return s.Events
+	return s.Events, s.eventsErr
 }

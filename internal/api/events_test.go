@@ -75,7 +75,7 @@ func openEvents(t *testing.T, srv *httptest.Server, path, token, lastID string) 
 
 func TestEventsStream(t *testing.T) {
 	f := newFixture(t)
-	bus := podevents.NewBus()
+	bus := newTestBus(t)
 	f.srv.Events = bus
 	f.srv.Store = podevents.Store{Store: f.st, Pub: bus}
 	srv := httptest.NewServer(f.mux)

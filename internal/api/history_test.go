@@ -96,7 +96,7 @@ func TestGetHistoryFailing(t *testing.T) {
 // The event stream carries a pod's wait as it starts, without history.
 func TestEventsShowWaiting(t *testing.T) {
 	f := newFixture(t)
-	bus := podevents.NewBus()
+	bus := newTestBus(t)
 	f.srv.Events = bus
 	f.srv.Store = podevents.Store{Store: f.st, Pub: bus}
 	srv := httptest.NewServer(f.mux)

@@ -64,8 +64,10 @@ type ErrorEvent struct {
 // way and may reconnect with Last-Event-ID). A pending pod's stream waits
 // for it to start; a finished pod's replays its stored log. Streams count
 // against [live] max_viewers and max_viewers_per_identity (429 past
-// either), and a client that does not take a write within [live]
-// write_timeout is cut.
+// either), a client that does not take a write within [live]
+// write_timeout is cut, and one whose caller lost its credentials or
+// permission (re-checked every [api] stream_recheck) gets an `error` event
+// saying so and the stream ends.
 //
 // Without text/event-stream a finished pod's stored log is returned as
 // text/plain (the same bytes as artifacts/log); a live pod's log is only a
@@ -92,10 +94,15 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	// long as the pod.
 	sse := startSSE(w, "crucible live log of "+p.ID, s.liveLimits().WriteTimeout.Duration)
 	defer s.cutIfLate(sse, caller)
+	ctx, stop := s.watchCaller(r.Context(), r, p.Cluster)
+	defer stop()
 	if p.State.Terminal() {
-		return s.replay(r.Context(), sse, p, after)
+		err = s.replay(ctx, sse, p, after)
+	} else {
+		err = s.stream(ctx, sse, p, after, caller)
 	}
-	return s.stream(r.Context(), sse, p, after, caller)
+	endIfCallerGone(ctx, sse)
+	return err
 }
 
 // cutIfLate counts and logs a stream that ended because its client did not
@@ -106,8 +113,8 @@ func (s *Server) cutIfLate(sse *sseWriter, caller string) {
 	}
 }
 
-// stream relays the live stream until the pod ends, the stream fails or the
-// client leaves.
+// stream relays the live stream until the pod ends, the stream fails, the
+// client leaves or ctx ends (its caller lost access: logs says so).
 func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64, caller string) error {
 	hub, err := s.liveHub()
 	if err != nil {
@@ -118,7 +125,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 	}
 	v := hub.Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
 	defer v.Close()
-	for {
+	for ctx.Err() == nil { // a pod printing fast keeps TryNext busy: ask here too
 		l, ok, err := v.TryNext()
 		if ok {
 			if sse.line(l); sse.err != nil {
@@ -157,6 +164,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		_ = sse.flush()
 		return nil
 	}
+	return nil
 }
 
 // replay streams a finished pod's stored log, then its end.
@@ -174,13 +182,16 @@ func (s *Server) replay(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		}
 		defer f.Close()
 		err = live.ReadLines(f, func(l live.Line) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if l.N > after {
 				sse.line(l)
 			}
 			return sse.err
 		})
 		if err != nil {
-			return nil // the client left
+			return nil // the client left, or its caller lost access
 		}
 	}
 	s.end(ctx, sse, p)

@@ -47,6 +47,9 @@ type sseWriter struct {
 	armed     bool
 	unflushed int
 	err       error
+	// final: the stream's last event (end or error) was written; nothing
+	// may follow it.
+	final bool
 }
 
 func (e *sseWriter) write(s string) {
@@ -66,6 +69,7 @@ func (e *sseWriter) write(s string) {
 func (e *sseWriter) comment(text string) { e.write(": " + text + "\n\n") }
 
 func (e *sseWriter) event(name, id string, data any) {
+	e.final = e.final || name == "end" || name == "error"
 	b, err := json.Marshal(data)
 	if err != nil {
 		e.err = err

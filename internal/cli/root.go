@@ -43,7 +43,7 @@ Start a local hub and spoke (real kube-apiservers) with:
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newDevCmd(), newControllerCmd(), newWebhookCmd(),
-		newSubmitCmd(), newClassesCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newRenderCmd(),
+		newSubmitCmd(), newClassesCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newPortForwardCmd(), newRunLiveCmd(), newRenderCmd(),
 		newCredentialCmd())
 	return root
 }

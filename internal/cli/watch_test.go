@@ -25,10 +25,15 @@ import (
 // changes feed its event bus.
 func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 	t.Helper()
-	bus := podevents.NewBus()
+	p := fleet.Default()
+	p.DefaultCluster, p.Clusters = "wharf", []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}
+	bus, err := podevents.NewBus(p.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := podevents.Store{Store: storetest.SQLite(t), Pub: bus}
 	s := &api.Server{
-		Profile: &fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}},
+		Profile: &p,
 		Store:   st, Events: bus, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
 	}

@@ -104,7 +104,10 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 	c.closers = append(c.closers, func() { raw.Close() })
 	// Every row change is published to GET /api/events (this replica's
 	// writes only; package events).
-	bus := events.NewBus()
+	bus, err := events.NewBus(p.Events)
+	if err != nil {
+		return nil, err
+	}
 	st := events.Store{Store: raw, Pub: bus}
 	if c.clients, err = fleet.NewClients(p.Clusters); err != nil {
 		return nil, err

@@ -8,9 +8,24 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
+
+// newBus is a bus with fleet's default [events] bounds edited by edit.
+func newBus(t *testing.T, edit func(*fleet.Events)) *Bus {
+	t.Helper()
+	e := fleet.Default().Events
+	if edit != nil {
+		edit(&e)
+	}
+	b, err := NewBus(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func pod(id string, st store.State) store.WorkPod {
 	return store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: st, Spec: []byte(`{"image":"x"}`)}
@@ -37,7 +52,7 @@ func ids(cs ...Change) []string {
 }
 
 func TestBusDeliversInOrderWithoutSpec(t *testing.T) {
-	b := NewBus()
+	b := newBus(t, nil)
 	s, reset := b.Subscribe("")
 	defer s.Close()
 	if reset {
@@ -58,7 +73,7 @@ func TestBusDeliversInOrderWithoutSpec(t *testing.T) {
 }
 
 func TestBusResume(t *testing.T) {
-	b := NewBus()
+	b := newBus(t, nil)
 	b.Publish(pod("a", store.StatePending))
 	first := b.ring[0].ID
 	b.Publish(pod("a", store.StateRunning))
@@ -75,8 +90,7 @@ func TestBusResume(t *testing.T) {
 }
 
 func TestBusResetWhenResumeImpossible(t *testing.T) {
-	b := NewBus()
-	b.history = 2
+	b := newBus(t, func(e *fleet.Events) { e.History = 2 })
 	for _, st := range []store.State{store.StatePending, store.StateDispatched, store.StateRunning, store.StateSucceeded} {
 		b.Publish(pod("a", st))
 	}
@@ -110,8 +124,7 @@ func TestBusResetWhenResumeImpossible(t *testing.T) {
 }
 
 func TestBusOverflowDropsSlowSubscriber(t *testing.T) {
-	b := NewBus()
-	b.maxQueue = 3
+	b := newBus(t, func(e *fleet.Events) { e.Queue = 3 })
 	slow, _ := b.Subscribe("")
 	defer slow.Close()
 	for range 4 {
@@ -130,7 +143,7 @@ func TestBusOverflowDropsSlowSubscriber(t *testing.T) {
 }
 
 func TestSubNextHonoursContextAndClose(t *testing.T) {
-	b := NewBus()
+	b := newBus(t, nil)
 	s, _ := b.Subscribe("")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -146,11 +159,11 @@ func TestSubNextHonoursContextAndClose(t *testing.T) {
 
 // The decorator is still a conforming store.
 func TestStoreConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return Store{Store: storetest.SQLite(t), Pub: NewBus()} })
+	storetest.Run(t, func(t *testing.T) store.Store { return Store{Store: storetest.SQLite(t), Pub: newBus(t, nil)} })
 }
 
 func TestStorePublishesVisibleChanges(t *testing.T) {
-	b := NewBus()
+	b := newBus(t, nil)
 	st := Store{Store: storetest.SQLite(t), Pub: b}
 	sub, _ := b.Subscribe("")
 	defer sub.Close()
@@ -214,7 +227,7 @@ func TestStoreWithoutPublisher(t *testing.T) {
 // A transition that matched publishes the row it wrote; one that did not
 // publishes nothing.
 func TestStorePublishesTransitions(t *testing.T) {
-	b := NewBus()
+	b := newBus(t, nil)
 	st := Store{Store: storetest.SQLite(t), Pub: b}
 	sub, _ := b.Subscribe("")
 	defer sub.Close()

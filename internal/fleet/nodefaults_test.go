@@ -19,7 +19,6 @@ import (
 var notProfileDefaults = map[string]string{
 	"webhook":  "the authn webhook is its own program with its own config file; its defaults are applied once, in webhook/config.go",
 	"jwt":      "a library (the key cache the webhook and the drop-box share); each caller's own configuration sets what it tunes",
-	"events":   "the bounds of the in-process change feed behind GET /api/events, which the profile does not configure",
 	"cli":      "command-line flag defaults of crucible's subcommands, not keys of the profile",
 	"devstack": "options of the local development stack (crucible dev), which writes the profile its controller reads",
 	"workpod":  "the kind a submission that names none gets: part of the API's request format, not of the profile",

@@ -8,7 +8,7 @@ var (
 	// BudgetRefusals counts refusals by the budget that made them.
 	BudgetRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crucible_budget_refusals_total",
-		Help: "Requests or streams a budget refused or cut, by budget: live_viewers and live_viewers_per_identity (a live-log stream answered 429), live_viewer_buffer (a viewer dropped for falling [live] buffer or viewer_buffer_bytes behind), sse_write_timeout (an SSE client cut for not taking a write within [live] write_timeout), events_queue (a GET /api/events subscriber dropped for falling too far behind).",
+		Help: "Requests, streams or sessions a budget refused or cut, by budget: live_viewers and live_viewers_per_identity (a live-log stream answered 429), live_viewer_buffer (a viewer dropped for falling [live] buffer or viewer_buffer_bytes behind), sse_write_timeout (an SSE client cut for not taking a write within [live] write_timeout), events_queue (a GET /api/events subscriber dropped for falling [events] queue or queue_bytes behind), events_streams and events_streams_per_identity (an event stream answered 429), api_auth_failures (a source past [api] auth_failures_per_source answered 429 without a TokenReview), run_live_sessions and run_live_sessions_per_identity (a port-forward session answered 429), run_live_write_timeout (a session cut for a side not taking a write within [run_live] write_timeout).",
 	}, []string{"budget"})
 )
 

@@ -1,6 +1,7 @@
 // Pod: what it runs (env and file names only, never values), where, why it
-// waits while it does, its times and end, its history, its artifacts with
-// download, and its log live as it grows.
+// waits while it does, its times and end, whether run-live is available and
+// the command for it, its history, its artifacts with download, and its log
+// live as it grows.
 import { get, request, stream, download } from './api.js';
 import { h, replace, fmtTime, fmtBytes, stateCell, toast } from './dom.js';
 import { may } from './session.js';
@@ -11,7 +12,7 @@ const LIVE = new Set(['pending', 'dispatched', 'running']);
 
 // DETAIL_LABELS are the rows of a pod's details, in order (showDetails).
 const DETAIL_LABELS = ['State', 'Exit code', 'Reason', 'Waiting', 'Cluster', 'Node', 'Namespace', 'Kind', 'Image', 'Command', 'Env (names)',
-  'Files', 'Secret files', 'Submitter', 'Created', 'Last change', 'Finished', 'Log collected'];
+  'Files', 'Secret files', 'Submitter', 'Created', 'Last change', 'Finished', 'Log collected', 'Run-live'];
 
 export function podPage(main, [id], signal) {
   const head = h('div', { class: 'pod-head' });
@@ -22,6 +23,8 @@ export function podPage(main, [id], signal) {
   const log = new LogView(), history = new Timeline();
   const logNote = h('p', { class: 'muted', id: 'log-note' });
   const dialog = confirmDialog(id, signal, () => refresh());
+  // Kept across refreshes, so the details do not flicker while it is asked again.
+  const runLive = h('span', { id: 'pod-run-live', class: 'muted', text: '…' });
   replace(main, h('h1', {}, 'Pod ', h('span', { class: 'mono', text: id })), head, err,
     h('div', { class: 'grid2' },
       h('section', { 'aria-labelledby': 'h-details' }, h('h2', { id: 'h-details', text: 'Details' }), details),
@@ -49,9 +52,10 @@ export function podPage(main, [id], signal) {
     }
     err.textContent = '';
     showHead(head, pod, dialog);
-    showDetails(details, pod);
+    showDetails(details, pod, runLive);
     history.show(pod.history);
     loadArtifacts();
+    loadRunLive();
     if (!logStarted) startLog();
   }
 
@@ -68,6 +72,24 @@ export function podPage(main, [id], signal) {
     } catch (e) {
       if (!signal.aborted) artNote.textContent = e.message;
     }
+  }
+
+  // Run-live is a port-forward from the user's machine (a browser cannot
+  // send the API's credentials on a WebSocket): the page says whether it
+  // is available and which command to run.
+  async function loadRunLive() {
+    let rl;
+    try {
+      rl = await get('/api/pods/' + id + '/run-live', signal);
+    } catch (e) {
+      if (!signal.aborted) { runLive.className = 'muted'; runLive.textContent = e.message; }
+      return;
+    }
+    runLive.className = rl.available ? '' : 'muted';
+    const cmd = h('code', { class: 'mono', id: 'run-live-command', text: rl.command || '' });
+    if (rl.available) replace(runLive, 'available on port ' + rl.port + ': ', cmd);
+    else if (rl.enabled && rl.allowed && LIVE.has(pod.state)) replace(runLive, 'available once the pod runs: ', cmd);
+    else replace(runLive, 'not available: ' + rl.reason);
   }
 
   function startLog() {
@@ -106,7 +128,7 @@ function showHead(head, p, dialog) {
   replace(head, h('p', {}, ...parts));
 }
 
-function showDetails(details, p) {
+function showDetails(details, p, runLive) {
   const list = (xs) => (xs && xs.length ? xs.join(', ') : '—');
   const argv = [...(p.command || []), ...(p.args || [])];
   const waiting = p.waiting ? [h('span', { id: 'pod-waiting', text: waitingText(p.waiting) }),
@@ -118,7 +140,7 @@ function showDetails(details, p) {
     ['Command', h('span', { class: 'mono', text: argv.length ? JSON.stringify(argv) : '(the image\'s)' })],
     ['Env (names)', list(p.env_names)], ['Files', list(p.file_names)], ['Secret files', list(p.secret_file_names)],
     ['Submitter', p.submitter || '—'], ['Created', fmtTime(p.created_at)], ['Last change', fmtTime(p.updated_at)],
-    ['Finished', fmtTime(p.finished_at)], ['Log collected', p.log_collected ? 'yes' : 'no'],
+    ['Finished', fmtTime(p.finished_at)], ['Log collected', p.log_collected ? 'yes' : 'no'], ['Run-live', runLive],
   ];
   replace(details, ...rows.flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
 }

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"crucible.dev/crucible/internal/apiauth"
+	"crucible.dev/crucible/internal/fleet"
+)
+
+// callerGone is why a stream's caller may no longer read it: the cause its
+// context is cancelled with (watchCaller), and the data of the error event
+// that ends it.
+type callerGone struct{ reason string }
+
+func (g callerGone) Error() string { return g.reason }
+
+// recheckEvery is how often a long-lived stream checks its caller again:
+// the profile's [api] stream_recheck (read on each stream, so a reloaded
+// profile applies to the next), fleet's default without a profile.
+// apiauth does not tell a token's expiry, so the interval is the only
+// clock: a token that expires between two checks is refused at the next.
+func (s *Server) recheckEvery() time.Duration {
+	if s.Profile != nil && s.Profile.API.StreamRecheck.Duration > 0 {
+		return s.Profile.API.StreamRecheck.Duration
+	}
+	return fleet.Default().API.StreamRecheck.Duration
+}
+
+// watchCaller returns a context of ctx that ends, with a callerGone cause,
+// once a check of r's caller finds its credentials or its permission gone:
+// every recheckEvery, the original request is authenticated again (its
+// bearer token or proxy identity) and the identity authorized again for
+// the route's permission on cluster, as the guard did when the stream
+// began. A stream holds its caller's access for as long as it lasts; this
+// is what takes it back when the hub does (a deleted RoleBinding, an
+// expired or revoked token). A hub that cannot answer ends nothing: the
+// next check asks again. Call stop when the stream ends.
+func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster string) (_ context.Context, stop func()) {
+	ru := rules[r.Pattern]
+	a := apiauth.Attributes{Verb: ru.verb, Subresource: ru.subresource, Cluster: cluster}
+	ctx, cancel := context.WithCancelCause(ctx)
+	every := s.recheckEvery()
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if gone := s.recheck(ctx, r, a); gone != nil {
+				cancel(gone)
+				return
+			}
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// recheck asks once whether r's caller still authenticates as the same
+// user and may still do a; nil when it may, or when the hub cannot tell.
+func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attributes) *callerGone {
+	was := identity(r)
+	id, err := s.authn().Authenticate(r.WithContext(ctx))
+	switch {
+	case errors.Is(err, apiauth.ErrUnauthenticated):
+		return s.gone(r, was, "credentials expired or revoked: "+err.Error())
+	case err != nil:
+		s.Log.Debug("stream re-check could not authenticate its caller; asking again at the next check", "path", r.URL.Path, "caller", callerName(was), "error", err)
+		return nil
+	case id.User != was.User:
+		return s.gone(r, was, "the credentials now name another caller; reconnect")
+	}
+	err = s.authz().Authorize(ctx, id, a)
+	switch {
+	case errors.Is(err, apiauth.ErrForbidden):
+		return s.gone(r, was, "permission revoked: "+err.Error())
+	case err != nil:
+		s.Log.Debug("stream re-check could not authorize its caller; asking again at the next check", "path", r.URL.Path, "caller", callerName(was), "error", err)
+	}
+	return nil
+}
+
+// gone logs the end of a stream whose caller lost its access and returns
+// why.
+func (s *Server) gone(r *http.Request, was apiauth.Identity, reason string) *callerGone {
+	s.Log.Info("stream ended: its caller's access is gone", "path", r.URL.Path, "caller", callerName(was), "reason", reason)
+	return &callerGone{reason: reason}
+}
+
+// endIfCallerGone ends a stream whose context watchCaller cancelled with an
+// error event saying why, unless the stream already sent its last event.
+func endIfCallerGone(ctx context.Context, sse *sseWriter) {
+	var gone *callerGone
+	if sse.final || !errors.As(context.Cause(ctx), &gone) {
+		return
+	}
+	sse.event("error", "", ErrorEvent{Error: gone.reason})
+	_ = sse.flush()
+}
