@@ -117,7 +117,7 @@ func (f *forwarder) accept(ctx context.Context, stop context.CancelCauseFunc, l 
 // permission is gone, stops the whole forwarder: no later connection could
 // succeed.
 func (f *forwarder) relay(ctx context.Context, stop context.CancelCauseFunc, c net.Conn, l listener) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	f.printf(f.out, "Handling connection for %d\n", l.local)
 	ws, err := f.dial(ctx, l.remote)
 	if err != nil {
@@ -131,7 +131,7 @@ func (f *forwarder) relay(ctx context.Context, stop context.CancelCauseFunc, c n
 		f.printf(f.errOut, "error: forwarding %d -> %s:%d: %v\n", l.local, f.pod, l.remote, err)
 		return
 	}
-	defer ws.Close()
+	defer func() { _ = ws.Close() }()
 	err = bridge(ctx, c, ws)
 	var ce *websocket.CloseError
 	switch {
@@ -176,7 +176,7 @@ func bridge(ctx context.Context, c net.Conn, ws *websocket.Conn) error {
 	_ = c.Close()
 	_ = ws.Close()
 	if toWS != nil {
-		<-toWS
+		<-toWS //nolint:errcheck // the local side's end, reported by the case that saw it
 	}
 	return err
 }
@@ -189,7 +189,7 @@ func closeRelay(ws *websocket.Conn, fromWS <-chan error, reason string) error {
 		return nil
 	}
 	select {
-	case <-fromWS:
+	case <-fromWS: //nolint:errcheck // the controller's close, or the connection's end: either way done
 	case <-time.After(relayCloseWait):
 	}
 	return nil

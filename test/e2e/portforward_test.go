@@ -214,7 +214,7 @@ func TestPortForwardEachPodItsOwn(t *testing.T) {
 			_ = c.SetDeadline(time.Now().Add(3 * time.Minute))
 			r := bufio.NewReader(c)
 			if banner, err := r.ReadString('\n'); err != nil || banner != "echo from "+b.ID+"\n" {
-				errs <- fmt.Errorf("session %d: banner %q, %v", i, banner, err)
+				errs <- fmt.Errorf("session %d: banner %q: %w", i, banner, err)
 				return
 			}
 			if err := roundTrip(c, r, 256<<10); err != nil {
