@@ -73,7 +73,7 @@ var rules = map[string]rule{
 	"GET /api/pods/{pod}/logs":             {verb: apiauth.VerbGet, subresource: apiauth.SubresourceLog, scope: scopeRow},
 	"GET /api/pods/{pod}/artifacts":        {verb: apiauth.VerbGet, subresource: apiauth.SubresourceArtifacts, scope: scopeRow},
 	"GET /api/pods/{pod}/artifacts/{kind}": {verb: apiauth.VerbGet, subresource: apiauth.SubresourceArtifacts, scope: scopeRow, download: true},
-	"GET /api/pods/{pod}/portforward":      {verb: apiauth.VerbCreate, subresource: SubresourcePortForward, scope: scopeRow},
+	"GET /api/pods/{pod}/portforward":      {verb: apiauth.VerbCreate, subresource: apiauth.SubresourcePortForward, scope: scopeRow},
 	"GET /api/pods/{pod}/run-live":         {verb: apiauth.VerbGet, scope: scopeRow}, // the handler also asks create on workpods/portforward, to tell
 	"GET /api/clusters":                    {verb: apiauth.VerbList, scope: scopeAll},
 	"GET /api/events":                      {verb: apiauth.VerbList, scope: scopeQuery},

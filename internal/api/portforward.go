@@ -25,9 +25,6 @@ import (
 	"crucible.dev/crucible/internal/store"
 )
 
-// SubresourcePortForward is the permission of a run-live session: create
-// on workpods/portforward with the pod's cluster as the resource name.
-const SubresourcePortForward = "portforward"
 
 // Budget names of the run-live session caps ([run_live]).
 const (
@@ -312,5 +309,5 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) error {
 }
 
 func portForwardAttributes(cluster string) apiauth.Attributes {
-	return apiauth.Attributes{Verb: apiauth.VerbCreate, Subresource: SubresourcePortForward, Cluster: cluster}
+	return apiauth.Attributes{Verb: apiauth.VerbCreate, Subresource: apiauth.SubresourcePortForward, Cluster: cluster}
 }

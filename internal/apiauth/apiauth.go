@@ -29,6 +29,9 @@ const (
 	Resource             = "workpods"
 	SubresourceLog       = "log"
 	SubresourceArtifacts = "artifacts"
+	// SubresourcePortForward is the permission of a run-live session:
+	// create on workpods/portforward, the pod's cluster as resource name.
+	SubresourcePortForward = "portforward"
 )
 
 // Verbs checked by the API.

@@ -19,6 +19,7 @@ func TestHubRBAC(t *testing.T) {
 		{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"get", "list"}},
 		{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/log", "workpods/artifacts"}, Verbs: []string{"get"}},
 	}
+	portForward := rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/portforward"}, Verbs: []string{"create"}}
 	want := []runtime.Object{
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-api-auth", Labels: labels},
 			Rules: []rbacv1.PolicyRule{
@@ -39,10 +40,12 @@ func TestHubRBAC(t *testing.T) {
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "ctl"}},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "crucible-controller-leader-election"}},
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-viewer", Labels: labels}, Rules: read},
+		// run-live is the submitter's and the admin's, never the viewer's
+		// (a port-forward reaches the pod's own code).
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-submitter", Labels: labels},
-			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create"}})},
+			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create"}}, portForward)},
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-admin", Labels: labels},
-			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create", "delete"}})},
+			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create", "delete"}}, portForward)},
 	}
 	got := HubRBAC("ops", "ctl")
 	if diff := cmp.Diff(want, got); diff != "" {
