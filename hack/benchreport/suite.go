@@ -27,8 +27,9 @@ func (b Bench) args() []string {
 		"-count", "1", "-timeout", b.Timeout.String(), b.Package}
 }
 
-// suite is every benchmark of issue 14, in report order (they run in this
-// order too, the heavy ones last). Each is bounded by its timeout; a full
+// suite is every benchmark of issue 14, issue 23's abuse and issue 24's
+// runlive, in report order (they run in this order too, the heavy ones
+// last). Each is bounded by its timeout; a full
 // run takes far less than the bounds' sum, and -budget cuts it at 30
 // minutes. The e2e ones start their own devstack (hub and spokes), which
 // is most of the light ones' time; the heavy ones spend theirs creating
@@ -54,6 +55,12 @@ var suite = []Bench{
 		What: "work-pod inserts and state updates per second vs raw SQL on the same database"},
 	{ID: "api", Package: "./test/e2e", Pattern: "^BenchmarkAPIPodsFirstPage$", BenchTime: "1x", Timeout: 4 * time.Minute,
 		What: "GET /api/pods first page with 100,000 rows: latency and RSS"},
+	{ID: "abuse", Package: "./test/e2e", Pattern: "^BenchmarkAbuse$", BenchTime: "1x", Timeout: 6 * time.Minute,
+		What:  "controller RSS and another pod's viewers' p99 while one pod prints 64 KiB lines to 100 slow viewers, vs a well-behaved pod",
+		Cases: []string{"controller RSS peak, 64 KiB lines to 100 slow viewers", "another pod's viewers, p99 delivery latency"}},
+	{ID: "runlive", Package: "./test/e2e", Pattern: "^BenchmarkRunLive$", BenchTime: "1x", Timeout: 6 * time.Minute,
+		What:  "crucible port-forward through the controller vs kubectl port-forward straight to the spoke with the same identity: MB/s, 1 KiB echo p99, RSS with 100 idle sessions",
+		Cases: []string{"throughput, 64 MiB echoed", "1 KiB echo round trip, p99", "controller RSS, 100 idle sessions"}},
 	{ID: "ui", Package: "./test/ui", Pattern: "^BenchmarkUIFirstPage$", BenchTime: "3x", Timeout: 4 * time.Minute,
 		What: "headless chromium: the pod list's first page over 10,000 rows, a 100,000-line log (skipped without chromium)"},
 }
@@ -79,6 +86,8 @@ var goals = map[string]string{
 	"fanout":          "1 upstream stream",
 	"store":           "≥ 0.8×",
 	"api":             "report",
+	"abuse":           "RSS ≤ 1.5× and p99 ≤ 2× the well-behaved run",
+	"runlive":         "≥ 0.8× throughput, p99 ≤ 1.5× (kubectl port-forward)",
 	"ui":              "report",
 }
 

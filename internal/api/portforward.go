@@ -25,7 +25,6 @@ import (
 	"crucible.dev/crucible/internal/store"
 )
 
-
 // Budget names of the run-live session caps ([run_live]).
 const (
 	budgetSessions            = "run_live_sessions"

@@ -27,9 +27,10 @@ type submission struct {
 // default, the target cluster, the pod's shape from its class (podclass:
 // 422 beyond the class's bounds or where the cluster withholds it, 403 for
 // a caller outside its groups), validation (workpod.Check, the only one a
-// work pod gets), the spec as stored and, with an Idempotency-Key, the
-// request's digest. id makes the work pod's id from a prefix. An error names
-// the field at fault.
+// work pod gets), the profile's allowlist of annotation prefixes (422: the
+// key is well-formed but not the submitter's to set), the spec as stored
+// and, with an Idempotency-Key, the request's digest. id makes the work
+// pod's id from a prefix. An error names the field at fault.
 func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity, key string, id func(prefix string) string) (submission, error) {
 	if req.Kind == "" {
 		req.Kind = workpod.DefaultKind
@@ -58,6 +59,9 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity,
 	valid, errs := workpod.Check(wp)
 	if len(errs) > 0 {
 		return submission{}, badRequest(errs)
+	}
+	if errs := workpod.CheckMetadataKeys(wp, p.Pods.MetadataPrefixes); len(errs) > 0 {
+		return submission{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 	}
 	spec, err := specForStore(wp)
 	if err != nil {

@@ -158,3 +158,48 @@ func TestNewSubmissionClasses(t *testing.T) {
 		})
 	}
 }
+
+// Annotations pass the profile's metadata_prefixes: a key outside them is
+// 422 naming the key and the profile key to change; a malformed key is
+// still validation's 400; crucible's own prefix is never the submitter's.
+func TestNewSubmissionMetadataPrefixes(t *testing.T) {
+	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
+	p.Pods.MetadataPrefixes = []string{"example.com/"}
+	id := func(prefix string) string { return prefix + "-fixed" }
+	tests := []struct {
+		key      string
+		wantCode int // 0: accepted
+	}{
+		{"example.com/team", 0},
+		{"sidecar.istio.io/inject", http.StatusUnprocessableEntity},
+		{"example.com.evil/x", http.StatusUnprocessableEntity},
+		{"crucible.dev/work-pod", http.StatusUnprocessableEntity},
+		{"team", http.StatusUnprocessableEntity},
+		{"example.com/bad key", http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			req := SubmitRequest{Image: "busybox", Annotations: map[string]string{tt.key: "v"}}
+			sub, err := newSubmission(p, req, alice, "", id)
+			if tt.wantCode == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := sub.pod.Pod().Annotations[tt.key]; got != "v" {
+					t.Errorf("annotation %q = %q, want it kept", tt.key, got)
+				}
+				return
+			}
+			he, ok := errors.AsType[*httperr.Error](err)
+			if !ok || he.Code != tt.wantCode || he.Field != "annotations["+tt.key+"]" {
+				t.Fatalf("err = %v, want %d naming annotations[%s]", err, tt.wantCode, tt.key)
+			}
+			if tt.wantCode == http.StatusUnprocessableEntity && !strings.Contains(he.Msg, tt.key) {
+				t.Errorf("message %q does not name the key", he.Msg)
+			}
+			if tt.wantCode == http.StatusUnprocessableEntity && tt.key != "crucible.dev/work-pod" && !strings.Contains(he.Msg, "[pods] metadata_prefixes") {
+				t.Errorf("message %q does not name the profile key", he.Msg)
+			}
+		})
+	}
+}

@@ -21,7 +21,8 @@ const EnvRecords = "CRUCIBLE_BENCH_RECORDS"
 // measured in the same run.
 type Record struct {
 	// ID is the benchmark's row id in issue 14's table: webhook,
-	// webhook-handler, dropbox, flood, dispatch, reconcile, fanout, store, api.
+	// webhook-handler, dropbox, flood, dispatch, reconcile, fanout, store, api,
+	// ui; and issue 23's abuse.
 	ID string `json:"id"`
 	// Case tells rows of one id apart ("distinct tokens", "sqlite inserts").
 	Case string `json:"case,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"crucible.dev/crucible/internal/fleet"
@@ -188,6 +189,7 @@ func workPodFlagErrors(problems field.ErrorList, envs []string) error {
 func newRenderSpokeCmd() *cobra.Command {
 	var (
 		rf                    renderFlags
+		withNamespace         bool
 		username              string
 		authn                 string
 		trust                 render.HubTrust
@@ -196,10 +198,13 @@ func newRenderSpokeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER]",
-		Short: "Print the RBAC the controller's identity needs on a spoke (R-ID4)",
-		Long: `spoke prints exactly the permissions the hub controller needs on a spoke,
-and nothing more, bound to the user name the spoke's crucible authn webhook
-maps the controller's token to:
+		Short: "Print the loop namespace and the RBAC the controller's identity needs on a spoke (R-ID4)",
+		Long: `spoke prints the cluster's loop namespace, labelled to enforce Pod Security
+"restricted" (pod-security.kubernetes.io/enforce, warn and audit, version
+latest: the pods crucible renders satisfy it, anything else the controller's
+pods/create might make is refused), and exactly the permissions the hub
+controller needs on a spoke, and nothing more, bound to the user name the
+spoke's crucible authn webhook maps the controller's token to:
 
   Role crucible-controller in the cluster's loop_namespace
     pods        get list watch create delete   (dispatch, watch, reconcile, sweep)
@@ -240,7 +245,11 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 			var out []byte
 			switch authn {
 			case "rbac":
-				out, err = render.YAML(render.SpokeRBAC(c, username)...)
+				objs := render.SpokeRBAC(c, username)
+				if withNamespace {
+					objs = append([]runtime.Object{render.LoopNamespace(c)}, objs...)
+				}
+				out, err = render.YAML(objs...)
 			case "webhook", "builtin":
 				trust.Audience, trust.AllowedSubjects = c.Name, []string{subject}
 				if trust.DiscoveryURL == "" {
@@ -274,6 +283,7 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 		},
 	}
 	rf.add(cmd)
+	cmd.Flags().BoolVar(&withNamespace, "namespace", true, "with --authn rbac: print the loop namespace with its Pod Security labels first (false when it is managed elsewhere; label it restricted there)")
 	cmd.Flags().StringVar(&username, "controller-username", defaultControllerUsername, "the user name the spoke's authn webhook gives the controller")
 	cmd.Flags().StringVar(&authn, "authn", "rbac", "what to print: rbac (the objects above), webhook (crucible authn-webhook's config file for this spoke), webhook-kubeconfig (the kubeconfig kube-apiserver uses to reach that webhook, with its client certificate) or builtin (kube-apiserver's AuthenticationConfiguration, for a spoke whose own issuer differs from the hub's)")
 	cmd.Flags().StringVar(&subject, "hub-subject", "system:serviceaccount:crucible:crucible-controller", "with --authn: the controller's subject on the hub, the one subject the spoke accepts")

@@ -52,3 +52,27 @@ func TestRenderSpokeWebhookKubeconfig(t *testing.T) {
 		t.Errorf("without a client key: %v", err)
 	}
 }
+
+// render spoke prints the loop namespace with Pod Security "restricted"
+// enforced first, so that applying its output to a fresh spoke creates the
+// namespace the Role lives in; --namespace=false leaves it out.
+func TestRenderSpokeLoopNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"--namespace=false"}, false}} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"render", "spoke", "--config", exampleProfile, "--cluster", "wharf"}, tc.args...)
+		if err := Run(t.Context(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		first, _, _ := strings.Cut(out.String(), "\n---")
+		got := strings.Contains(first, "kind: Namespace") && strings.Contains(first, "pod-security.kubernetes.io/enforce: restricted")
+		if got != tc.want {
+			t.Errorf("%v: first object is the restricted namespace: %v, want %v\n%s", tc.args, got, tc.want, first)
+		}
+		if n := strings.Count(out.String(), "kind: Namespace"); n != map[bool]int{true: 1, false: 0}[tc.want] {
+			t.Errorf("%v: %d Namespace objects", tc.args, n)
+		}
+	}
+}

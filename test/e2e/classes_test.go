@@ -203,9 +203,8 @@ func TestGPUPodsDevShmHasTheClassSize(t *testing.T) {
 func TestRenderedPodsPassPodSecurityRestricted(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "psa-restricted", Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
-	}}}
+	// The loop namespace exactly as render spoke and the spoke chart make it.
+	ns := render.LoopNamespace(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "psa-restricted"})
 	if _, err := wharf.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

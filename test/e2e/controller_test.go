@@ -24,7 +24,7 @@ import (
 )
 
 // apiCall sends a JSON request to the controller's internal API.
-func apiCall(t *testing.T, s *devstack.Stack, method, path string, body any) (int, []byte) {
+func apiCall(t testing.TB, s *devstack.Stack, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -50,7 +50,7 @@ func apiCall(t *testing.T, s *devstack.Stack, method, path string, body any) (in
 	return resp.StatusCode, data
 }
 
-func submit(t *testing.T, s *devstack.Stack, req api.SubmitRequest) api.WorkPod {
+func submit(t testing.TB, s *devstack.Stack, req api.SubmitRequest) api.WorkPod {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodPost, "/api/pods", req)
 	if code != http.StatusCreated {

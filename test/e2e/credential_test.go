@@ -16,7 +16,7 @@ import (
 // credentialKubeconfig is a kubeconfig for spoke whose only credential is
 // `crucible credential --token-file tokenFile`, as docs/cli.md
 // shows it.
-func credentialKubeconfig(t *testing.T, s *devstack.Stack, spoke *devstack.Cluster, tokenFile string) string {
+func credentialKubeconfig(t testing.TB, s *devstack.Stack, spoke *devstack.Cluster, tokenFile string) string {
 	t.Helper()
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config

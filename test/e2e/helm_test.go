@@ -96,6 +96,15 @@ func TestHelmRefusesBadValues(t *testing.T) {
 			`spokes "wharf": classes.tpu is not one of pods.classes`},
 		{"crucible-hub", []string{"--set-json", `pods.classes=[{"name":"x","requests":{"cpu":"1","memory":"1Gi"}},{"name":"x","requests":{"cpu":"1","memory":"1Gi"}}]`},
 			`pods.classes: the name "x" appears twice`},
+		{"crucible-hub", []string{"--set", "ingress.enabled=true"}, "ingress.enabled needs ingest.trustedProxies"},
+		{"crucible-hub", []string{"--set", "ingress.enabled=true,ingress.sharedSourceAddress=true"}, ""},
+		{"crucible-hub", []string{"--set", "ingress.enabled=true,ingest.trustedProxies={10.244.0.0/16}"}, ""},
+		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24}"}, `api.auth "proxy" needs api.proxyClientCA`},
+		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca"}, ""},
+		{"crucible-hub", []string{"--set", "api.proxyClientCA.secretName=ca"}, `api.proxyClientCA is only used with api.auth "proxy"`},
+		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyClientCA.secretName=a,api.proxyClientCA.configMapName=b"}, "set secretName or configMapName, not both"},
+		{"crucible-hub", []string{"--set-json", `spokes=[` + spokeJSON + `,"runLive":{"enabled":true,"ports":[]}}]`}, "/spokes/0/runLive/ports"},
+		{"crucible-hub", []string{"--set-json", `spokes=[` + spokeJSON + `,"runLive":{"enabled":true,"port":7777,"ports":[8888]}}]`}, "run_live_ports"},
 		{"crucible-spoke", []string{"--set", "hub.usernamePrefix=system:"}, "/hub/usernamePrefix"},
 		{"crucible-spoke", []string{"--set", "hub.discoveryURL=http://mirror/.well-known/openid-configuration"}, "/hub/discoveryURL"},
 		{"crucible-spoke", []string{"--set", "apiserverKubeconfig.server=http://10.0.0.1:9443"}, "/apiserverKubeconfig/server"},
@@ -129,17 +138,18 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 		t.Run(tc.spoke, func(t *testing.T) {
 			args := chartCase{chart: "crucible-spoke", values: tc.values}.args()
 			_, objs := helmTemplate(t, "crucible-spoke", "crucible", args...)
-			want := renderedObjects(t, render.SpokeRBAC(fleet.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}, controllerUser)...)
+			entry := fleet.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}
+			want := renderedObjects(t, append(render.SpokeRBAC(entry, controllerUser), render.LoopNamespace(entry))...)
 			var got []*unstructured.Unstructured
 			for _, o := range objs {
-				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") {
+				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "Namespace" {
 					got = append(got, o)
 				}
 			}
 			sortObjects(want)
 			sortObjects(got)
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("chart RBAC vs render spoke (-render +chart):\n%s", diff)
+				t.Errorf("chart RBAC and loop namespace vs render spoke (-render +chart):\n%s", diff)
 			}
 
 			trust := render.HubTrust{
@@ -246,6 +256,15 @@ profileExtra: |
 			if err != nil {
 				t.Fatalf("the controller refuses the chart's profile: %v", err)
 			}
+			for _, c := range p.Clusters {
+				wantLive, wantPorts := false, []int{fleet.DefaultRunLivePort}
+				if tc.name == "two spokes" && c.Name == "dock" {
+					wantLive, wantPorts = true, []int{7777, 8888}
+				}
+				if c.RunLive != wantLive || !slices.Equal(c.RunLivePorts, wantPorts) {
+					t.Errorf("%s: run_live %v ports %v, want %v %v", c.Name, c.RunLive, c.RunLivePorts, wantLive, wantPorts)
+				}
+			}
 			if tc.name == "audience override" && p.Reconcile.SweepInterval.Duration != 30*time.Second {
 				t.Errorf("profileExtra's sweep_interval not applied: %v", p.Reconcile.SweepInterval)
 			}
@@ -315,27 +334,86 @@ func mountedVolume(t *testing.T, pod corev1.PodTemplateSpec, path string) corev1
 	return corev1.Volume{}
 }
 
-// The hub chart's Ingress routes exactly the mirror's two documents and the
-// drop-box's prefix, all to the external Service.
+// The hub chart's Ingresses route exactly the mirror's two documents and the
+// drop-box's prefix, all to the external Service, and only the drop-box's
+// carries the ingress controller's per-client rate limit (ADR-0048 §2). The
+// defaults create none: they need ingest.trustedProxies.
 func TestHelmHubIngressExposesOnlyTheExternalRoute(t *testing.T) {
-	_, objs := helmTemplate(t, "crucible-hub", "crucible")
-	paths, _, _ := unstructured.NestedSlice(find(t, objs, "Ingress", "crucible-external").Object, "spec", "rules")
-	var got []string
-	for _, rule := range paths {
-		ps, _, _ := unstructured.NestedSlice(rule.(map[string]any), "http", "paths")
-		for _, p := range ps {
-			p := p.(map[string]any)
-			svc, _, _ := unstructured.NestedString(p, "backend", "service", "name")
-			got = append(got, p["pathType"].(string)+" "+p["path"].(string)+" -> "+svc)
+	_, defaults := helmTemplate(t, "crucible-hub", "crucible")
+	for _, o := range defaults {
+		if o.GetKind() == "Ingress" {
+			t.Errorf("defaults render Ingress %s", o.GetName())
 		}
 	}
-	want := []string{
+	_, objs := helmTemplate(t, "crucible-hub", "crucible", chartCase{chart: "crucible-hub", values: "ci/two-spokes-values.yaml"}.args()...)
+	routes := func(name string) []string {
+		rules, _, _ := unstructured.NestedSlice(find(t, objs, "Ingress", name).Object, "spec", "rules")
+		var got []string
+		for _, rule := range rules {
+			ps, _, _ := unstructured.NestedSlice(rule.(map[string]any), "http", "paths")
+			for _, p := range ps {
+				p := p.(map[string]any)
+				svc, _, _ := unstructured.NestedString(p, "backend", "service", "name")
+				got = append(got, p["pathType"].(string)+" "+p["path"].(string)+" -> "+svc)
+			}
+		}
+		return got
+	}
+	if diff := cmp.Diff([]string{
 		"Exact /.well-known/openid-configuration -> crucible-external",
 		"Exact /openid/v1/jwks -> crucible-external",
-		"Prefix /api/pods/ -> crucible-external",
+	}, routes("crucible-external")); diff != "" {
+		t.Errorf("crucible-external paths (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ingress paths (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"Prefix /api/pods/ -> crucible-external"}, routes("crucible-dropbox")); diff != "" {
+		t.Errorf("crucible-dropbox paths (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{
+		"nginx.ingress.kubernetes.io/limit-rps":              "50",
+		"nginx.ingress.kubernetes.io/limit-burst-multiplier": "5",
+		"nginx.ingress.kubernetes.io/limit-connections":      "50",
+	}, find(t, objs, "Ingress", "crucible-dropbox").GetAnnotations()); diff != "" {
+		t.Errorf("crucible-dropbox annotations (-want +got):\n%s", diff)
+	}
+	if a := find(t, objs, "Ingress", "crucible-external").GetAnnotations(); len(a) != 0 {
+		t.Errorf("crucible-external has annotations %v, want none", a)
+	}
+}
+
+// The hub chart's NetworkPolicy admits each listener's peers only: the
+// ingress controller to the external port, the SSO proxy (auth "proxy") or
+// the ingress controller (auth "kubernetes") to the internal one,
+// Prometheus to metrics.
+func TestHelmHubNetworkPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		internalFrom string // the app.kubernetes.io/name the internal port admits
+	}{
+		{"kubernetes", nil, "ingress-nginx"},
+		{"proxy", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca"}, "oauth2-proxy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, objs := helmTemplate(t, "crucible-hub", "crucible", tc.args...)
+			rules, _, _ := unstructured.NestedSlice(find(t, objs, "NetworkPolicy", "crucible-controller").Object, "spec", "ingress")
+			got := map[string][]string{}
+			for _, r := range rules {
+				r := r.(map[string]any)
+				ports, _ := r["ports"].([]any)
+				from, _ := r["from"].([]any)
+				for _, p := range ports {
+					port := p.(map[string]any)["port"].(string)
+					for _, f := range from {
+						name, _, _ := unstructured.NestedString(f.(map[string]any), "podSelector", "matchLabels", "app.kubernetes.io/name")
+						got[port] = append(got[port], name)
+					}
+				}
+			}
+			want := map[string][]string{"external": {"ingress-nginx"}, "internal": {tc.internalFrom}, "metrics": {"prometheus"}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("peers by port (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

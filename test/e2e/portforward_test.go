@@ -33,7 +33,7 @@ import (
 
 // echoPod submits a work pod serving devstack's TCP echo on 7777 (its
 // first line to a connection names the pod) and waits until it runs.
-func echoPod(t *testing.T, s *devstack.Stack, cluster string) api.WorkPod {
+func echoPod(t testing.TB, s *devstack.Stack, cluster string) api.WorkPod {
 	t.Helper()
 	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "busybox", Command: devstack.EchoCommand(7777)})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
@@ -43,7 +43,7 @@ func echoPod(t *testing.T, s *devstack.Stack, cluster string) api.WorkPod {
 
 // waitEchoing waits until a session to the pod gets its echo's banner: the
 // pod runs before its echo listens.
-func waitEchoing(t *testing.T, s *devstack.Stack, id string) {
+func waitEchoing(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
@@ -73,10 +73,18 @@ type forwardCmd struct {
 
 // startPortForward runs `crucible port-forward` (or run-live) against the
 // stack's controller and waits for its first "Forwarding from" line.
-func startPortForward(t *testing.T, s *devstack.Stack, args ...string) *forwardCmd {
+func startPortForward(t testing.TB, s *devstack.Stack, args ...string) *forwardCmd {
 	t.Helper()
 	argv := append([]string{args[0], "--server", s.Federation.ControllerInternalURL, "--address", "127.0.0.1"}, args[1:]...)
-	cmd := exec.Command(devstacktest.CrucibleBinary(t), argv...)
+	return startForwarder(t, exec.Command(devstacktest.CrucibleBinary(t), argv...))
+}
+
+// startForwarder starts cmd, a `crucible port-forward` or a `kubectl
+// port-forward` (both print kubectl's "Forwarding from" line), and waits
+// for its first local listener.
+func startForwarder(t testing.TB, cmd *exec.Cmd) *forwardCmd {
+	t.Helper()
+	args := cmd.Args[1:]
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +125,7 @@ func startPortForward(t *testing.T, s *devstack.Stack, args ...string) *forwardC
 }
 
 // stop is Ctrl-C: the command exits 130.
-func (f *forwardCmd) stop(t *testing.T) {
+func (f *forwardCmd) stop(t testing.TB) {
 	_ = f.cmd.Process.Signal(os.Interrupt) // fails when it has ended
 	select {
 	case err := <-f.done:
@@ -234,7 +242,7 @@ func TestPortForwardEachPodItsOwn(t *testing.T) {
 
 // wsDial opens a session straight to the API, as a client other than the
 // CLI would.
-func wsDial(t *testing.T, s *devstack.Stack, id string, port int, header http.Header) (*websocket.Conn, int, string) {
+func wsDial(t testing.TB, s *devstack.Stack, id string, port int, header http.Header) (*websocket.Conn, int, string) {
 	t.Helper()
 	u := strings.Replace(s.Federation.ControllerInternalURL, "http://", "ws://", 1) + fmt.Sprintf("/api/pods/%s/portforward?port=%d", id, port)
 	ws, resp, err := websocket.DefaultDialer.DialContext(t.Context(), u, header)

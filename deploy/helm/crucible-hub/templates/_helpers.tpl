@@ -47,6 +47,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- $_ := set $classes .name true -}}
 {{- end -}}
+{{- include "crucible-hub.validateEdges" . -}}
 {{- range .Values.spokes -}}
 {{- $spoke := .name -}}
 {{- range $class, $_ := .classes -}}
@@ -54,5 +55,53 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail (printf "spokes %q: classes.%s is not one of pods.classes" $spoke $class) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/* The class and TLS of both Ingress objects. */}}
+{{- define "crucible-hub.ingressSpecHead" -}}
+{{- with .Values.ingress.className }}
+ingressClassName: {{ . }}
+{{- end }}
+{{- with .Values.ingress.tlsSecretName }}
+tls:
+- hosts: [{{ $.Values.ingress.host | quote }}]
+  secretName: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* The drop-box Ingress's annotations: the shared ones, ingress-nginx's rate limit, then the
+drop-box's own over both. */}}
+{{- define "crucible-hub.dropBoxAnnotations" -}}
+{{- $a := deepCopy (.Values.ingress.annotations | default dict) -}}
+{{- with .Values.ingress.rateLimit -}}
+{{- if .enabled -}}
+{{- $_ := set $a "nginx.ingress.kubernetes.io/limit-rps" (toString .rps) -}}
+{{- $_ := set $a "nginx.ingress.kubernetes.io/limit-burst-multiplier" (toString .burstMultiplier) -}}
+{{- $_ := set $a "nginx.ingress.kubernetes.io/limit-connections" (toString .connections) -}}
+{{- with .allowlist -}}
+{{- $_ := set $a "nginx.ingress.kubernetes.io/limit-whitelist" (join "," .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $a = mergeOverwrite $a (.Values.ingress.dropBoxAnnotations | default dict) -}}
+{{- if $a }}{{ toYaml $a }}{{ end -}}
+{{- end }}
+
+{{/* Refusals of the edges: the Ingress and the SSO proxy (issue 23). */}}
+{{- define "crucible-hub.validateEdges" -}}
+{{- if and .Values.ingress.enabled (not .Values.ingest.trustedProxies) (not .Values.ingress.sharedSourceAddress) -}}
+{{- fail "ingress.enabled needs ingest.trustedProxies (the ingress controller's pod CIDRs, whose X-Forwarded-For the drop-box then believes): without it every client shares the ingress controller's address in the drop-box's per-source bucket; set ingress.sharedSourceAddress=true to accept that and leave per-client limits to ingress.rateLimit" -}}
+{{- end -}}
+{{- $ca := .Values.api.proxyClientCA -}}
+{{- if and $ca.secretName $ca.configMapName -}}
+{{- fail "api.proxyClientCA: set secretName or configMapName, not both" -}}
+{{- end -}}
+{{- if eq .Values.api.auth "proxy" -}}
+{{- if not (or $ca.secretName $ca.configMapName) -}}
+{{- fail "api.auth \"proxy\" needs api.proxyClientCA.secretName or api.proxyClientCA.configMapName (the CA of the proxy's client certificate, profile api.proxy_client_ca): an address in api.proxyCIDRs alone is what every pod of the pod CIDR has" -}}
+{{- end -}}
+{{- else if or $ca.secretName $ca.configMapName -}}
+{{- fail (printf "api.proxyClientCA is only used with api.auth \"proxy\", not %q" .Values.api.auth) -}}
 {{- end -}}
 {{- end }}
