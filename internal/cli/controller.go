@@ -48,7 +48,10 @@ With --pprof-listen HOST:PORT the controller also serves Go's profiler
 (/debug/pprof/: heap, allocs, goroutine, profile, trace, ...) over plain HTTP
 on a listener of its own, off by default. HOST must be loopback (127.0.0.1,
 ::1 or localhost): a heap profile holds the process's memory, tokens included.
-Reach it through kubectl port-forward, e.g.
+Like the metrics listener it answers only a Host that is an IP literal or one
+of [controller] metrics_allowed_hosts (421 otherwise), so a web page cannot
+read it by rebinding its own name to 127.0.0.1. Reach it through kubectl
+port-forward, e.g.
   go tool pprof http://127.0.0.1:6060/debug/pprof/heap`,
 		Example: `  crucible controller --config /etc/crucible/crucible.toml
   crucible controller --config crucible.toml --pprof-listen 127.0.0.1:6060`,
@@ -86,14 +89,15 @@ func runController(ctx context.Context, p *fleet.Profile, pprofListen string, lo
 	if pprofListen == "" {
 		return run(ctx)
 	}
-	return withPprof(ctx, pprofListen, log, run)
+	return withPprof(ctx, pprofListen, p.Controller.MetricsAllowedHosts, log, run)
 }
 
 // withPprof runs run with Go's profiler served on addr, a listener of its
-// own (never the API's or the spokes' listeners, which carry tokens). They
+// own (never the API's or the spokes' listeners, which carry tokens), to a
+// Host that is an IP literal or one of hosts (httpserve.RequireHost). They
 // end together: run's return stops the profiler, and a profiler that cannot
 // listen stops run — it was asked for.
-func withPprof(ctx context.Context, addr string, log *slog.Logger, run func(context.Context) error) error {
+func withPprof(ctx context.Context, addr string, hosts []string, log *slog.Logger, run func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
@@ -105,7 +109,8 @@ func withPprof(ctx context.Context, addr string, log *slog.Logger, run func(cont
 		// No write timeout: a CPU profile or trace writes for as long as
 		// its ?seconds= asks.
 		opts := httpserve.Options{Name: "pprof", Addr: addr, InsecureHTTP: true}
-		if err := httpserve.ListenAndServe(gctx, opts, pprofHandler(), log); err != nil {
+		h := httpserve.RequireHost(hosts, controller.MetricsAllowedHostsKey, pprofHandler())
+		if err := httpserve.ListenAndServe(gctx, opts, h, log); err != nil {
 			return fmt.Errorf("--pprof-listen: %w", err)
 		}
 		return nil

@@ -121,16 +121,24 @@ func TestPprofHandler(t *testing.T) {
 }
 
 // TestWithPprof: the profiler is served on its own listener while the
-// controller runs, and goes when the controller returns; a listener that
-// cannot listen stops the controller with an error naming the flag.
+// controller runs, to an IP literal or an allowed name but not to a Host a
+// DNS-rebinding page would send, and goes when the controller returns; a
+// listener that cannot listen stops the controller with an error naming the
+// flag.
 func TestWithPprof(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
 	errStopped := errors.New("controller stopped")
-	err := withPprof(t.Context(), addr, log, func(ctx context.Context) error {
+	err := withPprof(t.Context(), addr, []string{"localhost"}, log, func(ctx context.Context) error {
 		status, err := getWithin(ctx, "http://"+addr+"/debug/pprof/heap?debug=1")
 		if err != nil || status != http.StatusOK {
 			t.Errorf("GET /debug/pprof/heap while running = %d, %v; want 200", status, err)
+		}
+		for host, want := range map[string]int{"localhost:" + port: http.StatusOK, "rebind.example:" + port: http.StatusMisdirectedRequest} {
+			if status, err := getHost(ctx, "http://"+addr+"/debug/pprof/heap?debug=1", host); err != nil || status != want {
+				t.Errorf("GET /debug/pprof/heap with Host %s = %d, %v; want %d", host, status, err, want)
+			}
 		}
 		return errStopped
 	})
@@ -148,7 +156,7 @@ func TestWithPprof(t *testing.T) {
 	}
 	defer taken.Close()
 	cancelled := false
-	err = withPprof(t.Context(), taken.Addr().String(), log, func(ctx context.Context) error {
+	err = withPprof(t.Context(), taken.Addr().String(), nil, log, func(ctx context.Context) error {
 		<-ctx.Done()
 		cancelled = true
 		return nil
@@ -180,4 +188,20 @@ func getWithin(ctx context.Context, url string) (int, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// getHost GETs url once with the Host header host and returns the status.
+func getHost(ctx context.Context, url, host string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ func newWebhookCmd() *cobra.Command {
 		reloadInterval time.Duration
 		noClientAuth   bool
 		withPprof      bool
+		opsHosts       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "authn-webhook",
@@ -62,7 +64,10 @@ GET /healthz, GET /readyz (200 once every provider has keys; JSON per
 provider). On --metrics-listen (plain HTTP, no tokens ever pass it):
 GET /metrics (Prometheus, crucible_webhook_*), and /healthz and /readyz again
 for probes that have no client certificate; with --pprof also Go's profiler
-under /debug/pprof/ (off by default). Refused reviews are logged one
+under /debug/pprof/ (off by default). That listener answers only a Host that
+is an IP literal (probes and scrapers address the pod by IP) or one of
+--metrics-allowed-hosts, 421 otherwise: a web page that rebinds its own name
+to 127.0.0.1 cannot read it from a browser. Refused reviews are logged one
 per line at debug level only, and summed up at most once a minute at info.
 
 Point the spoke's kube-apiserver at it with
@@ -116,7 +121,7 @@ fields are errors.`,
 			if configFile == "" {
 				return errors.New("--config is required")
 			}
-			if err := webhookListenerErrors(serve, ops, noClientAuth); err != nil {
+			if err := webhookListenerErrors(serve, ops, opsHosts, noClientAuth); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -135,7 +140,7 @@ fields are errors.`,
 			g.Go(func() error { return httpserve.ListenAndServe(ctx, serve, srv.Handler(), log) })
 			if ops.Addr != "" {
 				g.Go(func() error {
-					return httpserve.ListenAndServe(ctx, ops, opsHandler(srv.MetricsHandler(), withPprof), log)
+					return httpserve.ListenAndServe(ctx, ops, opsHandler(srv.MetricsHandler(), withPprof, opsHosts), log)
 				})
 			}
 			if err := g.Wait(); err != nil {
@@ -154,28 +159,30 @@ fields are errors.`,
 	f.StringSliceVar(&serve.ClientNames, "client-name", nil, "with --client-ca: accept only client certificates whose CN or a DNS SAN is one of these (repeatable)")
 	f.BoolVar(&noClientAuth, "insecure-no-client-auth", false, "serve without --client-ca: anyone who reaches --listen can submit TokenReviews; only for tests or an unreachable listener")
 	f.StringVar(&ops.Addr, "metrics-listen", "127.0.0.1:9090", `host:port for /metrics, /healthz and /readyz over plain HTTP; "" disables it`)
+	f.StringSliceVar(&opsHosts, "metrics-allowed-hosts", []string{"localhost"}, "Host names (any port) --metrics-listen answers besides IP literals; any other Host gets 421 (DNS rebinding)")
 	f.BoolVar(&withPprof, "pprof", false, "also serve Go's profiler (/debug/pprof/) on --metrics-listen, to see where review time goes; off by default")
 	f.DurationVar(&reloadInterval, "reload-interval", webhook.DefaultReloadInterval, "how often to check --config for changes")
 	return cmd
 }
 
 // opsHandler is the operations listener's handler, with Go's profiler under
-// /debug/pprof/ when withPprof is set. The profiler stays off the TLS
-// listener that receives tokens, and off by default: a heap profile holds
-// memory contents.
-func opsHandler(metrics http.Handler, withPprof bool) http.Handler {
-	if !withPprof {
-		return metrics
+// /debug/pprof/ when withPprof is set, answering only a Host that is an IP
+// literal or one of hosts. The profiler stays off the TLS listener that
+// receives tokens, and off by default: a heap profile holds memory contents.
+func opsHandler(metrics http.Handler, withPprof bool, hosts []string) http.Handler {
+	h := metrics
+	if withPprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", metrics)
+		handlePprof(mux)
+		h = mux
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", metrics)
-	handlePprof(mux)
-	return mux
+	return httpserve.RequireHost(hosts, "--metrics-allowed-hosts", h)
 }
 
 // webhookListenerErrors checks the listener flags before anything starts,
 // reporting every problem at once.
-func webhookListenerErrors(serve, ops httpserve.Options, noClientAuth bool) error {
+func webhookListenerErrors(serve, ops httpserve.Options, opsHosts []string, noClientAuth bool) error {
 	var errs []error
 	if err := serve.Validate(); err != nil {
 		errs = append(errs, err)
@@ -193,6 +200,11 @@ func webhookListenerErrors(serve, ops httpserve.Options, noClientAuth bool) erro
 		}
 		if ops.Addr == serve.Addr {
 			errs = append(errs, errors.New("--metrics-listen must differ from --listen"))
+		}
+		for _, h := range opsHosts {
+			if h == "" || strings.ContainsAny(h, " /@[]:") {
+				errs = append(errs, fmt.Errorf("--metrics-allowed-hosts %q: must be a host name without a port (IP literals are always answered)", h))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -7,7 +7,8 @@ import (
 )
 
 // TestOpsHandlerPprof: the profiler is served on the operations listener
-// only with --pprof, and never hides the metrics handler.
+// only with --pprof, and never hides the metrics handler; with or without
+// it, a Host that is no IP literal and not allowed gets 421.
 func TestOpsHandlerPprof(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
@@ -18,22 +19,28 @@ func TestOpsHandlerPprof(t *testing.T) {
 	})
 	tests := []struct {
 		pprof      bool
+		host       string
 		path       string
 		wantStatus int
 	}{
-		{false, "/debug/pprof/", http.StatusNotFound},
-		{false, "/debug/pprof/heap", http.StatusNotFound},
-		{false, "/metrics", http.StatusOK},
-		{true, "/debug/pprof/", http.StatusOK},
-		{true, "/debug/pprof/heap", http.StatusOK},
-		{true, "/metrics", http.StatusOK},
-		{true, "/nothing", http.StatusNotFound},
+		{false, "localhost:9090", "/debug/pprof/", http.StatusNotFound},
+		{false, "localhost:9090", "/debug/pprof/heap", http.StatusNotFound},
+		{false, "localhost:9090", "/metrics", http.StatusOK},
+		{false, "10.0.0.7:9090", "/metrics", http.StatusOK},
+		{false, "rebind.example:9090", "/metrics", http.StatusMisdirectedRequest},
+		{true, "localhost:9090", "/debug/pprof/", http.StatusOK},
+		{true, "127.0.0.1:9090", "/debug/pprof/heap", http.StatusOK},
+		{true, "localhost:9090", "/metrics", http.StatusOK},
+		{true, "localhost:9090", "/nothing", http.StatusNotFound},
+		{true, "rebind.example:9090", "/debug/pprof/heap", http.StatusMisdirectedRequest},
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
-		opsHandler(metrics, tt.pprof).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+		r := httptest.NewRequest(http.MethodGet, tt.path, nil)
+		r.Host = tt.host
+		opsHandler(metrics, tt.pprof, []string{"localhost"}).ServeHTTP(rec, r)
 		if rec.Code != tt.wantStatus {
-			t.Errorf("pprof=%v GET %s = %d, want %d", tt.pprof, tt.path, rec.Code, tt.wantStatus)
+			t.Errorf("pprof=%v Host %s GET %s = %d, want %d", tt.pprof, tt.host, tt.path, rec.Code, tt.wantStatus)
 		}
 	}
 }

@@ -136,6 +136,8 @@ func TestWebhookListenerFlagsRefused(t *testing.T) {
 		{"client name without CA", []string{"--tls-cert", "c", "--tls-key", "k", "--client-name", "x", "--insecure-no-client-auth"}, []string{"need a client CA"}},
 		{"same address twice", []string{"--insecure-http", "--insecure-no-client-auth", "--listen", "127.0.0.1:9443", "--metrics-listen", "127.0.0.1:9443"}, []string{"must differ"}},
 		{"two problems at once", []string{"--tls-cert", "c"}, []string{"certificate and key are required", "--client-ca is required"}},
+		{"allowed host with a port", []string{"--insecure-http", "--insecure-no-client-auth", "--metrics-allowed-hosts", "localhost,metrics.example:9090"},
+			[]string{`--metrics-allowed-hosts "metrics.example:9090": must be a host name without a port`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -230,13 +230,24 @@ func (c *parts) runnables() []runnable {
 			NoReadTimeout: true}}, // the drop-box enforces a minimum upload rate instead
 	}
 	if ctl.MetricsListen != fleet.MetricsListenOff {
-		// Metrics on their own listener: the API's listener may face users,
-		// and scraping must not need an API identity.
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metrics.Handler())
-		rs = append(rs, listener{log: c.log, handler: mux, opts: httpserve.Options{Name: "metrics", Addr: ctl.MetricsListen, InsecureHTTP: true}})
+		rs = append(rs, metricsListener(ctl, c.log))
 	}
 	return rs
+}
+
+// MetricsAllowedHostsKey is the profile key that lists the names the
+// metrics listener and the profiler answer to, named in their refusals.
+const MetricsAllowedHostsKey = "controller.metrics_allowed_hosts"
+
+// metricsListener serves /metrics on a listener of its own: the API's
+// listener may face users, and scraping must not need an API identity.
+// Without one, the Host allowlist is what keeps a page that rebinds its
+// name to this address from reading it through an admin's browser.
+func metricsListener(ctl fleet.Controller, log *slog.Logger) listener {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	return listener{log: log, handler: httpserve.RequireHost(ctl.MetricsAllowedHosts, MetricsAllowedHostsKey, mux),
+		opts: httpserve.Options{Name: "metrics", Addr: ctl.MetricsListen, InsecureHTTP: true}}
 }
 
 // loops runs the reconciler (await, log collection, startup reconcile,

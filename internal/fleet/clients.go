@@ -138,9 +138,20 @@ func refuseRedirects(who string) func(*http.Request, []*http.Request) error {
 		if len(to) > maxTargetBytes {
 			to = strings.ToValidUTF8(to[:maxTargetBytes], "") + "…"
 		}
-		return fmt.Errorf("%w: %s answered with a redirect to %s", ErrRedirect, who, to)
+		return redirectError{fmt.Errorf("%w: %s answered with a redirect to %s", ErrRedirect, who, to)}
 	}
 }
+
+// redirectError is ErrRedirect as an answer: net/http wraps it in a
+// *url.Error, which is a net.Error and so would read as a network blip to
+// retry.IsTransient. A redirect is the cluster's reply, and asking again
+// gets the same one.
+type redirectError struct{ error }
+
+func (e redirectError) Unwrap() error { return e.error }
+
+// Permanent tells retry.IsTransient not to retry.
+func (redirectError) Permanent() bool { return true }
 
 // restConfig is the client configuration of a cluster. The token stays in
 // its file (R-ID1), read through client-go's cached file token source, which

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"crucible.dev/crucible/internal/apiauth"
+	"crucible.dev/crucible/internal/retry"
 )
 
 // recorder is a server anywhere the controller can reach, answering every
@@ -112,6 +113,11 @@ func TestSpokeClientsRefuseRedirects(t *testing.T) {
 				}
 				if strings.Contains(err.Error(), "token-a") {
 					t.Errorf("error %q holds the token", err)
+				}
+				// An answer, not a blip: dispatch and log collection must
+				// not spend their retry budget asking again.
+				if retry.IsTransient(err) {
+					t.Errorf("retry.IsTransient(%v) = true, want a permanent error", err)
 				}
 			})
 		}

@@ -1,7 +1,8 @@
 // Package httpserve runs crucible's HTTPS listeners: a serving certificate
 // re-read when its files change (so renewals need no restart), plain HTTP only
-// on loopback and only when asked for, and a graceful shutdown when the
-// context ends.
+// on loopback and only when asked for, a graceful shutdown when the context
+// ends, and the Host allowlist (RequireHost) that keeps DNS-rebinding pages
+// off the plain-HTTP listeners no identity guards.
 package httpserve
 
 import (

@@ -21,8 +21,9 @@
 //
 // A work pod runs user code, so even an authenticated pod is held to rules
 // (save.go): kinds the controller owns are refused, uploads stop once the
-// row is cancelled, lost or collected, quotas bound what a pod stores, and
-// an upload is staged only when it fits. Artifacts are content-addressed
+// row is cancelled, lost or collected, quotas bound what a pod stores and
+// max_total_bytes what all pods store together, and an upload is staged
+// only when it fits. Artifacts are content-addressed
 // files; the store's record is the claim, so of two uploads of different
 // bytes exactly one is recorded and the bytes served are always the
 // recorded ones. A crash between a file's rename and its record leaves a
@@ -204,6 +205,7 @@ func validateSection(in *fleet.Ingest) []error {
 		{"max_kinds_per_pod", in.MaxKindsPerPod, in.MaxKindsPerPod > 0},
 		{"max_bytes_per_pod", in.MaxBytesPerPod, in.MaxBytesPerPod > 0},
 		{"min_free_bytes", in.MinFreeBytes, in.MinFreeBytes > 0},
+		{"max_total_bytes", in.MaxTotalBytes, in.MaxTotalBytes > 0},
 		{"max_staging_per_pod", in.MaxStagingPerPod, in.MaxStagingPerPod > 0},
 		{"min_upload_rate", in.MinUploadRate, in.MinUploadRate > 0},
 		{"upload_rate_window", in.UploadRateWindow, in.UploadRateWindow.Duration > 0},

@@ -23,10 +23,10 @@ func TestOptionsTakeTheSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.opts
-	got := []any{c.MaxBodyBytes, c.AcceptTTL, c.NegativeTTL, c.UploadRateWindow, c.RatePerSource, c.RatePerPod, c.RateBurstPerPod, c.MaxKindsPerPod, c.TrustedProxies}
+	got := []any{c.MaxBodyBytes, c.AcceptTTL, c.NegativeTTL, c.UploadRateWindow, c.RatePerSource, c.RatePerPod, c.RateBurstPerPod, c.MaxKindsPerPod, c.MaxTotalBytes, c.TrustedProxies}
 	want := []any{int64(fleet.DefaultIngestMaxBodyBytes), fleet.DefaultIngestAcceptTTL, fleet.DefaultIngestNegativeTTL, fleet.DefaultIngestUploadRateWindow,
 		float64(fleet.DefaultIngestRatePerSource), float64(fleet.DefaultIngestRatePerPod), fleet.DefaultIngestRateBurstPod, fleet.DefaultIngestMaxKindsPerPod,
-		[]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
+		int64(fleet.DefaultIngestMaxTotalBytes), []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 		t.Errorf("handler's limits (-want +got):\n%s", diff)
 	}
@@ -37,7 +37,7 @@ func TestOptionsTakeTheSection(t *testing.T) {
 func TestOptionsRefuseZeroLimits(t *testing.T) {
 	e := newEnv(t)
 	opts := e.h.opts.Options
-	opts.MaxBodyBytes, opts.RatePerPod, opts.RateBurstPerPod = 0, 0, -1
+	opts.MaxBodyBytes, opts.RatePerPod, opts.RateBurstPerPod, opts.MaxTotalBytes = 0, 0, -1, 0
 	opts.UploadRateWindow = fleet.Duration{Duration: -time.Second}
 	opts.TrustedProxies = []string{"10.0.0.0/8", "10.0.0.1"}
 	_, err := New(opts)
@@ -49,6 +49,7 @@ func TestOptionsRefuseZeroLimits(t *testing.T) {
 		"ingest options: ingest.max_body_bytes: 0:" + fleets,
 		"ingest.rate_per_pod: 0:" + fleets,
 		"ingest.rate_burst_per_pod: -1:" + fleets,
+		"ingest.max_total_bytes: 0:" + fleets,
 		"ingest.upload_rate_window: -1s:" + fleets,
 		`ingest.trusted_proxies[1]: netip.ParsePrefix("10.0.0.1"): no '/'`,
 	}

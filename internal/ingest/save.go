@@ -75,8 +75,9 @@ func (h *Handler) refuseClosed(row store.WorkPod) error {
 // of this replica: a recorded artifact answers 200/409 without staging;
 // otherwise the quotas and the free-space floor are checked before
 // anything is written and bound the staging reader, the body is staged,
-// committed under its digest and claimed in the store: 201, or 409/413 for
-// a claim lost to another writer or the quota, whose file is removed.
+// committed under its digest and claimed in the store: 201, or 409/413/507
+// for a claim lost to another writer, the pod's quota or the total of all
+// artifacts, whose file is removed.
 func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.WorkPod, kind string) (stored, error) {
 	if err := h.refuseClosed(row); err != nil { // authorize checked too; this holds whatever the order above
 		return stored{}, err
@@ -127,7 +128,8 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 // claim records the committed file wr as the pod's artifact kind.
 func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr artifact.Written) (stored, error) {
 	a := store.Artifact{PodID: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256, Source: store.SourcePod}
-	created, err := h.opts.Store.PutArtifact(ctx, a, store.Quota{MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod})
+	q := store.Quota{MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod, MaxTotalBytes: h.opts.MaxTotalBytes}
+	created, err := h.opts.Store.PutArtifact(ctx, a, q)
 	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -136,6 +138,9 @@ func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr 
 	case errors.Is(err, store.ErrQuota):
 		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // another replica took the room meanwhile
 		return stored{}, quotaExceeded(err)
+	case errors.Is(err, store.ErrFull):
+		h.removeUnclaimed(ctx, row.ID, kind, wr.SHA256) // other pods took the room meanwhile
+		return stored{}, full(err)
 	case err != nil:
 		// The claim may have landed before the error: keep the file, which
 		// at worst nobody names.
@@ -148,9 +153,13 @@ func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr 
 }
 
 // removeUnclaimed deletes the file of a lost claim. Only called after
-// ErrConflict (the kind is recorded with other bytes, for good) or ErrQuota
+// ErrConflict (the kind is recorded with other bytes, for good), ErrQuota
 // (nothing was recorded and the pod's usage only grows, so no later claim
-// of these bytes can succeed): the file can never be the recorded one.
+// of these bytes can succeed) or ErrFull (nothing was recorded, and the
+// total only grows too: crucible deletes no artifact). The file can never
+// be the recorded one — but for an operator who deletes rows while the
+// same pod uploads the same bytes of the same kind through another
+// replica, whose claim may then land on the file removed here.
 func (h *Handler) removeUnclaimed(ctx context.Context, podID, kind, digest string) {
 	if err := h.opts.Artifacts.Remove(context.WithoutCancel(ctx), podID, kind, digest); err != nil {
 		h.log.Warn("removing an unrecorded artifact file failed", "pod", podID, "kind", kind, "error", err)
@@ -182,6 +191,7 @@ type bound int
 const (
 	boundBody  bound = iota // MaxBodyBytes
 	boundQuota              // the pod's MaxBytesPerPod
+	boundTotal              // MaxTotalBytes, all artifacts together
 	boundSpace              // the volume's MinFreeBytes floor
 )
 
@@ -196,6 +206,8 @@ func (rm room) refusal() *httperr.Error {
 	switch rm.by {
 	case boundQuota:
 		return quotaExceeded(errors.New("body passed the pod's byte quota"))
+	case boundTotal:
+		return full(errors.New("body passed what is left of max_total_bytes"))
 	case boundSpace:
 		return insufficientStorage()
 	}
@@ -212,9 +224,19 @@ func insufficientStorage() *httperr.Error {
 	return refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later").With("Retry-After", retryAfterStorage)
 }
 
-// room checks the pod's quotas and the volume's floor before anything is
-// staged (with the Content-Length when the client sent one) and returns how
-// much may be staged. The store's claim checks the quota again, atomically.
+// full is insufficientStorage for the total of all artifacts: the pod sees
+// the same answer as for a full volume (either is the operator's to cure),
+// the log says which.
+func full(err error) *httperr.Error {
+	he := insufficientStorage()
+	he.Err = err
+	return he
+}
+
+// room checks the pod's quotas, the total of all artifacts and the volume's
+// floor before anything is staged (with the Content-Length when the client
+// sent one) and returns how much may be staged. The store's claim checks
+// the quotas and the total again, atomically.
 func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (room, error) {
 	arts, err := h.opts.Store.ListArtifacts(ctx, podID)
 	if err != nil {
@@ -235,6 +257,19 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	case contentLength > left:
 		return room{}, quotaExceeded(fmt.Errorf("pod has %d bytes, %d more would pass %d", used, contentLength, h.opts.MaxBytesPerPod))
 	}
+	total, err := h.opts.Store.ArtifactBytes(ctx)
+	if err != nil {
+		return room{}, unavailable(err)
+	}
+	// Logs count but are stored unbounded, so the total may be past the
+	// bound already: then even an empty body would be refused by the claim.
+	totalLeft := h.opts.MaxTotalBytes - total
+	switch {
+	case totalLeft < 0:
+		return room{}, full(fmt.Errorf("artifacts hold %d bytes, past max_total_bytes %d", total, h.opts.MaxTotalBytes))
+	case contentLength > totalLeft:
+		return room{}, full(fmt.Errorf("artifacts hold %d bytes, %d more would pass max_total_bytes %d", total, contentLength, h.opts.MaxTotalBytes))
+	}
 	spare := int64(1 << 62) // no floor: the bytes are in the database
 	if h.opts.freeBytes != nil {
 		free, err := h.opts.freeBytes()
@@ -249,6 +284,9 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	rm := room{limit: h.opts.MaxBodyBytes, by: boundBody}
 	if left < rm.limit {
 		rm = room{limit: left, by: boundQuota}
+	}
+	if totalLeft < rm.limit {
+		rm = room{limit: totalLeft, by: boundTotal}
 	}
 	if spare < rm.limit {
 		rm = room{limit: spare, by: boundSpace}

@@ -34,6 +34,9 @@ func IsTransient(err error) bool {
 	if _, ok := errors.AsType[transientError](err); ok {
 		return true
 	}
+	if p, ok := errors.AsType[permanent](err); ok && p.Permanent() {
+		return false
+	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := status.Status().Code
@@ -61,6 +64,14 @@ func IsTransient(err error) bool {
 	}
 	var opErr *net.OpError
 	return errors.As(err, &opErr)
+}
+
+// permanent is an error that says it is an answer, whatever it wraps or is
+// wrapped in (a redirect a client refused arrives inside a *url.Error,
+// which is a net.Error).
+type permanent interface {
+	error
+	Permanent() bool
 }
 
 // Policy bounds retries: exponential backoff from Initial, capped at Max,

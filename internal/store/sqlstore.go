@@ -336,7 +336,8 @@ func (s *sqlStore) PutArtifact(ctx context.Context, a Artifact, q Quota) (bool, 
 // SQLite the write lock (BEGIN IMMEDIATE), on PostgreSQL the row lock of
 // SELECT … FOR UPDATE. Every writer of one pod's artifacts, on every
 // replica, passes through it one at a time, so the first claim of a kind
-// wins and a quota cannot be overrun by writers that each saw room.
+// wins and a quota cannot be overrun by writers that each saw room. Claims
+// of different pods meet at the total of all artifacts (checkTotal).
 func (s *sqlStore) putArtifact(ctx context.Context, a Artifact, q Quota) (bool, error) {
 	switch {
 	case a.PodID == "" || a.Kind == "":
@@ -371,6 +372,9 @@ func (s *sqlStore) putArtifact(ctx context.Context, a Artifact, q Quota) (bool, 
 		if err := s.checkQuota(ctx, tx, a, q); err != nil {
 			return false, err
 		}
+		if err := s.checkTotal(ctx, tx, a, q); err != nil {
+			return false, err
+		}
 		_, err = tx.ExecContext(ctx, s.d.rebind(`INSERT INTO artifacts (pod_id, kind, size, sha256, source, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`), a.PodID, a.Kind, a.Size, a.SHA256, string(a.Source), s.clock.now())
 	case err != nil:
@@ -387,27 +391,6 @@ func (s *sqlStore) putArtifact(ctx context.Context, a Artifact, q Quota) (bool, 
 		return false, err
 	}
 	return true, tx.Commit()
-}
-
-// checkQuota counts the pod's artifacts of a's source inside the claiming
-// transaction.
-func (s *sqlStore) checkQuota(ctx context.Context, tx *sql.Tx, a Artifact, q Quota) error {
-	if q.MaxKinds <= 0 && q.MaxBytes <= 0 {
-		return nil
-	}
-	var kinds, bytes int64
-	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM artifacts
-		WHERE pod_id = ? AND source = ?`), a.PodID, string(a.Source)).Scan(&kinds, &bytes)
-	if err != nil {
-		return err
-	}
-	switch {
-	case q.MaxKinds > 0 && kinds+1 > int64(q.MaxKinds):
-		return fmt.Errorf("%w: pod has %d artifacts, at most %d", ErrQuota, kinds, q.MaxKinds)
-	case q.MaxBytes > 0 && bytes+a.Size > q.MaxBytes:
-		return fmt.Errorf("%w: pod has %d bytes of artifacts, %d more would pass %d", ErrQuota, bytes, a.Size, q.MaxBytes)
-	}
-	return nil
 }
 
 func (s *sqlStore) GetArtifact(ctx context.Context, podID, kind string) (Artifact, error) {

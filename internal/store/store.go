@@ -28,6 +28,10 @@ var (
 	ErrImmutable = errors.New("immutable field changed")
 	// ErrQuota: recording the artifact would take its pod past a Quota.
 	ErrQuota = errors.New("artifact quota exceeded")
+	// ErrFull: recording the artifact would take all artifacts together
+	// past Quota.MaxTotalBytes. Unlike ErrQuota it is no verdict on the pod:
+	// the same claim fits once an operator frees room.
+	ErrFull = errors.New("artifact storage full")
 	// ErrSchemaTooNew: the database was migrated by a newer binary. Running an
 	// older binary against it could misread rows, so Open refuses.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
@@ -149,12 +153,22 @@ const (
 	SourcePod        Source = "pod"        // uploaded through the drop-box
 )
 
-// Quota bounds the artifacts one pod has of one source, checked in the same
-// transaction as the insert so concurrent writers (also on other replicas)
-// cannot together exceed it. Zero fields do not limit.
+// Quota bounds the artifacts one pod has of one source, and the size of all
+// artifacts together, checked in the same transaction as the insert so
+// concurrent writers (also on other replicas) cannot together exceed it.
+// Zero fields do not limit.
 type Quota struct {
 	MaxKinds int   // artifacts (kinds) per pod
 	MaxBytes int64 // their total size
+	// MaxTotalBytes bounds the sum of every artifact's size, every pod's and
+	// every source's ([ingest] max_total_bytes): ErrFull. Exact on both
+	// backends — on PostgreSQL claims that check it queue on one row lock,
+	// so replicas cannot together overshoot it. A writer that sets none
+	// still counts towards it: the controller stores a pod's log without
+	// it, since artifacts are never deleted and a log refused once would be
+	// refused for good, and the sweep deletes only pods whose log is
+	// collected.
+	MaxTotalBytes int64
 }
 
 // Store is the controller's state. Implementations are safe for concurrent use.
@@ -198,9 +212,16 @@ type Store interface {
 	// row is new. A SourceController write replaces a SourcePod row of the
 	// same kind (created true): the controller's claim on a kind it owns
 	// outranks a pod's. A new row that would take the pod's artifacts of
-	// a.Source past q is ErrQuota; an existing row answers before q is looked
-	// at.
+	// a.Source past q is ErrQuota, and one that would take all artifacts
+	// past q.MaxTotalBytes ErrFull (ErrQuota when both); an existing row
+	// answers before q is looked at. A refused claim records nothing.
 	PutArtifact(ctx context.Context, a Artifact, q Quota) (created bool, err error)
+	// ArtifactBytes returns the size of all recorded artifacts together,
+	// what Quota.MaxTotalBytes is held against, without summing them (the
+	// store keeps the sum). It is a read outside any claim, for checking
+	// before bytes are staged: it may have grown by the time the caller
+	// claims, which is why PutArtifact checks again.
+	ArtifactBytes(ctx context.Context) (int64, error)
 	// GetArtifact returns the artifact or ErrNotFound.
 	GetArtifact(ctx context.Context, podID, kind string) (Artifact, error)
 	// ListArtifacts returns the pod's artifacts ordered by Kind (none for an

@@ -32,7 +32,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -126,6 +126,13 @@ func (f *Faulty) PutArtifact(ctx context.Context, a store.Artifact, q store.Quot
 		return false, err
 	}
 	return f.Store.PutArtifact(ctx, a, q)
+}
+
+func (f *Faulty) ArtifactBytes(ctx context.Context) (int64, error) {
+	if err := f.fault("ArtifactBytes"); err != nil {
+		return 0, err
+	}
+	return f.Store.ArtifactBytes(ctx)
 }
 
 func (f *Faulty) GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error) {

@@ -48,6 +48,7 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 			_, err := s.PutArtifact(ctx, art("p", "log", 1, "log"), noQuota)
 			return err
 		},
+		"ArtifactBytes": func(ctx context.Context, s store.Store) error { _, err := s.ArtifactBytes(ctx); return err },
 		"GetArtifact":   func(ctx context.Context, s store.Store) error { _, err := s.GetArtifact(ctx, "p", "log"); return err },
 		"ListArtifacts": func(ctx context.Context, s store.Store) error { _, err := s.ListArtifacts(ctx, "p"); return err },
 		"ObservePod": func(ctx context.Context, s store.Store) error {

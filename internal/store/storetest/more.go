@@ -181,7 +181,7 @@ func checkErr(t *testing.T, got, want error) {
 		if got == nil {
 			t.Error("err = nil, want an error")
 		}
-		for _, s := range []error{store.ErrConflict, store.ErrNotFound, store.ErrQuota} {
+		for _, s := range []error{store.ErrConflict, store.ErrNotFound, store.ErrQuota, store.ErrFull} {
 			if errors.Is(got, s) {
 				t.Errorf("err = %v wraps %v, want neither sentinel", got, s)
 			}

@@ -60,6 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ArtifactSource", testArtifactSource},
 		{"ArtifactQuota", testArtifactQuota},
 		{"ArtifactQuotaConcurrent", testArtifactQuotaConcurrent},
+		{"ArtifactTotal", testArtifactTotal},
+		{"ArtifactTotalConcurrent", testArtifactTotalConcurrent},
 		{"HostileInput", testHostileInput},
 		{"HistoryStates", testHistoryStates},
 		{"ObservePod", testObservePod},
