@@ -17,6 +17,11 @@ var Version = "dev"
 
 // Run executes the command line args.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// The client commands' flags bind package variables (devDir,
+	// credentials): cleared when Run returns, so that one invocation's
+	// --dev or --token never reaches code that runs after it in the same
+	// process (the tests run many).
+	defer func() { devDir, credentials = "", apiCredentials{} }()
 	root := newRoot()
 	root.SetArgs(args)
 	root.SetOut(stdout)
