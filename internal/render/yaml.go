@@ -11,7 +11,7 @@ import (
 
 // YAML prints objects as one YAML stream, documents separated by "---", for
 // kubectl apply. The output is deterministic: keys are sorted, and fields
-// the API server fills (an empty status) are left out. Every object must
+// the API server fills (an empty status or spec) are left out. Every object must
 // carry its apiVersion and kind.
 func YAML(objs ...runtime.Object) ([]byte, error) {
 	var out bytes.Buffer
@@ -45,8 +45,12 @@ func yamlDoc(obj runtime.Object) ([]byte, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, err
 	}
-	if status, ok := m["status"].(map[string]any); ok && len(status) == 0 {
-		delete(m, "status")
+	// An empty status (the API server's to fill) and an empty spec (a
+	// Namespace's: the API server defaults it) say nothing.
+	for _, key := range []string{"status", "spec"} {
+		if v, ok := m[key].(map[string]any); ok && len(v) == 0 {
+			delete(m, key)
+		}
 	}
 	if meta, ok := m["metadata"].(map[string]any); ok {
 		if ts, present := meta["creationTimestamp"]; present && ts == nil {

@@ -490,7 +490,7 @@ func TestHelmHubAPIAuth(t *testing.T) {
 		t.Errorf("api.auth empty: profile has [api]:\n%s", profile)
 	}
 	_, objs = helmTemplate(t, "crucible-hub", "hub-ns", "--set", "api.auth=proxy", "--set", "api.proxyCIDRs={10.1.0.0/16}",
-		"--set", "api.allowedHosts={crucible.example.com}")
+		"--set", "api.allowedHosts={crucible.example.com}", "--set", "api.proxyClientCA.configMapName=proxy-ca")
 	var profile struct {
 		API map[string]any `toml:"api"`
 	}
@@ -501,6 +501,7 @@ func TestHelmHubAPIAuth(t *testing.T) {
 		"auth": "proxy", "namespace": "hub-ns", "proxy_cidrs": []any{"10.1.0.0/16"},
 		"allowed_hosts": []any{"localhost", "127.0.0.1", "::1", "crucible-internal", "crucible-internal.hub-ns",
 			"crucible-internal.hub-ns.svc", "crucible.example.com"},
+		"proxy_client_ca": "/etc/crucible/proxy-client-ca/ca.crt",
 	}
 	if diff := cmp.Diff(want, profile.API); diff != "" {
 		t.Errorf("[api] (-want +got):\n%s", diff)

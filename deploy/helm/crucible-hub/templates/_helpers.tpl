@@ -55,6 +55,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail (printf "spokes %q: classes.%s is not one of pods.classes" $spoke $class) -}}
 {{- end -}}
 {{- end -}}
+{{- with .runLive -}}
+{{- $port := toString (.port | default 7777) -}}
+{{- if and .enabled .ports (not (has $port (toStrings .ports))) -}}
+{{- fail (printf "spokes %q: runLive.ports %v must include runLive.port %s (profile run_live_ports, run_live_port)" $spoke .ports $port) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end }}
 
