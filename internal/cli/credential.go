@@ -6,13 +6,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
+	kjson "sigs.k8s.io/json"
 
 	"crucible.dev/crucible/internal/jwt"
 )
@@ -21,29 +26,73 @@ import (
 // ExecCredential it wants in (apiVersion, kind, spec).
 const execInfoEnv = "KUBERNETES_EXEC_INFO"
 
-// Errors of the credential plugin, wrapped with the file's name so a user
-// reading kubectl's output knows which volume to look at.
+// tokenDirEnv overrides where a cluster config's token is looked for when it
+// names no tokenFile; defaultTokenDir is the hub chart's layout of projected
+// tokens (deploy/helm/crucible-hub: /var/run/secrets/crucible/<spoke>/token),
+// so a consumer pod mounted the same way needs no setting at all.
+const (
+	tokenDirEnv     = "CRUCIBLE_TOKEN_DIR"
+	defaultTokenDir = "/var/run/secrets/crucible" //nolint:gosec // G101: a mount path, not a credential
+)
+
+// maxClusterConfigBytes bounds spec.cluster.config before it is decoded:
+// crucible's is three short strings, and anything near this is not one.
+const maxClusterConfigBytes = 64 << 10
+
+// Errors of the credential plugin, wrapped with the file's name (or the
+// exec info's field) so a user reading kubectl's or a controller's output
+// knows which volume or which ClusterProfile to look at.
 var (
 	ErrTokenExpired    = errors.New("token expired")
 	ErrTokenMalformed  = errors.New("not a service-account token")
 	ErrExecInfoVersion = errors.New("unsupported ExecCredential apiVersion")
+	// ErrNoClusterConfig: neither --token-file nor the cluster's exec
+	// extension says which spoke's token to hand out.
+	ErrNoClusterConfig = errors.New("no cluster config")
+	// ErrClusterConfig is wrapped by every refusal of spec.cluster.config.
+	ErrClusterConfig = errors.New("invalid cluster config")
+	// ErrTokenAudience: the token would be refused by (or, worse, accepted
+	// for) another spoke than the one the config names.
+	ErrTokenAudience = errors.New("token for another audience")
 )
 
 func newCredentialCmd() *cobra.Command {
 	var tokenFile string
 	cmd := &cobra.Command{
-		Use:   "credential --token-file FILE",
-		Short: "Hand a projected service-account token to kubectl or any client-go tool (exec credential plugin)",
+		Use:   "credential [--token-file FILE]",
+		Short: "Hand a projected service-account token to kubectl or any client-go tool (exec credential plugin, ClusterProfile access provider)",
 		Long: `credential is a client-go exec credential plugin: it prints an ExecCredential
 (client.authentication.k8s.io/v1, or v1beta1 when KUBERNETES_EXEC_INFO asks for
-it) holding the projected service-account token in --token-file and its expiry
-(the token's exp claim). The kubelet rotates that file; client-go runs the
-plugin again when the expiry passes or a request gets 401, so a tool reaches a
-spoke through crucible's federation (the spoke's authn webhook) with no stored
-secret.
+it) holding a projected service-account token and its expiry (the token's exp
+claim). The kubelet rotates the file; client-go runs the plugin again when the
+expiry passes or a request gets 401, so a tool reaches a spoke through
+crucible's federation (the spoke's authn webhook) with no stored secret.
 
-It refuses an unreadable, empty, malformed or expired token file with an error
-naming the file, rather than handing out a token the spoke would refuse.`,
+With --token-file, the token is that file's (a kubeconfig user per spoke).
+
+Without it, credential is a ClusterProfile access provider (KEP-4322's
+credentials library, Kueue MultiKueue): one exec config with
+provideClusterInfo: true serves every spoke, and the spoke comes from the
+cluster's client.authentication.k8s.io/exec extension, which client-go passes
+as KUBERNETES_EXEC_INFO's spec.cluster.config:
+
+  {"cluster": "wharf", "tokenFile": "/path/to/token", "audience": "wharf"}
+
+  cluster    the spoke's name in crucible's fleet (a DNS label); required
+  tokenFile  an absolute path; default $CRUCIBLE_TOKEN_DIR/<cluster>/token, with
+             CRUCIBLE_TOKEN_DIR default /var/run/secrets/crucible (the hub chart's
+             layout of projected tokens)
+  audience   the audience that spoke's token is projected for, when the chart
+             overrides it; default the cluster name
+
+The token's aud must contain that audience, so a config naming one spoke never
+gets another spoke's token. With both --token-file and a config, the file is
+--token-file's and the config's audience is still checked.
+
+It refuses a missing or invalid config (unknown keys, a cluster that is not a
+DNS label, a relative tokenFile), and an unreadable, empty, malformed, expired
+or wrong-audience token, with an error naming the file or key, rather than
+handing out a token the spoke would refuse.`,
 		Example: `  # a kubeconfig user for the spoke wharf (see docs/cli.md)
   users:
   - name: crucible-wharf
@@ -52,14 +101,24 @@ naming the file, rather than handing out a token the spoke would refuse.`,
         apiVersion: client.authentication.k8s.io/v1
         command: crucible
         args: [credential, --token-file, /var/run/secrets/crucible/wharf/token]
-        interactiveMode: Never`,
+        interactiveMode: Never
+
+  # a ClusterProfile consumer's provider file (--clusterprofile-provider-file)
+  {"providers": [{"name": "crucible", "execConfig": {
+    "apiVersion": "client.authentication.k8s.io/v1", "command": "crucible",
+    "args": ["credential"], "provideClusterInfo": true, "interactiveMode": "Never"}}]}
+
+  # and the ClusterProfile wharf's status.accessProviders entry
+  - name: crucible
+    cluster:
+      server: https://api.wharf.example.com:6443
+      certificate-authority-data: <base64 PEM>
+      extensions:
+      - name: client.authentication.k8s.io/exec
+        extension: {cluster: wharf}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token, err := readTokenFile(tokenFile)
-			if err != nil {
-				return err
-			}
-			out, err := execCredential(os.Getenv(execInfoEnv), token, tokenFile, time.Now())
+			out, err := credential(os.Getenv(execInfoEnv), tokenFile, os.Getenv(tokenDirEnv), time.Now())
 			if err != nil {
 				return err
 			}
@@ -67,9 +126,197 @@ naming the file, rather than handing out a token the spoke would refuse.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "the projected service-account token to hand out (required)")
-	_ = cmd.MarkFlagRequired("token-file")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "",
+		"the projected service-account token to hand out (default: the one the cluster's exec extension names)")
 	return cmd
+}
+
+// credential answers one exec request: which token the request and the flag
+// name, read, checked against the cluster it is for, in the version asked.
+func credential(execInfo, tokenFlag, tokenDir string, now time.Time) ([]byte, error) {
+	req, err := parseExecInfo(execInfo)
+	if err != nil {
+		return nil, err
+	}
+	src, err := pickToken(req, tokenFlag, tokenDir)
+	if err != nil {
+		return nil, err
+	}
+	token, err := readTokenFile(src.file)
+	if err != nil {
+		return nil, err
+	}
+	return execCredential(req.apiVersion, token, src, now)
+}
+
+// execRequest is what KUBERNETES_EXEC_INFO says.
+type execRequest struct {
+	present    bool // the variable was set (client-go always sets it)
+	apiVersion string
+	hasCluster bool   // spec.cluster, sent only with provideClusterInfo: true
+	config     []byte // spec.cluster.config; nil when absent or null
+}
+
+// parseExecInfo reads env (v1 when empty, as when run by hand) with
+// client-go's own types for the version it names, so spec.cluster.config
+// arrives exactly as client-go encoded the cluster's extension.
+func parseExecInfo(env string) (execRequest, error) {
+	req := execRequest{apiVersion: clientauthv1.SchemeGroupVersion.String()}
+	if env == "" {
+		return req, nil
+	}
+	var meta metav1.TypeMeta
+	if err := json.Unmarshal([]byte(env), &meta); err != nil {
+		return execRequest{}, fmt.Errorf("%s: %w", execInfoEnv, err)
+	}
+	req.present, req.apiVersion = true, meta.APIVersion
+	var err error
+	switch meta.APIVersion {
+	case clientauthv1.SchemeGroupVersion.String():
+		var info clientauthv1.ExecCredential
+		err = json.Unmarshal([]byte(env), &info)
+		if c := info.Spec.Cluster; c != nil {
+			req.hasCluster, req.config = true, c.Config.Raw
+		}
+	case clientauthv1beta1.SchemeGroupVersion.String():
+		var info clientauthv1beta1.ExecCredential
+		err = json.Unmarshal([]byte(env), &info)
+		if c := info.Spec.Cluster; c != nil {
+			req.hasCluster, req.config = true, c.Config.Raw
+		}
+	default:
+		return execRequest{}, fmt.Errorf("%s: %w %q (want %s or %s)", execInfoEnv, ErrExecInfoVersion, meta.APIVersion,
+			clientauthv1.SchemeGroupVersion, clientauthv1beta1.SchemeGroupVersion)
+	}
+	if err != nil {
+		return execRequest{}, fmt.Errorf("%s: %w", execInfoEnv, err)
+	}
+	return req, nil
+}
+
+// clusterConfig is crucible's client.authentication.k8s.io/exec extension
+// on a cluster (a ClusterProfile's status.accessProviders[].cluster, or a
+// kubeconfig cluster): which spoke the cluster is, so that one provider
+// entry serves the whole fleet.
+type clusterConfig struct {
+	Cluster   string  `json:"cluster"`
+	TokenFile *string `json:"tokenFile,omitempty"`
+	Audience  *string `json:"audience,omitempty"`
+}
+
+// configPath is where client-go puts the extension in the exec info.
+var configPath = field.NewPath("spec", "cluster", "config")
+
+// parseClusterConfig decodes raw strictly (exact key names, no unknown or
+// repeated key: with two "cluster" keys, which one a reader takes decides
+// whose token is handed out) and reports every problem at once.
+func parseClusterConfig(raw []byte) (clusterConfig, error) {
+	if len(raw) > maxClusterConfigBytes {
+		return clusterConfig{}, fmt.Errorf("%s %s: %w: larger than %d bytes", execInfoEnv, configPath, ErrClusterConfig, maxClusterConfigBytes)
+	}
+	var c clusterConfig
+	strict, err := kjson.UnmarshalStrict(raw, &c)
+	if err != nil {
+		return clusterConfig{}, fmt.Errorf(`%s %s: %w: want a JSON object such as {"cluster": "wharf"}: %w`, execInfoEnv, configPath, ErrClusterConfig, err)
+	}
+	problems := make([]string, 0, len(strict))
+	for _, e := range strict {
+		problems = append(problems, fmt.Sprintf("%s: %v", configPath, e))
+	}
+	for _, e := range c.validate(configPath) {
+		problems = append(problems, e.Error())
+	}
+	if len(problems) > 0 {
+		return clusterConfig{}, fmt.Errorf("%s: %w: %s", execInfoEnv, ErrClusterConfig, strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// validate holds the config to the fleet's rules: the cluster is a DNS
+// label, as internal/fleet requires of [[clusters]] name (and so the chart's
+// token directory per spoke); tokenFile is absolute and climbs nowhere, since
+// the consumer's working directory is nobody's decision here.
+func (c clusterConfig) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case c.Cluster == "":
+		errs = append(errs, field.Required(path.Child("cluster"), "the spoke's name in crucible's fleet"))
+	case len(validation.IsDNS1123Label(c.Cluster)) > 0:
+		errs = append(errs, field.Invalid(path.Child("cluster"), truncateText(c.Cluster, 100), "must be a DNS label (a fleet cluster name)"))
+	}
+	if c.TokenFile != nil {
+		p := *c.TokenFile
+		switch {
+		case !filepath.IsAbs(p):
+			errs = append(errs, field.Invalid(path.Child("tokenFile"), truncateText(p, 200), "must be an absolute path"))
+		case slices.Contains(strings.Split(p, "/"), ".."):
+			errs = append(errs, field.Invalid(path.Child("tokenFile"), truncateText(p, 200), "must not contain .."))
+		}
+	}
+	if c.Audience != nil && *c.Audience == "" {
+		errs = append(errs, field.Invalid(path.Child("audience"), "", "must not be empty (omit it for the cluster name)"))
+	}
+	return errs
+}
+
+// tokenSource is the file to hand out and the audience its token must
+// carry; audience is empty only for --token-file with no cluster config,
+// where the kubeconfig user itself is the choice of spoke.
+type tokenSource struct {
+	file     string
+	cluster  string
+	audience string
+}
+
+// pickToken decides which file serves the request. --token-file wins for
+// the file (an operator's explicit choice), but a cluster config present
+// beside it is still parsed and its audience still checked: the config
+// says which spoke the client is about to talk to.
+func pickToken(req execRequest, tokenFlag, tokenDir string) (tokenSource, error) {
+	if req.config == nil {
+		if tokenFlag != "" {
+			return tokenSource{file: tokenFlag}, nil
+		}
+		return tokenSource{}, noConfigError(req)
+	}
+	cfg, err := parseClusterConfig(req.config)
+	if err != nil {
+		return tokenSource{}, err
+	}
+	src := tokenSource{file: tokenFlag, cluster: cfg.Cluster, audience: cfg.Cluster}
+	if cfg.Audience != nil {
+		src.audience = *cfg.Audience
+	}
+	switch {
+	case tokenFlag != "":
+	case cfg.TokenFile != nil:
+		src.file = *cfg.TokenFile
+	default:
+		if tokenDir == "" {
+			tokenDir = defaultTokenDir
+		}
+		if !filepath.IsAbs(tokenDir) {
+			return tokenSource{}, fmt.Errorf("%s %q: must be an absolute path", tokenDirEnv, tokenDir)
+		}
+		src.file = filepath.Join(tokenDir, cfg.Cluster, "token")
+	}
+	return src, nil
+}
+
+// noConfigError says what is missing for the request to name a spoke.
+func noConfigError(req execRequest) error {
+	const ext = `the cluster's client.authentication.k8s.io/exec extension {"cluster": NAME}`
+	switch {
+	case !req.present:
+		return fmt.Errorf("%w: no --token-file and no %s: give --token-file, or run as a client-go exec plugin with provideClusterInfo: true and %s",
+			ErrNoClusterConfig, execInfoEnv, ext)
+	case !req.hasCluster:
+		return fmt.Errorf("%w: %s has no spec.cluster: set provideClusterInfo: true in the exec config, or give --token-file",
+			ErrNoClusterConfig, execInfoEnv)
+	default:
+		return fmt.Errorf("%w: %s has no %s: give %s (a ClusterProfile's status.accessProviders[].cluster.extensions), or --token-file",
+			ErrNoClusterConfig, execInfoEnv, configPath, ext)
+	}
 }
 
 // readTokenFile reads at most jwt.MaxTokenBytes: a projected token is about
@@ -94,24 +341,21 @@ func readTokenFile(path string) (string, error) {
 	return token, nil
 }
 
-// execCredential builds the ExecCredential for token (read from file) in the
-// apiVersion execInfo asks for (v1 when execInfo is empty, as when run by
-// hand). The token must carry an exp in the future: client-go caches the
-// credential until expirationTimestamp, and an expired one would only turn
-// into a 401 on the spoke with no hint at the file.
-func execCredential(execInfo, token, file string, now time.Time) ([]byte, error) {
-	apiVersion := clientauthv1.SchemeGroupVersion.String()
-	if execInfo != "" {
-		var info metav1.TypeMeta
-		if err := json.Unmarshal([]byte(execInfo), &info); err != nil {
-			return nil, fmt.Errorf("%s: %w", execInfoEnv, err)
-		}
-		apiVersion = info.APIVersion
-	}
+// execCredential builds the ExecCredential for token (read from src.file)
+// in apiVersion. The token must be for src.audience, when the request names
+// a cluster, and carry an exp in the future: client-go caches the
+// credential until expirationTimestamp, and an expired or misdirected one
+// would only turn into a 401 on the spoke with no hint at the file.
+func execCredential(apiVersion, token string, src tokenSource, now time.Time) ([]byte, error) {
+	file := src.file
 	tok, err := jwt.Parse(token)
 	if err != nil {
 		// The ParseError never contains the token.
 		return nil, fmt.Errorf("token file %s: %w: %w", file, ErrTokenMalformed, err)
+	}
+	if src.audience != "" && !tok.Claims.HasAudience(src.audience) {
+		return nil, fmt.Errorf("token file %s: %w: its aud %q does not contain %q, the audience of cluster %s",
+			file, ErrTokenAudience, tok.Claims.Audience, src.audience, src.cluster)
 	}
 	exp := tok.Claims.Expiry
 	if exp.IsZero() {
