@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -195,9 +197,10 @@ func newRenderSpokeCmd() *cobra.Command {
 		trust                 render.HubTrust
 		subject, mirrorCAFile string
 		hook                  render.WebhookClient
+		federated             []string
 	)
 	cmd := &cobra.Command{
-		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER]",
+		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER] [--subject NS/SA=RBAC...]",
 		Short: "Print the loop namespace and the RBAC the controller's identity needs on a spoke (R-ID4)",
 		Long: `spoke prints the cluster's loop namespace, labelled to enforce Pod Security
 "restricted" (pod-security.kubernetes.io/enforce, warn and audit, version
@@ -216,7 +219,23 @@ spoke's crucible authn webhook maps the controller's token to:
 
 each with a binding to the User --controller-username. The name is the
 webhook provider's username claim mapping applied to the controller's
-subject; with the example mapping (prefix "hub:") it is the default below.`,
+subject; with the example mapping (prefix "hub:") it is the default below.
+
+--subject NS/SA=RBAC federates another hub service account (a MultiKueue
+manager, Argo CD's application controller) to the spoke: the webhook (or
+kube-apiserver's own authenticator) accepts its tokens too, and its RBAC is
+bound to the User --username-prefix + system:serviceaccount:NS:SA, never to
+the spoke's own account of that name (hub and spoke share the issuer). RBAC
+is a preset, multikueue (Kueue's documented worker-cluster role) or
+argocd:NS[,NS...] (Argo CD's namespace-scoped credential in those
+namespaces), or a rules file:
+
+  namespaced:            # a Role and RoleBinding in each namespace
+    <namespace>: [<rbacv1.PolicyRule>...]
+  cluster: [<rbacv1.PolicyRule>...]   # a ClusterRole and ClusterRoleBinding
+
+decoded strictly (an unknown key is an error naming its path). The objects
+are named crucible-federated:NS:SA.`,
 		Example: `  crucible render spoke --config examples/crucible.toml | kubectl --context wharf apply -f -
 
   # the spoke's authn-webhook configuration (shared issuer, ADR-0048), or kube-apiserver's own
@@ -231,6 +250,16 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
     --webhook-client-cert /etc/crucible/webhook-client.crt --webhook-client-key /etc/crucible/webhook-client.key \
     > webhook.kubeconfig
 
+  # federate the hub's Kueue (MultiKueue's manager) to wharf: its RBAC, then the webhook's allowlist
+  crucible render spoke --config crucible.toml --cluster wharf \
+    --subject kueue-system/kueue-controller-manager=multikueue | kubectl --context wharf apply -f -
+  crucible render spoke --config crucible.toml --cluster wharf --authn webhook \
+    --subject kueue-system/kueue-controller-manager=multikueue > webhook.yaml
+
+  # Argo CD in two namespaces, and a controller of your own with a rules file
+  crucible render spoke --config crucible.toml --subject argocd/argocd-application-controller=argocd:apps,web \
+    --subject tools/my-controller=./my-controller-rbac.yaml
+
   crucible render spoke --config crucible.toml --cluster wharf \
     --controller-username 'hub:system:serviceaccount:crucible--runtime-ext:crucible-crucible-controller'`,
 		Args: cobra.NoArgs,
@@ -242,16 +271,23 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 			if err != nil {
 				return err
 			}
+			fed := render.Federation{ControllerSubject: subject, ControllerUsername: username, UsernamePrefix: trust.UsernamePrefix}
+			if fed.Subjects, err = federatedSubjects(federated); err != nil {
+				return err
+			}
+			if err := federationFlagErrors(fed.Check(), federated); err != nil {
+				return err
+			}
 			var out []byte
 			switch authn {
 			case "rbac":
-				objs := render.SpokeRBAC(c, username)
+				objs := append(render.SpokeRBAC(c, username), fed.RBAC()...)
 				if withNamespace {
 					objs = append([]runtime.Object{render.LoopNamespace(c)}, objs...)
 				}
 				out, err = render.YAML(objs...)
 			case "webhook", "builtin":
-				trust.Audience, trust.AllowedSubjects = c.Name, []string{subject}
+				trust.Audience, trust.AllowedSubjects = c.Name, fed.AllowedSubjects()
 				if trust.DiscoveryURL == "" {
 					trust.DiscoveryURL = strings.TrimRight(p.Controller.ExternalURL, "/") + "/.well-known/openid-configuration"
 				}
@@ -286,6 +322,7 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 	cmd.Flags().BoolVar(&withNamespace, "namespace", true, "with --authn rbac: print the loop namespace with its Pod Security labels first (false when it is managed elsewhere; label it restricted there)")
 	cmd.Flags().StringVar(&username, "controller-username", defaultControllerUsername, "the user name the spoke's authn webhook gives the controller")
 	cmd.Flags().StringVar(&authn, "authn", "rbac", "what to print: rbac (the objects above), webhook (crucible authn-webhook's config file for this spoke), webhook-kubeconfig (the kubeconfig kube-apiserver uses to reach that webhook, with its client certificate) or builtin (kube-apiserver's AuthenticationConfiguration, for a spoke whose own issuer differs from the hub's)")
+	cmd.Flags().StringArrayVar(&federated, "subject", nil, "federate another hub service account to this spoke: NS/SA=RBAC (or system:serviceaccount:NS:SA=RBAC), RBAC being a preset (multikueue, or argocd:NS[,NS...]) or a rules file (YAML or JSON: {namespaced: {NS: [rules]}, cluster: [rules]}; write ./multikueue for a file of that name). Adds it to the webhook's allowed subjects (--authn webhook, builtin) and prints its RBAC bound to --username-prefix + its subject (--authn rbac). Repeatable; see docs/federation.md")
 	cmd.Flags().StringVar(&subject, "hub-subject", "system:serviceaccount:crucible:crucible-controller", "with --authn: the controller's subject on the hub, the one subject the spoke accepts")
 	cmd.Flags().StringVar(&trust.Issuer, "hub-issuer", "https://kubernetes.default.svc", "with --authn: the hub's service-account issuer")
 	cmd.Flags().StringVar(&trust.UsernamePrefix, "username-prefix", "hub:", "with --authn: prefix of the mapped user name (must match --controller-username)")
@@ -296,4 +333,83 @@ subject; with the example mapping (prefix "hub:") it is the default below.`,
 	cmd.Flags().StringVar(&hook.ClientCertFile, "webhook-client-cert", "/etc/crucible/webhook-client.crt", "with --authn webhook-kubeconfig: path of kube-apiserver's client certificate for the webhook (from the webhook's --client-ca)")
 	cmd.Flags().StringVar(&hook.ClientKeyFile, "webhook-client-key", "/etc/crucible/webhook-client.key", "with --authn webhook-kubeconfig: path of that certificate's key (the path is written, never the key)")
 	return cmd
+}
+
+// federatedSubjects reads each --subject NS/SA=RBAC: the account, and its
+// RBAC from a preset or a file, each refusal naming the flag's value and,
+// for a file, the file.
+func federatedSubjects(flags []string) ([]render.FederatedSubject, error) {
+	var subs []render.FederatedSubject
+	for _, arg := range flags {
+		ref, spec, ok := strings.Cut(arg, "=")
+		if !ok || spec == "" {
+			return nil, fmt.Errorf("--subject %q: want NS/SA=RBAC, RBAC a preset (%s) or a rules file", arg, strings.Join(render.Presets, ", "))
+		}
+		ns, sa, err := render.ParseSubjectRef(ref)
+		if err != nil {
+			return nil, fmt.Errorf("--subject %q: %w", arg, err)
+		}
+		g, err := subjectGrants(spec)
+		if err != nil {
+			return nil, fmt.Errorf("--subject %q: %w", arg, err)
+		}
+		subs = append(subs, render.FederatedSubject{Namespace: ns, ServiceAccount: sa, Grants: g})
+	}
+	return subs, nil
+}
+
+// subjectGrants is a preset's RBAC (multikueue, argocd:NS[,NS...]) or a
+// rules file's. A preset's name wins over a file of the same name, which
+// ./NAME reaches.
+func subjectGrants(spec string) (render.Grants, error) {
+	name, nsList, _ := strings.Cut(spec, ":")
+	if slices.Contains(render.Presets, name) {
+		var namespaces []string
+		if nsList != "" {
+			namespaces = strings.Split(nsList, ",")
+		}
+		return render.PresetGrants(name, namespaces)
+	}
+	data, err := readRulesFile(spec)
+	if err != nil {
+		return render.Grants{}, err
+	}
+	g, err := render.ParseGrants(data)
+	if err != nil {
+		return render.Grants{}, fmt.Errorf("rules file %s: %w", spec, err)
+	}
+	return g, nil
+}
+
+// readRulesFile reads at most one byte more than render.MaxGrantsBytes, so
+// a wrong path to something huge is refused without being read whole.
+func readRulesFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, render.MaxGrantsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("rules file %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// federationFlagErrors reports Federation.Check's problems by the flag
+// that set the bad value: subjects[i] is the i-th --subject.
+func federationFlagErrors(problems field.ErrorList, flags []string) error {
+	var errs []error
+	for _, e := range problems {
+		flag := "--username-prefix"
+		var i int
+		if _, err := fmt.Sscanf(e.Field, "subjects[%d]", &i); err == nil && i < len(flags) {
+			flag = fmt.Sprintf("--subject %q", flags[i])
+			if _, rest, found := strings.Cut(e.Field, "]."); found {
+				flag += " " + rest
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", flag, e.ErrorBody()))
+	}
+	return errors.Join(errs...)
 }

@@ -145,7 +145,13 @@ func withAPISection(t *testing.T, s *devstack.Stack, base, section string) {
 // applyHub creates RBAC objects on the hub.
 func applyHub(t *testing.T, s *devstack.Stack, objs ...runtime.Object) {
 	t.Helper()
-	rbac := s.Hub.Client.RbacV1()
+	applyRBAC(t, s.Hub, objs...)
+}
+
+// applyRBAC creates RBAC objects on c (one that exists already is kept).
+func applyRBAC(t *testing.T, c *devstack.Cluster, objs ...runtime.Object) {
+	t.Helper()
+	rbac := c.Client.RbacV1()
 	for _, obj := range objs {
 		var err error
 		switch o := obj.(type) {

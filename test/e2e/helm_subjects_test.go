@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/render"
+)
+
+const subjectsValues = "ci/subjects-values.yaml"
+
+// chartSubjects is the spoke chart's extraSubjects as render spoke's
+// --subject flags would give them: presets through render.PresetGrants,
+// rules through the rules-file parser.
+func chartSubjects(t *testing.T) []render.FederatedSubject {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir("crucible-spoke"), subjectsValues))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		ExtraSubjects []struct {
+			Subject, Preset string
+			Namespaces      []string
+			Rules           json.RawMessage
+		} `json:"extraSubjects"`
+	}
+	if err := yaml.UnmarshalStrict(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	var subs []render.FederatedSubject
+	for _, e := range values.ExtraSubjects {
+		ns, sa, err := render.ParseSubjectRef(e.Subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g render.Grants
+		if e.Preset != "" {
+			g, err = render.PresetGrants(e.Preset, e.Namespaces)
+		} else {
+			g, err = render.ParseGrants(e.Rules)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", e.Subject, err)
+		}
+		subs = append(subs, render.FederatedSubject{Namespace: ns, ServiceAccount: sa, Grants: g})
+	}
+	if len(subs) != 3 {
+		t.Fatalf("%s has %d extraSubjects, want the three this test is about", subjectsValues, len(subs))
+	}
+	return subs
+}
+
+// The spoke chart's extraSubjects render the same RBAC, object for object,
+// and the same webhook allowlist as render spoke --subject.
+func TestHelmSpokeSubjectsMatchRender(t *testing.T) {
+	_, objs := helmTemplate(t, "crucible-spoke", "crucible", chartCase{chart: "crucible-spoke", values: subjectsValues}.args()...)
+	fed := render.Federation{
+		ControllerSubject: devstack.HubSubject, ControllerUsername: controllerUser, UsernamePrefix: "hub:",
+		Subjects: chartSubjects(t),
+	}
+	if errs := fed.Check(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	entry := fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}
+	want := renderedObjects(t, append(append([]runtime.Object{render.LoopNamespace(entry)}, render.SpokeRBAC(entry, controllerUser)...), fed.RBAC()...)...)
+	var got []*unstructured.Unstructured
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "Namespace" {
+			got = append(got, o)
+		}
+	}
+	sortObjects(want)
+	sortObjects(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("chart RBAC vs render spoke --subject (-render +chart):\n%s", diff)
+	}
+
+	trust := render.HubTrust{
+		Issuer: devstack.Issuer, DiscoveryURL: "https://crucible-ext.hub.example.com/.well-known/openid-configuration",
+		Audience: "wharf", AllowedSubjects: fed.AllowedSubjects(), UsernamePrefix: "hub:",
+	}
+	wantCfg, err := render.WebhookConfig(trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantMap, gotMap map[string]any
+	mustYAML(t, wantCfg, &wantMap)
+	mustYAML(t, []byte(configMapData(t, objs, "crucible-authn-webhook", "webhook.yaml")), &gotMap)
+	delete(gotMap, "jwksMinRefreshInterval")
+	if diff := cmp.Diff(wantMap, gotMap, dropEmptyMaps); diff != "" {
+		t.Errorf("webhook config vs render spoke --authn webhook --subject (-render +chart):\n%s", diff)
+	}
+}
+
+// The chart refuses the extraSubjects render spoke refuses, naming the value.
+func TestHelmSpokeSubjectsRefused(t *testing.T) {
+	const kueue = `{"subject":"system:serviceaccount:kueue-system:kueue-controller-manager","preset":"multikueue"}`
+	for _, tc := range []struct{ set, want string }{
+		{`[` + kueue + `,` + kueue + `]`, "extraSubjects[1]: system:serviceaccount:kueue-system:kueue-controller-manager appears twice (as extraSubjects[0])"},
+		{`[{"subject":"system:serviceaccount:crucible:crucible-controller","preset":"multikueue"}]`, "extraSubjects[0]: system:serviceaccount:crucible:crucible-controller is crucible's controller"},
+		{`[{"subject":"system:node:n1","preset":"multikueue"}]`, "/extraSubjects/0/subject"},
+		{`[{"subject":"system:serviceaccount:Kueue:m","preset":"multikueue"}]`, "/extraSubjects/0/subject"},
+		{`[{"subject":"system:serviceaccount:argocd:ctl","preset":"argocd"}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:argocd:ctl","preset":"multikueue","namespaces":["apps"]}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:t:c","rules":{"cluster":[{"apiGroups":[""],"resources":["pods"],"verb":["get"]}]}}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:t:c","rules":{"namespaced":{"t":[{"nonResourceURLs":["/healthz"],"verbs":["get"]}]}}}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:t:c","rules":{}}]`, "/extraSubjects/0"},
+	} {
+		_, err := helm(t, "template", "crucible", chartDir("crucible-spoke"), "--set-json", "extraSubjects="+tc.set)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("extraSubjects=%s: %v; want an error containing %q", tc.set, err, tc.want)
+		}
+	}
+	if _, err := helm(t, "template", "crucible", chartDir("crucible-spoke"), "--set-json", "extraSubjects=["+kueue+"]"); err != nil {
+		t.Errorf("one valid subject refused: %v", err)
+	}
+}
