@@ -20,11 +20,13 @@ require (
 	k8s.io/cri-streaming v0.37.2
 	k8s.io/streaming v0.37.2
 	modernc.org/sqlite v1.62.0
+	sigs.k8s.io/cluster-inventory-api v0.0.0-20251028164203-2e3fabb46733
 )
 
 require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/moby/spdystream v0.5.1 // indirect
+	sigs.k8s.io/controller-runtime v0.20.4 // indirect
 )
 
 require (

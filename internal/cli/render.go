@@ -25,17 +25,21 @@ const defaultControllerUsername = "hub:system:serviceaccount:crucible:crucible-c
 func newRenderCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render",
-		Short: "Print the Kubernetes objects crucible creates on a spoke, as YAML",
+		Short: "Print the Kubernetes objects crucible's fleet needs, as YAML",
 		Long: `render prints, as a YAML stream for kubectl apply, the objects crucible
-would create on a spoke, from the same profile the controller reads
-(--config; see docs/config.md). Nothing is sent to any cluster.
+would create on a spoke or needs on the hub, from the same profile the
+controller reads (--config; see docs/config.md). Nothing is sent to any
+cluster.
 
-  turn   a work pod as the controller dispatches it
-  spoke  the RBAC the controller's identity needs on a spoke
-  hub    the hub RBAC of the API's auth and example roles for people`,
+  turn            a work pod as the controller dispatches it
+  spoke           the loop namespace and the RBAC the controller's identity
+                  (and any --subject) needs on a spoke
+  hub             the hub RBAC of the API's auth and example roles for people
+  clusterprofile  a ClusterProfile per spoke with crucible as its access
+                  provider, or the consumer's provider file`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newRenderTurnCmd(), newRenderSpokeCmd(), newRenderHubCmd())
+	cmd.AddCommand(newRenderTurnCmd(), newRenderSpokeCmd(), newRenderHubCmd(), newRenderClusterProfileCmd())
 	return cmd
 }
 

@@ -32,7 +32,13 @@ import (
 // attacker on the internet, a malicious work pod or a confused client could
 // send, with the exact answer crucible owes it. The webhook is attacked
 // through a real spoke's kube-apiserver (which asks the webhook), the
-// drop-box through the controller's external listener.
+// drop-box through the controller's external listener. Issue 23's hostile
+// cases that need a stack of their own or several steps live beside it:
+// garbage floods of the drop-box (internal/ingest/abuse_test.go) and of the API in
+// kubernetes mode (apiauth_budget_test.go), 64 KiB log lines to stalled
+// viewers (live_budget_test.go), revoked and capped streams
+// (events_budget_test.go), foreign origins and ports on the run-live relay
+// (portforward_test.go).
 
 // signRaw signs raw header and claims JSON with key (RS256 for RSA, ES256 for
 // P-256), so a case can carry JSON that encoding/json would never produce

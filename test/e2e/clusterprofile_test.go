@@ -1,0 +1,332 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
+	"sigs.k8s.io/yaml"
+
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+)
+
+var (
+	crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	cpResource  = cpv1alpha1.GroupVersion.WithResource("clusterprofiles")
+)
+
+// installClusterProfileCRD creates the ClusterProfile CRD of the pinned
+// cluster-inventory-api module on the hub (once per stack: other tests may
+// have made it) and waits until it is served.
+func installClusterProfileCRD(t *testing.T, hub dynamic.Interface) {
+	t.Helper()
+	dir, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
+	if err != nil {
+		t.Fatalf("go list the cluster-inventory-api module: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd unstructured.Unstructured
+	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+		t.Fatalf("decode the ClusterProfile CRD: %v", err)
+	}
+	if _, err := hub.Resource(crdResource).Create(t.Context(), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create the ClusterProfile CRD: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := hub.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("ClusterProfile CRD not established: %v", err)
+	}
+}
+
+// renderClusterProfile is `crucible render clusterprofile` for one spoke of
+// the stack's controller profile, decoded.
+func renderClusterProfile(t *testing.T, s *devstack.Stack, spoke, namespace string) *cpv1alpha1.ClusterProfile {
+	t.Helper()
+	out := crucibleOutput(t, "render", "clusterprofile", "--config", s.Federation.ProfileFile, "--cluster", spoke, "--namespace", namespace)
+	var cp cpv1alpha1.ClusterProfile
+	if err := yaml.UnmarshalStrict(out, &cp); err != nil {
+		t.Fatalf("decode the rendered ClusterProfile %s: %v", out, err)
+	}
+	return &cp
+}
+
+func crucibleOutput(t *testing.T, args ...string) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), devstacktest.CrucibleBinary(t), args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("crucible %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// createClusterProfile creates cp on the hub, then writes its status (a
+// subresource, which create ignores), and returns what the hub then holds.
+func createClusterProfile(t *testing.T, hub dynamic.Interface, cp *cpv1alpha1.ClusterProfile) *cpv1alpha1.ClusterProfile {
+	t.Helper()
+	ctx := t.Context()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := hub.Resource(cpResource).Namespace(cp.Namespace)
+	created, err := client.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create ClusterProfile %s: %v", cp.Name, err)
+	}
+	if _, found, _ := unstructured.NestedSlice(created.Object, "status", "accessProviders"); found {
+		t.Errorf("create wrote status.accessProviders of %s; the CRD's status subresource should drop it", cp.Name)
+	}
+	created.Object["status"] = obj["status"]
+	updated, err := client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("update ClusterProfile %s status: %v", cp.Name, err)
+	}
+	var got cpv1alpha1.ClusterProfile
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(updated.Object, &got); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}
+
+// kubectlApplyClusterProfile writes cp to the hub as docs/federation.md
+// says to: kubectl apply, which leaves status out, then kubectl apply
+// --server-side --subresource=status, and returns what the hub then holds.
+func kubectlApplyClusterProfile(t *testing.T, s *devstack.Stack, hub dynamic.Interface, cp *cpv1alpha1.ClusterProfile) *cpv1alpha1.ClusterProfile {
+	t.Helper()
+	data, err := yaml.Marshal(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), cp.Name+".yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := hub.Resource(cpResource).Namespace(cp.Namespace)
+	if out, err := kubectl(t, s.Hub.KubeconfigFile, "apply", "-f", file); err != nil {
+		t.Fatalf("kubectl apply %s: %v\n%s", file, err, out)
+	}
+	applied, err := client.Get(t.Context(), cp.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedSlice(applied.Object, "status", "accessProviders"); found {
+		t.Errorf("kubectl apply wrote status.accessProviders of %s; the docs say it does not", cp.Name)
+	}
+	if out, err := kubectl(t, s.Hub.KubeconfigFile, "apply", "--server-side", "--subresource=status", "-f", file); err != nil {
+		t.Fatalf("kubectl apply --server-side --subresource=status %s: %v\n%s", file, err, out)
+	}
+	updated, err := client.Get(t.Context(), cp.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got cpv1alpha1.ClusterProfile
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(updated.Object, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.AccessProviders) != 1 {
+		t.Fatalf("after kubectl apply --subresource=status, %s has accessProviders %+v; want the rendered one", cp.Name, got.Status.AccessProviders)
+	}
+	return &got
+}
+
+// consumerProviders is the rendered provider file, with the absolute path
+// of the binary under test and CRUCIBLE_TOKEN_DIR set in its exec env (a
+// consumer pod sets neither: crucible on its PATH, the chart's token
+// layout), read by the credentials library as a consumer reads it.
+func consumerProviders(t *testing.T, tokenDir string) *credentials.CredentialsProvider {
+	t.Helper()
+	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", devstacktest.CrucibleBinary(t))
+	var file credentials.CredentialsProvider
+	if err := json.Unmarshal(out, &file); err != nil || len(file.Providers) != 1 {
+		t.Fatalf("provider file %s: %v", out, err)
+	}
+	file.Providers[0].ExecConfig.Env = []clientcmdapi.ExecEnvVar{{Name: "CRUCIBLE_TOKEN_DIR", Value: tokenDir}}
+	data, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "clusterprofile-provider-file.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	providers, err := credentials.NewFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return providers
+}
+
+// hubNamespace makes a namespace of the test's own on the hub.
+func hubNamespace(t *testing.T, s *devstack.Stack, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := s.Hub.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Hub.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// A KEP-4322 consumer — the cluster-inventory-api credentials library, the
+// version Kueue v0.17.0 requires — builds a client for wharf from the
+// ClusterProfile crucible renders, on the hub, and the provider file
+// crucible renders, and reaches wharf as the hub controller's federated
+// identity: the token is the projected one at $CRUCIBLE_TOKEN_DIR/wharf/token
+// (the chart's layout), handed over by `crucible credential`.
+func TestClusterProfileConsumerLibrary(t *testing.T) {
+	s := devstacktest.Shared(t)
+	ctx := t.Context()
+	hub, err := dynamic.NewForConfig(s.Hub.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installClusterProfileCRD(t, hub)
+	hubNamespace(t, s, "clusterprofile-consumer")
+
+	tokenDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(tokenDir, "wharf"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A symlink, as the kubelet's projected volume is: the token rotates under it.
+	if err := os.Symlink(s.Federation.SpokeTokenFiles["wharf"], filepath.Join(tokenDir, "wharf", "token")); err != nil {
+		t.Fatal(err)
+	}
+	cp := createClusterProfile(t, hub, renderClusterProfile(t, s, "wharf", "clusterprofile-consumer"))
+	cfg, err := consumerProviders(t, tokenDir).BuildConfigFromCP(cp)
+	if err != nil {
+		t.Fatalf("BuildConfigFromCP: %v", err)
+	}
+	if cfg.Host != s.Spoke("wharf").Server {
+		t.Errorf("consumer's host = %q; want wharf's %q", cfg.Host, s.Spoke("wharf").Server)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list pods in %s on wharf through the ClusterProfile: %v", devstack.SpokeNamespace, err)
+	}
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview on wharf: %v", err)
+	}
+	if got := review.Status.UserInfo.Username; got != controllerUser {
+		t.Errorf("wharf sees the consumer as %q; want %q", got, controllerUser)
+	}
+}
+
+// A ClusterProfile whose extension names dock but points tokenFile at
+// wharf's token gets nothing from `crucible credential`: the consumer's
+// request fails before it reaches dock, and the plugin says why.
+func TestClusterProfileWrongAudienceRefused(t *testing.T) {
+	s := devstacktest.Shared(t)
+	hub, err := dynamic.NewForConfig(s.Hub.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installClusterProfileCRD(t, hub)
+	hubNamespace(t, s, "clusterprofile-refused")
+
+	rendered := renderClusterProfile(t, s, "dock", "clusterprofile-refused")
+	wharfToken := s.Federation.SpokeTokenFiles["wharf"]
+	ext, err := json.Marshal(map[string]string{"cluster": "dock", "tokenFile": wharfToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered.Status.AccessProviders[0].Cluster.Extensions[0].Extension = runtime.RawExtension{Raw: ext}
+	cp := kubectlApplyClusterProfile(t, s, hub, rendered)
+	cfg, err := consumerProviders(t, t.TempDir()).BuildConfigFromCP(cp)
+	if err != nil {
+		t.Fatalf("BuildConfigFromCP: %v", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.CoreV1().Pods(devstack.SpokeNamespace).List(t.Context(), metav1.ListOptions{})
+	if err == nil || !strings.Contains(err.Error(), "exec: executable") {
+		t.Fatalf("list pods on dock with wharf's token = %v; want the exec plugin's failure", err)
+	}
+	if apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
+		t.Errorf("dock answered (%v); the request should not have left the consumer", err)
+	}
+	// client-go sends the plugin's stderr to the process's; run the same
+	// exec config with the exec info client-go builds, to read the reason.
+	stderr := runExecPlugin(t, cfg)
+	if !strings.Contains(stderr, "token for another audience") || !strings.Contains(stderr, `"dock"`) || !strings.Contains(stderr, wharfToken) {
+		t.Errorf("plugin stderr = %q; want the audience refusal naming dock and %s", stderr, wharfToken)
+	}
+}
+
+// runExecPlugin runs cfg's exec provider as client-go does (its env, and
+// KUBERNETES_EXEC_INFO with spec.cluster from cfg and the extension as
+// config), expects it to fail, and returns its stderr.
+func runExecPlugin(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	p := cfg.ExecProvider
+	raw, ok := p.Config.(*runtime.Unknown)
+	if !ok {
+		t.Fatalf("exec config = %T; want the extension's JSON", p.Config)
+	}
+	info, err := json.Marshal(clientauthv1.ExecCredential{
+		TypeMeta: metav1.TypeMeta{APIVersion: p.APIVersion, Kind: "ExecCredential"},
+		Spec: clientauthv1.ExecCredentialSpec{Cluster: &clientauthv1.Cluster{
+			Server: cfg.Host, CertificateAuthorityData: cfg.CAData, Config: runtime.RawExtension{Raw: raw.Raw},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), p.Command, p.Args...)
+	cmd.Env = append(os.Environ(), "KUBERNETES_EXEC_INFO="+string(info))
+	for _, e := range p.Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err == nil {
+		t.Fatalf("the plugin handed out a credential for dock: %s", out)
+	}
+	return stderr.String()
+}
