@@ -272,10 +272,42 @@ func TestWebUI(t *testing.T) {
 	run(t, viewer, "viewer opens the form", chromedp.Navigate(url+"/#/submit"))
 	waitJS(t, viewer, "the viewer may not submit", `document.getElementById('main').textContent.includes('You may not submit') && !document.getElementById('s-image')`, 10*time.Second)
 
+	// The viewer opens the pod again, its streams held back: the page must
+	// read the pod only once its change stream is open, or the cancel below,
+	// made while the streams are held, never reaches it (a read before the
+	// subscription misses what happens in between: ci4's waiting pod, whose
+	// log did not end to make the page look again — the log stream stays held
+	// here for that reason).
+	run(t, viewer, "hold the viewer's streams", chromedp.Evaluate[chromedp.Void](holdStreams))
+	run(t, viewer, "viewer opens the pod, its stream held", chromedp.Evaluate[chromedp.Void](`location.hash = '#/pods/`+sleeper+`'`))
+	waitJS(t, viewer, "the pod page asks for its change stream", `window.__held.some((h) => h.url.startsWith('/api/events'))`, 30*time.Second)
+
 	run(t, form, "admin opens the running pod", chromedp.Navigate(url+"/#/pods/"+sleeper))
 	waitJS(t, form, "the admin sees cancel", `(document.getElementById('pod-state')||{}).textContent === 'running' && !!document.getElementById('cancel')`, time.Minute)
 	run(t, form, "cancel, with confirmation", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("#cancel-dialog")))
 	b.checkAxe(t, form, "cancel dialog")
 	run(t, form, "confirm", chromedp.Click(chromedp.CSS("#cancel-confirm")))
 	waitJS(t, form, "cancelled", `(document.getElementById('pod-state')||{}).textContent === 'cancelled' && !document.getElementById('cancel')`, time.Minute)
+	run(t, viewer, "let the viewer's change stream open", chromedp.Evaluate[chromedp.Void](`window.__release('/api/events')`))
+	waitJS(t, viewer, "the viewer sees the cancel made while its streams were held", `(document.getElementById('pod-state')||{}).textContent === 'cancelled'`, time.Minute)
+	run(t, viewer, "let the log stream open", chromedp.Evaluate[chromedp.Void](`window.__release('')`))
 }
+
+// holdStreams makes the page's GET /api/events and log streams wait until
+// window.__release(prefix) lets those whose path starts with prefix go (and
+// later ones through).
+const holdStreams = `(() => {
+  const real = window.fetch;
+  const held = (url) => url.startsWith('/api/events') || /^\/api\/pods\/[^/]+\/logs/.test(url);
+  const open = [];
+  window.__held = [];
+  window.fetch = (input, init) => {
+    const url = typeof input === 'string' ? input : input.url;
+    if (!held(url) || open.some((p) => url.startsWith(p))) return real(input, init);
+    return new Promise((go) => window.__held.push({ url, go })).then(() => real(input, init));
+  };
+  window.__release = (prefix) => {
+    open.push(prefix);
+    window.__held = window.__held.filter((h) => !h.url.startsWith(prefix) || (h.go(), false));
+  };
+})()`

@@ -5,6 +5,7 @@
 package devstacktest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -40,6 +41,9 @@ func Main(m *testing.M, opts devstack.Options) int {
 	sharedOpts = opts
 	code := m.Run()
 	if sharedStack != nil {
+		if code != 0 {
+			logTails(sharedStack, func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) })
+		}
 		sharedStack.Stop()
 	}
 	if binDir != "" {
@@ -96,7 +100,45 @@ func Start(tb testing.TB, opts devstack.Options) *devstack.Stack {
 		tb.Fatalf("start dev stack: %v", err)
 	}
 	tb.Cleanup(s.Stop)
+	tb.Cleanup(func() { logTailsOnFailure(tb, s) }) // runs before Stop removes the logs
 	return s
+}
+
+// tailLines is how much of each process's log a failed test shows.
+const tailLines = 40
+
+// logTailsOnFailure shows the end of every process's log when the test
+// failed: a failure seen only in CI is then read from its output, with the
+// controller's and the spokes' side of it, instead of guessed at.
+func logTailsOnFailure(tb testing.TB, s *devstack.Stack) {
+	if tb.Failed() {
+		logTails(s, tb.Logf)
+	}
+}
+
+// logTails shows the end of each of s's process logs with logf.
+func logTails(s *devstack.Stack, logf func(format string, args ...any)) {
+	logs, _ := filepath.Glob(filepath.Join(s.Dir, "logs", "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		logf("--- last %d lines of %s ---\n%s", tailLines, filepath.Base(l), lastLines(b, tailLines))
+	}
+}
+
+// lastLines is the last n lines of b.
+func lastLines(b []byte, n int) []byte {
+	b = bytes.TrimRight(b, "\n")
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			if n--; n == 0 {
+				return b[i+1:]
+			}
+		}
+	}
+	return b
 }
 
 // skipShort skips tests on real API servers under -short (make unit); make test

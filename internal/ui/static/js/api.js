@@ -64,7 +64,10 @@ export async function download(path, name) {
 // Last-Event-ID after a broken connection (backing off up to 10s).
 // onEvent(name, data, id) gets parsed JSON data; returning 'stop' ends the
 // stream. onStatus(text) reports connection trouble ('' when fine).
-export async function stream(path, { onEvent, onStatus = () => {}, signal, lastId = '' }) {
+// onOpen() runs on every connect, once the server has answered: the API
+// subscribes before it answers, so what a page reads from onOpen on cannot
+// miss a change the stream would have carried.
+export async function stream(path, { onEvent, onStatus = () => {}, onOpen = () => {}, signal, lastId = '' }) {
   let backoff = 500;
   while (!signal.aborted) {
     try {
@@ -77,6 +80,7 @@ export async function stream(path, { onEvent, onStatus = () => {}, signal, lastI
         throw err;
       }
       onStatus('');
+      onOpen();
       const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = '', name = '', data = '', id = '';
       for (;;) {

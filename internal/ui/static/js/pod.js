@@ -41,15 +41,22 @@ export function podPage(main, [id], signal) {
   replace(head, h('p', { text: '\u00a0' }));
   replace(details, ...DETAIL_LABELS.flatMap((k) => [h('dt', { text: k }), h('dd', { class: 'muted', text: '…' })]));
 
-  let pod = null, logStarted = false;
+  let pod = null, logStarted = false, asked = 0;
 
+  // refresh reads the pod and shows it. Answers can arrive out of order
+  // (one change's read overtaking the one before), so only the newest
+  // question's answer is shown: an older one would undo what it showed.
   async function refresh() {
+    const n = ++asked;
+    let got;
     try {
-      pod = await get('/api/pods/' + id, signal);
+      got = await get('/api/pods/' + id, signal);
     } catch (e) {
-      if (!signal.aborted) err.textContent = e.message;
+      if (!signal.aborted && n === asked) err.textContent = e.message;
       return;
     }
+    if (n !== asked) return;
+    pod = got;
     err.textContent = '';
     showHead(head, pod, dialog);
     showDetails(details, pod, runLive);
@@ -107,12 +114,17 @@ export function podPage(main, [id], signal) {
     });
   }
 
-  refresh();
-  // State changes of this pod, live.
+  // State changes of this pod, live. The pod is read once the stream is
+  // open (and again on every reconnect): read before, a change between the
+  // read and the subscription would never reach the page — the scheduler's
+  // first "Unschedulable" is such a change, and no later one repeats it.
+  // A stream that cannot open at all still leaves the pod read once.
   const poll = setInterval(() => { if (pod && LIVE.has(pod.state)) loadArtifacts(); }, 5000);
   signal.addEventListener('abort', () => clearInterval(poll));
   stream('/api/events', {
     signal,
+    onOpen: () => refresh(),
+    onStatus: (s) => { if (s && !asked) refresh(); },
     onEvent: (name, p) => { if ((name === 'pod' && p && p.id === id) || name === 'reset') refresh(); },
   });
 }

@@ -62,8 +62,11 @@ export function podsPage(main, _params, signal, query) {
     ];
   }
 
+  // put shows p, unless its row shows a later change already: a list read
+  // before a change can land after the change's event.
   function put(p, front) {
     const have = rows.get(p.id);
+    if (have && Date.parse(have.pod.updated_at) > Date.parse(p.updated_at)) return;
     if (have) { replace(have.tr, ...rowCells(p)); have.pod = p; return; }
     const tr = h('tr', { 'data-pod': p.id }, ...rowCells(p));
     rows.set(p.id, { tr, pod: p });
@@ -72,14 +75,26 @@ export function podsPage(main, _params, signal, query) {
 
   function countShown() { shown.textContent = rows.size + ' shown' + (next ? '' : ' (all)'); }
 
+  // olderThanList: p was created before the newest row of a list, so the
+  // list would have had it had it matched (it belongs further down, if at all).
+  const olderThanList = (body, p) => body.length > 0 && Date.parse(p.created_at) < Date.parse(body[0].created_at);
+
   async function load(append) {
     const q = new URLSearchParams({ limit: String(PAGE) });
     for (const k of ['cluster', 'state', 'kind']) if (f[k]) q.set(k, f[k]);
     if (append && next) q.set('continue', next);
     try {
       const { body, headers } = await request('GET', '/api/pods?' + q, undefined, signal);
-      if (!append) { rows.clear(); tbody.replaceChildren(); }
-      for (const p of body) if (matches(p)) put(p, false);
+      if (!append) {
+        // Rows the stream put while the list was asked for are kept where
+        // they are newer: newer than the list, or created after it was read.
+        const streamed = [...rows.values()].map((r) => r.pod);
+        rows.clear(); tbody.replaceChildren();
+        for (const p of body) if (matches(p)) put(p, false);
+        for (const p of streamed) if (rows.has(p.id)) put(p); else if (matches(p) && !olderThanList(body, p)) put(p, true);
+      } else {
+        for (const p of body) if (matches(p)) put(p, false);
+      }
       next = headers.get('Crucible-Continue') || '';
       more.hidden = !next;
       err.textContent = '';
@@ -106,15 +121,21 @@ export function podsPage(main, _params, signal, query) {
     for (const { tr, pod } of rows.values()) tr.hidden = !matches(pod);
   });
   more.addEventListener('click', () => load(true));
-  load(false);
 
   // Live rows. Only this controller replica's changes arrive (see the API).
   const eq = new URLSearchParams();
   if (f.cluster) eq.set('cluster', f.cluster);
   if (f.kind) eq.set('kind', f.kind);
+  // The list is read once the stream is open: read before, a change between
+  // the read and the subscription would never reach the page. Reconnects
+  // resume with Last-Event-ID (or get a reset, which re-lists). A stream that
+  // cannot open at all still leaves the list read once.
+  let listed = false;
+  const listOnce = () => { if (!listed) { listed = true; load(false); } };
   stream('/api/events?' + eq, {
     signal,
-    onStatus: (s) => { live.textContent = s || 'live'; },
+    onOpen: listOnce,
+    onStatus: (s) => { live.textContent = s || 'live'; if (s) listOnce(); },
     onEvent: (name, p) => {
       if (name === 'reset') { load(false); return; }
       if (name !== 'pod' || !p) return;
