@@ -341,6 +341,22 @@ func readTokenFile(path string) (string, error) {
 	return token, nil
 }
 
+// tokenReread is how long client-go keeps a credential of a token file
+// before it runs the plugin again: the kubelet rewrites a projected token at
+// 80 % of its life, and a consumer that waited for exp would keep the
+// replaced one to its last moment (a rotation would be seen only then).
+// client-go re-reads a kubeconfig's tokenFile every minute; so does this.
+const tokenReread = time.Minute
+
+// credentialExpiry is when client-go should ask again: in tokenReread, or at
+// the token's exp if that comes first.
+func credentialExpiry(now, exp time.Time) time.Time {
+	if reread := now.Add(tokenReread); reread.Before(exp) {
+		return reread
+	}
+	return exp
+}
+
 // execCredential builds the ExecCredential for token (read from src.file)
 // in apiVersion. The token must be for src.audience, when the request names
 // a cluster, and carry an exp in the future: client-go caches the
@@ -365,7 +381,7 @@ func execCredential(apiVersion, token string, src tokenSource, now time.Time) ([
 		return nil, fmt.Errorf("token file %s: %w at %s (%s ago); is the projected volume mounted and the kubelet rotating it?",
 			file, ErrTokenExpired, exp.UTC().Format(time.RFC3339), now.Sub(exp).Round(time.Second))
 	}
-	expiry := metav1.NewTime(exp)
+	expiry := metav1.NewTime(credentialExpiry(now, exp))
 	var cred any
 	switch apiVersion {
 	case clientauthv1.SchemeGroupVersion.String():

@@ -103,11 +103,39 @@ func decodeCredential(t *testing.T, out []byte) decodedCredential {
 	return got
 }
 
+// wantCredential is the credential of token, which expires at exp, answered
+// at credNow: client-go is to ask again within a minute (the kubelet may have
+// rotated the file by then), or at exp if that is sooner.
 func wantCredential(apiVersion, token string, exp time.Time) decodedCredential {
 	var want decodedCredential
 	want.APIVersion, want.Kind = apiVersion, "ExecCredential"
-	want.Status.Token, want.Status.ExpirationTimestamp = token, exp.UTC().Format(time.RFC3339)
+	next := credNow.Add(time.Minute)
+	if exp.Before(next) {
+		next = exp
+	}
+	want.Status.Token, want.Status.ExpirationTimestamp = token, next.UTC().Format(time.RFC3339)
 	return want
+}
+
+// A token is asked for again a minute later, as client-go re-reads a
+// tokenFile, so a rotation by the kubelet is seen then, not at exp; a token
+// with less than a minute left is asked for again at its exp.
+func TestCredentialExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		exp      time.Time
+		wantNext time.Time
+	}{
+		{"an hour left", credNow.Add(time.Hour), credNow.Add(time.Minute)},
+		{"a minute and a second left", credNow.Add(61 * time.Second), credNow.Add(time.Minute)},
+		{"30 seconds left", credNow.Add(30 * time.Second), credNow.Add(30 * time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := credentialExpiry(credNow, tc.exp); !got.Equal(tc.wantNext) {
+				t.Errorf("credentialExpiry(now, now+%s) = now+%s, want now+%s", tc.exp.Sub(credNow), got.Sub(credNow), tc.wantNext.Sub(credNow))
+			}
+		})
+	}
 }
 
 // The plugin answers in the version client-go asks for, with the token and
