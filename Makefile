@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 30m
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
 
-.PHONY: all tools dev-tools deps build image test unit lint bench chaos fuzz dev vet clean
+.PHONY: all tools dev-tools deps build image test unit lint bench chaos interop fuzz dev vet clean
 
 all: build
 
@@ -67,6 +67,11 @@ test: tools deps
 	$(GO) vet ./...
 	$(LINT) run --allow-parallel-runners ./...
 	$(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) ./...
+
+## interop: code nobody here wrote on the dev stack: Kueue v0.17.0's MultiKueue (manager on the hub, a
+##          worker per spoke) dispatching Jobs through crucible's federation (about 3 minutes)
+interop: tools
+	$(GO) test -tags interop -count=1 -timeout 20m -run 'TestMultiKueue' -v ./test/e2e/
 
 ## lint: go vet and golangci-lint (.golangci.yml); go.mod must be tidy
 lint: tools

@@ -27,6 +27,7 @@ ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 GOLANGCI_VERSION=v2.15.0
 HELM_VERSION=v3.22.0
+KUEUE_VERSION=v0.17.0
 
 stamp() {
   local v=$1 minor
@@ -73,3 +74,5 @@ fi
 build kube "$k8s/kubectl" k8s.io/kubernetes/cmd/kubectl "$(stamp $K8S_VERSION)"
 build golangci "$out/golangci-lint-$GOLANGCI_VERSION/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-s -w"
 build helm "$out/helm-$HELM_VERSION/helm" helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+# Kueue for the interop test (make interop): MultiKueue through crucible's federation.
+build kueue "$out/kueue-$KUEUE_VERSION/kueue" sigs.k8s.io/kueue/cmd/kueue "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"

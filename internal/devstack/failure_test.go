@@ -92,6 +92,7 @@ func TestToolVersionsMatchBuildScript(t *testing.T) {
 		"K8S_VERSION=" + devstack.KubernetesVersion,
 		"ETCD_VERSION=" + devstack.EtcdVersion,
 		"KWOK_VERSION=" + devstack.KwokVersion,
+		"KUEUE_VERSION=" + devstack.KueueVersion,
 	} {
 		if !strings.Contains(string(script), "\n"+want+"\n") {
 			t.Errorf("hack/build-tools.sh does not set %s", want)

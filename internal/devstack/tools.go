@@ -13,6 +13,9 @@ const (
 	KubernetesVersion = "v1.37.2"
 	EtcdVersion       = "v3.6.16"
 	KwokVersion       = "v0.8.0"
+	// KueueVersion is the Kueue the interop test (make interop) runs; the
+	// dev stack itself does not.
+	KueueVersion = "v0.17.0"
 )
 
 // ErrToolsMissing is returned when a tool binary has not been built.
@@ -59,6 +62,7 @@ func (t Tools) KubeControllerManager() string {
 func (t Tools) Kubectl() string { return t.k8s("kubectl") }
 func (t Tools) Etcd() string    { return filepath.Join(t.Dir, "etcd-"+EtcdVersion, "etcd") }
 func (t Tools) Kwok() string    { return filepath.Join(t.Dir, "kwok-"+KwokVersion, "kwok") }
+func (t Tools) Kueue() string   { return filepath.Join(t.Dir, "kueue-"+KueueVersion, "kueue") }
 
 func (t Tools) k8s(name string) string {
 	return filepath.Join(t.Dir, "k8s-"+KubernetesVersion, name)
