@@ -1,6 +1,8 @@
 package render
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,15 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
-
-	"crucible.dev/crucible/internal/fleet"
 )
 
 // The rendered ClusterProfile prints as the object the issue specifies,
 // with its status (the part kubectl apply leaves out) kept in the YAML.
 func TestClusterProfileYAML(t *testing.T) {
-	c := fleet.ClusterEntry{Name: "wharf", Server: "https://api.wharf.example.com:6443"}
-	cp, err := ClusterProfile(c, "kueue-system", []byte("PEM"))
+	c := AccessCluster{Name: "wharf", Server: "https://api.wharf.example.com:6443", CAPEM: []byte("PEM")}
+	cp, err := ClusterProfile(c, defaultProfileOptions("kueue-system"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,68 @@ status:
 	}
 }
 
-// A server that is not an https URL is refused with the cluster's name:
-// the consumer would otherwise send the token in the clear or nowhere.
-func TestClusterProfileRefusesServer(t *testing.T) {
-	for _, server := range []string{"", "http://api.wharf:6443", "https://", "api.wharf:6443"} {
-		_, err := ClusterProfile(fleet.ClusterEntry{Name: "wharf", Server: server}, "ns", nil)
-		if err == nil || !strings.Contains(err.Error(), "cluster wharf: server") {
-			t.Errorf("server %q: %v; want a refusal naming cluster wharf's server", server, err)
+// defaultProfileOptions are the CLI's defaults in namespace.
+func defaultProfileOptions(namespace string) ProfileOptions {
+	return ProfileOptions{Namespace: namespace, Provider: AccessProviderName, ClusterManager: ClusterManagerName}
+}
+
+// The options name the provider and the manager in every place they
+// appear, and an audience other than the spoke's name joins the extension
+// (credential checks that one); the spoke's own name as audience does not.
+func TestClusterProfileOptionsAndAudience(t *testing.T) {
+	o := ProfileOptions{Namespace: "inventory", Provider: "crucible-prod", ClusterManager: "fleet.example.com"}
+	for _, tc := range []struct {
+		audience, wantExt string
+	}{
+		{"", `{"cluster":"dock"}`},
+		{"dock", `{"cluster":"dock"}`},
+		{"https://dock.example.com", `{"cluster":"dock","audience":"https://dock.example.com"}`},
+	} {
+		cp, err := ClusterProfile(AccessCluster{Name: "dock", Server: "https://dock:6443", Audience: tc.audience}, o)
+		if err != nil {
+			t.Fatal(err)
 		}
+		ap := cp.Status.AccessProviders
+		got := []string{cp.Namespace, cp.Labels["x-k8s.io/cluster-manager"], cp.Spec.ClusterManager.Name, ap[0].Name, string(ap[0].Cluster.Extensions[0].Extension.Raw)}
+		want := []string{"inventory", "fleet.example.com", "fleet.example.com", "crucible-prod", tc.wantExt}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("audience %q (-want +got):\n%s", tc.audience, diff)
+		}
+	}
+}
+
+// Every refusal names the value at fault: a server the consumer would send
+// the token to in the clear or nowhere, a name credential would refuse, and
+// options the API server would refuse one object at a time.
+func TestClusterProfileRefusals(t *testing.T) {
+	good := AccessCluster{Name: "wharf", Server: "https://api.wharf:6443"}
+	for _, tc := range []struct {
+		name string
+		c    AccessCluster
+		o    ProfileOptions
+		want []string
+	}{
+		{"no server", AccessCluster{Name: "wharf"}, defaultProfileOptions("ns"), []string{`cluster wharf: server ""`}},
+		{"http", AccessCluster{Name: "wharf", Server: "http://api.wharf:6443"}, defaultProfileOptions("ns"), []string{"cluster wharf: server", "want an https URL"}},
+		{"no host", AccessCluster{Name: "wharf", Server: "https://"}, defaultProfileOptions("ns"), []string{`server "https://"`}},
+		{"no scheme", AccessCluster{Name: "wharf", Server: "api.wharf:6443"}, defaultProfileOptions("ns"), []string{`server "api.wharf:6443"`}},
+		{"name", AccessCluster{Name: "Wharf", Server: "https://api.wharf:6443"}, defaultProfileOptions("ns"), []string{`cluster "Wharf"`}},
+		{"audience", AccessCluster{Name: "wharf", Server: "https://api.wharf:6443", Audience: " wharf"}, defaultProfileOptions("ns"), []string{`cluster wharf: audience " wharf"`}},
+		{"every option at once", good, ProfileOptions{Namespace: "Kueue", Provider: "", ClusterManager: "a/b"},
+			[]string{`namespace "Kueue"`, `provider name ""`, `cluster manager "a/b"`}},
+		{"empty manager", good, ProfileOptions{Namespace: "ns", Provider: "crucible"}, []string{`cluster manager ""`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, err := ClusterProfile(tc.c, tc.o)
+			if err == nil {
+				t.Fatalf("rendered %+v; want a refusal", cp)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
 	}
 }
 
@@ -72,7 +126,7 @@ func TestClusterProfileRefusesServer(t *testing.T) {
 // spoke's server and CA, `crucible credential` with the cluster info, and
 // the extension {"cluster": NAME} as the exec config client-go passes on.
 func TestClusterProfileThroughCredentialsLibrary(t *testing.T) {
-	file, err := ProviderFile("/opt/crucible/bin/crucible")
+	file, err := ProviderFile(AccessProviderName, "/opt/crucible/bin/crucible")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +139,7 @@ func TestClusterProfileThroughCredentialsLibrary(t *testing.T) {
 		t.Fatalf("NewFromFile: %v\n%s", err, file)
 	}
 	for _, name := range []string{"wharf", "dock"} {
-		cp, err := ClusterProfile(fleet.ClusterEntry{Name: name, Server: "https://" + name + ".example:6443"}, "ns", []byte("CA of "+name))
+		cp, err := ClusterProfile(AccessCluster{Name: name, Server: "https://" + name + ".example:6443", CAPEM: []byte("CA of " + name)}, defaultProfileOptions("ns"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,8 +161,53 @@ func TestClusterProfileThroughCredentialsLibrary(t *testing.T) {
 	}
 }
 
-func TestClusterProfileProviderFileRefusesEmptyCommand(t *testing.T) {
-	if _, err := ProviderFile(""); err == nil || !strings.Contains(err.Error(), "provider command") {
-		t.Errorf("ProviderFile(\"\") = %v; want a refusal naming the command", err)
+// The provider file runs what exec can run without a shell or a working
+// directory: an absolute clean path or a bare name; anything else is
+// refused with the value.
+func TestClusterProfileProviderFileCommand(t *testing.T) {
+	for _, tc := range []struct {
+		command, want string // want "" means accepted
+	}{
+		{"crucible", ""},
+		{"/var/run/crucible/bin/crucible", ""},
+		{"/a<b>&c/crucible", ""},
+		{"", "provider command: must not be empty"},
+		{"bin/crucible", `provider command "bin/crucible": want an absolute path or a name`},
+		{"..", `provider command "..": want an absolute path`},
+		{"/opt//crucible", `provider command "/opt//crucible": want a clean absolute path`},
+		{"/opt/../crucible", "want a clean absolute path"},
+		{"/", "want a clean absolute path"},
+		{"/opt/my crucible", "must not contain whitespace"},
+		{"crucible\n", "must not contain whitespace"},
+	} {
+		out, err := ProviderFile(AccessProviderName, tc.command)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("command %q: %v", tc.command, err)
+		case tc.want == "":
+			var file credentials.CredentialsProvider
+			if err := json.Unmarshal(out, &file); err != nil || file.Providers[0].ExecConfig.Command != tc.command {
+				t.Errorf("command %q: provider file %s (%v)", tc.command, out, err)
+			}
+		case err == nil || !strings.Contains(err.Error(), tc.want):
+			t.Errorf("command %q: %v; want an error containing %q", tc.command, err, tc.want)
+		}
+	}
+}
+
+// The provider's name is the one the ClusterProfiles carry; a name the
+// consumer's admin could not type back is refused.
+func TestClusterProfileProviderFileName(t *testing.T) {
+	out, err := ProviderFile("crucible-prod", "crucible")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"name": "crucible-prod"`) {
+		t.Errorf("provider file %s does not name crucible-prod", out)
+	}
+	for _, name := range []string{"", "Crucible", "crucible prod", "a/b"} {
+		if _, err := ProviderFile(name, "crucible"); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("provider name %q", name)) {
+			t.Errorf("provider name %q: %v; want a refusal naming it", name, err)
+		}
 	}
 }
