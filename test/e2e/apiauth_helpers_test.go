@@ -149,7 +149,7 @@ func applyHub(t *testing.T, s *devstack.Stack, objs ...runtime.Object) {
 }
 
 // applyRBAC creates RBAC objects on c (one that exists already is kept).
-func applyRBAC(t *testing.T, c *devstack.Cluster, objs ...runtime.Object) {
+func applyRBAC(t testing.TB, c *devstack.Cluster, objs ...runtime.Object) {
 	t.Helper()
 	rbac := c.Client.RbacV1()
 	for _, obj := range objs {

@@ -40,7 +40,7 @@ var (
 // installClusterProfileCRD creates the ClusterProfile CRD of the pinned
 // cluster-inventory-api module on the hub (once per stack: other tests may
 // have made it) and waits until it is served.
-func installClusterProfileCRD(t *testing.T, hub dynamic.Interface) {
+func installClusterProfileCRD(t testing.TB, hub dynamic.Interface) {
 	t.Helper()
 	dir, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
 	if err != nil {
@@ -77,7 +77,7 @@ func installClusterProfileCRD(t *testing.T, hub dynamic.Interface) {
 
 // renderClusterProfile is `crucible render clusterprofile` for one spoke of
 // the stack's controller profile, decoded.
-func renderClusterProfile(t *testing.T, s *devstack.Stack, spoke, namespace string) *cpv1alpha1.ClusterProfile {
+func renderClusterProfile(t testing.TB, s *devstack.Stack, spoke, namespace string) *cpv1alpha1.ClusterProfile {
 	t.Helper()
 	out := crucibleOutput(t, "render", "clusterprofile", "--config", s.Federation.ProfileFile, "--cluster", spoke, "--namespace", namespace)
 	var cp cpv1alpha1.ClusterProfile
@@ -87,7 +87,7 @@ func renderClusterProfile(t *testing.T, s *devstack.Stack, spoke, namespace stri
 	return &cp
 }
 
-func crucibleOutput(t *testing.T, args ...string) []byte {
+func crucibleOutput(t testing.TB, args ...string) []byte {
 	t.Helper()
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(t.Context(), devstacktest.CrucibleBinary(t), args...)
@@ -101,7 +101,7 @@ func crucibleOutput(t *testing.T, args ...string) []byte {
 
 // createClusterProfile creates cp on the hub, then writes its status (a
 // subresource, which create ignores), and returns what the hub then holds.
-func createClusterProfile(t *testing.T, hub dynamic.Interface, cp *cpv1alpha1.ClusterProfile) *cpv1alpha1.ClusterProfile {
+func createClusterProfile(t testing.TB, hub dynamic.Interface, cp *cpv1alpha1.ClusterProfile) *cpv1alpha1.ClusterProfile {
 	t.Helper()
 	ctx := t.Context()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cp)

@@ -43,7 +43,7 @@ current-context: %[1]s
 	return path
 }
 
-func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
+func kubectl(t testing.TB, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), devstack.FindTools().Kubectl(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=")

@@ -118,23 +118,7 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 		_, err = c.Secrets(devstack.SpokeNamespace).Create(ctx, objs.Secret, metav1.CreateOptions{})
 		return err
 	}
-	client := &http.Client{Timeout: time.Minute}
-	crucibleSet := func(ctx context.Context, i int) error {
-		body, _ := json.Marshal(api.SubmitRequest{Cluster: spokes[i%2], Image: "x", Command: command, Files: files, SecretFiles: secrets})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(api.ClientHeader, "bench")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var wp api.WorkPod
-		if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&wp) != nil {
-			return fmt.Errorf("submit: %s", resp.Status)
-		}
-		return nil
-	}
+	crucibleSet := submitTurns(s.Federation.ControllerInternalURL, spokes, api.SubmitRequest{Image: "x", Command: command, Files: files, SecretFiles: secrets})
 
 	b.ResetTimer()
 	for range b.N {
@@ -201,6 +185,31 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 				b.Errorf("rows that did not succeed: %+v (%v)", bad, err)
 			}
 		}
+	}
+}
+
+// submitTurns is a createLoop set that submits turn i, as req, to
+// spokes[i % len(spokes)] through the controller's API (a stack without API
+// auth).
+func submitTurns(apiURL string, spokes []string, req api.SubmitRequest) func(context.Context, int) error {
+	client := &http.Client{Timeout: time.Minute}
+	return func(ctx context.Context, i int) error {
+		r := req
+		r.Cluster = spokes[i%len(spokes)]
+		body, _ := json.Marshal(r)
+		hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/api/pods", bytes.NewReader(body))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set(api.ClientHeader, "bench")
+		resp, err := client.Do(hr)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var wp api.WorkPod
+		if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&wp) != nil {
+			return fmt.Errorf("submit: %s", resp.Status)
+		}
+		return nil
 	}
 }
 

@@ -457,7 +457,7 @@ func TestHelmChartsDryRunServer(t *testing.T) {
 
 // ensureNamespace creates namespace on c unless it exists, and deletes it
 // when the test ends if it created it.
-func ensureNamespace(t *testing.T, c *devstack.Cluster, name string) {
+func ensureNamespace(t testing.TB, c *devstack.Cluster, name string) {
 	t.Helper()
 	_, err := c.Client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	switch {

@@ -68,81 +68,8 @@ const (
 // management is off (it would keep its webhook certificate in a Secret and
 // sign it for a Service name the API servers cannot reach here).
 func TestMultiKueueThroughFederation(t *testing.T) {
-	tools := devstack.FindTools()
-	if _, err := os.Stat(tools.Kueue()); err != nil {
-		t.Fatalf("Kueue %s: %v: run \"make tools\" to build it", devstack.KueueVersion, err)
-	}
-	s := devstacktest.Start(t, devstack.Options{
-		Crucible: devstacktest.BuildCrucible,
-		Spokes:   []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
-	})
-	ctx := t.Context()
-	workers := []*devstack.Cluster{s.Spoke("wharf"), s.Spoke("dock")}
-	all := append([]*devstack.Cluster{s.Hub}, workers...)
-	kueueDir := kueueModuleDir(t)
-	metricsCerts(t, s)
-
-	// The spoke side: the hub's Kueue federated to each spoke with the
-	// multikueue preset (its allowlist entry and RBAC as render makes them),
-	// next to a Kueue account of the spoke's own with a right of its own.
-	grants, err := render.PresetGrants(render.PresetMultiKueue, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fed := render.Federation{ControllerSubject: devstack.HubSubject, ControllerUsername: controllerUser, UsernamePrefix: devstack.HubUsernamePrefix,
-		Subjects: []render.FederatedSubject{{Namespace: kueueNamespace, ServiceAccount: kueueAccount, Grants: grants}}}
-	if errs := fed.Check(); len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	for _, c := range all {
-		ensureNamespace(t, c, kueueNamespace)
-		ensureNamespace(t, c, mkNamespace)
-	}
-	if _, err := s.Hub.Client.CoreV1().ServiceAccounts(kueueNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: kueueAccount}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range workers {
-		applyRBAC(t, w, fed.RBAC()...)
-		spokeOwnKueue(t, w)
-		federateSubjects(t, s, w, devstack.HubSubject, kueueSubject)
-	}
-
-	// The hub side: Kueue's account (made above), its projected tokens (one per spoke,
-	// that spoke's audience, the layout `crucible credential` reads), the
-	// ClusterProfiles crucible renders, and the provider crucible renders,
-	// run through a wrapper that notes each run (and a hash of each token
-	// file then, never a token).
-	tokenDir := t.TempDir()
-	tokens := projectTokens(t, s, tokenDir, workers)
-	hubDyn, err := dynamic.NewForConfig(s.Hub.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	installClusterProfileCRD(t, hubDyn)
-	for _, w := range workers {
-		createClusterProfile(t, hubDyn, renderClusterProfile(t, s, w.Name, kueueNamespace))
-	}
-	runs := filepath.Join(t.TempDir(), "credential-runs.log")
-	providers := kueueProviders(t, tokenDir, credentialWrapper(t, tokenDir, runs))
-
-	// Kueue on all three: CRDs, webhooks on loopback, the manager process.
-	for _, c := range all {
-		var multiKueue map[string]any
-		if c == s.Hub {
-			multiKueue = map[string]any{"gcInterval": "30s", "origin": "crucible-interop", "clusterProfile": map[string]any{"credentialsProviders": providers}}
-		}
-		startKueue(t, s, c, kueueDir, multiKueue)
-	}
-
-	// The queues: on each worker a ClusterQueue of its own; on the hub one
-	// whose admission check is MultiKueue over both spokes, each a
-	// MultiKueueCluster naming its ClusterProfile.
-	for _, w := range workers {
-		kubectlApply(t, w, queuesYAML(""))
-	}
-	kubectlApply(t, s.Hub, queuesYAML("multikueue")+multiKueueYAML(workers))
-	waitMultiKueueClustersActive(t, s, workers)
-
+	f := startMultiKueue(t, nil, kueueQuota{cpu: "8", memory: "16Gi"})
+	s, workers, all, tokenDir, runs, tokens := f.s, f.workers, f.all, f.tokenDir, f.runs, f.tokens
 	job1 := runJob(t, s, workers, "mk-before-rotation")
 
 	// Rotation, as the kubelet does it: new tokens replace the files; the
@@ -162,6 +89,11 @@ func TestMultiKueueThroughFederation(t *testing.T) {
 	}
 	t.Logf("MultiKueue ran %s on %s and, after the rotation, %s on %s", job1.name, job1.worker, job2.name, job2.worker)
 
+	// Every Kueue still runs (a manager that exits after its start would
+	// have left the jobs above to the others).
+	for _, d := range s.Died() {
+		t.Errorf("died: %s", d)
+	}
 	// No Secret anywhere holds a credential for reaching another cluster.
 	for _, c := range all {
 		noCredentialSecrets(t, c)
@@ -184,9 +116,106 @@ func TestMultiKueueThroughFederation(t *testing.T) {
 	}
 }
 
+// mkFleet is the dev stack with Kueue on it: the hub's manager dispatching
+// through MultiKueue to the workers, wharf and dock.
+type mkFleet struct {
+	s        *devstack.Stack
+	workers  []*devstack.Cluster
+	all      []*devstack.Cluster // the hub, then the workers
+	tokenDir string              // the hub Kueue's projected tokens, <spoke>/token
+	runs     string              // the credential wrapper's notes, one per run
+	tokens   map[string]string   // the hashes of the tokens in tokenDir
+}
+
+// kueueQuota is a ClusterQueue's cpu and memory, on the hub and each worker.
+type kueueQuota struct{ cpu, memory string }
+
+// startMultiKueue starts a stack of its own with Kueue on all three
+// clusters and MultiKueue reaching the spokes through crucible's federation:
+// clientConnection (nil: Kueue's default) is the managers' client rate, quota
+// each ClusterQueue's.
+func startMultiKueue(tb testing.TB, clientConnection map[string]any, quota kueueQuota) *mkFleet {
+	tb.Helper()
+	tools := devstack.FindTools()
+	if _, err := os.Stat(tools.Kueue()); err != nil {
+		tb.Fatalf("Kueue %s: %v: run \"make tools\" to build it", devstack.KueueVersion, err)
+	}
+	s := devstacktest.Start(tb, devstack.Options{
+		Crucible: devstacktest.BuildCrucible,
+		Spokes:   []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
+	})
+	ctx := tb.Context()
+	workers := []*devstack.Cluster{s.Spoke("wharf"), s.Spoke("dock")}
+	all := append([]*devstack.Cluster{s.Hub}, workers...)
+	kueueDir := kueueModuleDir(tb)
+	metricsCerts(tb, s)
+
+	// The spoke side: the hub's Kueue federated to each spoke with the
+	// multikueue preset (its allowlist entry and RBAC as render makes them),
+	// next to a Kueue account of the spoke's own with a right of its own.
+	grants, err := render.PresetGrants(render.PresetMultiKueue, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fed := render.Federation{ControllerSubject: devstack.HubSubject, ControllerUsername: controllerUser, UsernamePrefix: devstack.HubUsernamePrefix,
+		Subjects: []render.FederatedSubject{{Namespace: kueueNamespace, ServiceAccount: kueueAccount, Grants: grants}}}
+	if errs := fed.Check(); len(errs) > 0 {
+		tb.Fatal(errs)
+	}
+	for _, c := range all {
+		ensureNamespace(tb, c, kueueNamespace)
+		ensureNamespace(tb, c, mkNamespace)
+	}
+	if _, err := s.Hub.Client.CoreV1().ServiceAccounts(kueueNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: kueueAccount}}, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	for _, w := range workers {
+		applyRBAC(tb, w, fed.RBAC()...)
+		spokeOwnKueue(tb, w)
+		federateSubjects(tb, s, w, devstack.HubSubject, kueueSubject)
+	}
+
+	// The hub side: Kueue's account (made above), its projected tokens (one per spoke,
+	// that spoke's audience, the layout `crucible credential` reads), the
+	// ClusterProfiles crucible renders, and the provider crucible renders,
+	// run through a wrapper that notes each run (and a hash of each token
+	// file then, never a token).
+	tokenDir := tb.TempDir()
+	tokens := projectTokens(tb, s, tokenDir, workers)
+	hubDyn, err := dynamic.NewForConfig(s.Hub.Admin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	installClusterProfileCRD(tb, hubDyn)
+	for _, w := range workers {
+		createClusterProfile(tb, hubDyn, renderClusterProfile(tb, s, w.Name, kueueNamespace))
+	}
+	runs := filepath.Join(tb.TempDir(), "credential-runs.log")
+	providers := kueueProviders(tb, tokenDir, credentialWrapper(tb, tokenDir, runs))
+
+	// Kueue on all three: CRDs, webhooks on loopback, the manager process.
+	for _, c := range all {
+		var multiKueue map[string]any
+		if c == s.Hub {
+			multiKueue = map[string]any{"gcInterval": "30s", "origin": "crucible-interop", "clusterProfile": map[string]any{"credentialsProviders": providers}}
+		}
+		startKueue(tb, s, c, kueueDir, multiKueue, clientConnection)
+	}
+
+	// The queues: on each worker a ClusterQueue of its own; on the hub one
+	// whose admission check is MultiKueue over both spokes, each a
+	// MultiKueueCluster naming its ClusterProfile.
+	for _, w := range workers {
+		kubectlApply(tb, w, queuesYAML("", quota))
+	}
+	kubectlApply(tb, s.Hub, queuesYAML("multikueue", quota)+multiKueueYAML(workers))
+	waitMultiKueueClustersActive(tb, s, workers)
+	return &mkFleet{s: s, workers: workers, all: all, tokenDir: tokenDir, runs: runs, tokens: tokens}
+}
+
 // kueueModuleDir is the Kueue module hack/tools/kueue builds from: its CRDs
 // and webhook manifests are read from there.
-func kueueModuleDir(t *testing.T) string {
+func kueueModuleDir(t testing.TB) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kueue")
 	cmd.Dir = filepath.Join(repoRoot, "hack", "tools", "kueue")
@@ -198,26 +227,41 @@ func kueueModuleDir(t *testing.T) string {
 }
 
 // metricsCerts gives Kueue the metrics certificate it requires at a fixed
-// path, removing it afterwards if this test made it.
-func metricsCerts(t *testing.T, s *devstack.Stack) {
+// path, unless one is there, and removes afterwards what it made.
+func metricsCerts(t testing.TB, s *devstack.Stack) {
 	t.Helper()
-	if _, err := os.Stat(kueueMetricsCerts); err == nil {
-		return // another run's, or a machine's own: kept
+	crt, key := filepath.Join(kueueMetricsCerts, "tls.crt"), filepath.Join(kueueMetricsCerts, "tls.key")
+	if _, err := os.Stat(crt); err == nil {
+		if _, err := os.Stat(key); err == nil {
+			return // another run's, or the machine's own: kept
+		}
 	}
-	made := "/etc/kueue"
+	made := kueueMetricsCerts // the topmost directory this makes
+	for dir := filepath.Dir(made); dir != "/"; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		made = dir
+	}
 	if _, err := os.Stat(made); err == nil {
-		made = kueueMetricsCerts
+		made = "" // the directory exists: only the files are this test's
 	}
 	if err := os.MkdirAll(kueueMetricsCerts, 0o755); err != nil {
 		t.Fatalf("Kueue reads its metrics certificate from %s only: %v (run as root, or make it writable)", kueueMetricsCerts, err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(made) })
+	t.Cleanup(func() {
+		_ = os.Remove(crt)
+		_ = os.Remove(key)
+		if made != "" {
+			_ = os.RemoveAll(made)
+		}
+	})
 	kp, err := s.IssueServingCert(t.TempDir(), "kueue-metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(kueueMetricsCerts, name), data, 0o600); err != nil {
+	for name, data := range map[string][]byte{crt: kp.CertPEM, key: kp.KeyPEM} {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +269,7 @@ func metricsCerts(t *testing.T, s *devstack.Stack) {
 
 // spokeOwnKueue makes the spoke's own Kueue account, the same namespace and
 // name as the hub's, with a right the hub's must not get by the name.
-func spokeOwnKueue(t *testing.T, c *devstack.Cluster) {
+func spokeOwnKueue(t testing.TB, c *devstack.Cluster) {
 	t.Helper()
 	if _, err := c.Client.CoreV1().ServiceAccounts(kueueNamespace).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: kueueAccount}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -241,7 +285,7 @@ func spokeOwnKueue(t *testing.T, c *devstack.Cluster) {
 // federateSubjects rewrites the spoke webhook's configuration to allow
 // exactly subjects, restarts the webhook (its allowlist is read at start)
 // and waits until a token of the last one is accepted.
-func federateSubjects(t *testing.T, s *devstack.Stack, c *devstack.Cluster, subjects ...string) {
+func federateSubjects(t testing.TB, s *devstack.Stack, c *devstack.Cluster, subjects ...string) {
 	t.Helper()
 	if err := os.WriteFile(s.Federation.WebhookConfigFiles[c.Name], []byte(s.WebhookConfig(c.Name, subjects)), 0o644); err != nil {
 		t.Fatal(err)
@@ -271,7 +315,7 @@ func federateSubjects(t *testing.T, s *devstack.Stack, c *devstack.Cluster, subj
 }
 
 // tokenKubeconfig is a kubeconfig for c whose user reads tokenFile.
-func tokenKubeconfig(t *testing.T, c *devstack.Cluster, tokenFile string) string {
+func tokenKubeconfig(t testing.TB, c *devstack.Cluster, tokenFile string) string {
 	t.Helper()
 	ca := c.Admin.CAData
 	if len(ca) == 0 {
@@ -296,7 +340,7 @@ func tokenKubeconfig(t *testing.T, c *devstack.Cluster, tokenFile string) string
 // volume: a token of its account per spoke, that spoke's audience, written
 // to tokenDir/<spoke>/token by rename (the file is never half-written). It
 // returns the tokens' hashes.
-func projectTokens(t *testing.T, s *devstack.Stack, tokenDir string, workers []*devstack.Cluster) map[string]string {
+func projectTokens(t testing.TB, s *devstack.Stack, tokenDir string, workers []*devstack.Cluster) map[string]string {
 	t.Helper()
 	hashes := map[string]string{}
 	for _, w := range workers {
@@ -327,7 +371,7 @@ func sha256Hex(b []byte) string {
 
 // credentialWrapper is a script that notes, for each run, the hash of each
 // token file, then runs `crucible credential` with its arguments.
-func credentialWrapper(t *testing.T, tokenDir, runs string) string {
+func credentialWrapper(t testing.TB, tokenDir, runs string) string {
 	t.Helper()
 	script := fmt.Sprintf("#!/bin/sh\n{ echo run; sha256sum %s/*/token; } >> %s\nexec %s \"$@\"\n",
 		tokenDir, runs, devstacktest.CrucibleBinary(t))
@@ -343,7 +387,7 @@ func credentialWrapper(t *testing.T, tokenDir, runs string) string {
 // (multiKueue.clusterProfile.credentialsProviders), with command as the
 // plugin and CRUCIBLE_TOKEN_DIR set (a consumer pod needs neither: crucible
 // at the rendered path, the chart's token layout).
-func kueueProviders(t *testing.T, tokenDir, command string) []any {
+func kueueProviders(t testing.TB, tokenDir, command string) []any {
 	t.Helper()
 	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", command)
 	var file credentials.CredentialsProvider
@@ -363,9 +407,10 @@ func kueueProviders(t *testing.T, tokenDir, command string) []any {
 }
 
 // startKueue installs Kueue's CRDs on c, starts a Kueue manager for it (with
-// multiKueue as its configuration's multiKueue section, if any) and, once it
+// multiKueue and clientConnection as its configuration's sections of those
+// names, if any) and, once it
 // serves, points c's API server at its webhooks.
-func startKueue(t *testing.T, s *devstack.Stack, c *devstack.Cluster, kueueDir string, multiKueue map[string]any) {
+func startKueue(t testing.TB, s *devstack.Stack, c *devstack.Cluster, kueueDir string, multiKueue, clientConnection map[string]any) {
 	t.Helper()
 	if out, err := kubectl(t, c.KubeconfigFile, "apply", "--server-side", "-f", filepath.Join(kueueDir, "config", "components", "crd", "bases")); err != nil {
 		t.Fatalf("install Kueue's CRDs on %s: %v\n%s", c.Name, err, out)
@@ -405,6 +450,9 @@ func startKueue(t *testing.T, s *devstack.Stack, c *devstack.Cluster, kueueDir s
 	if multiKueue != nil {
 		cfg["multiKueue"] = multiKueue
 	}
+	if clientConnection != nil {
+		cfg["clientConnection"] = clientConnection
+	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -413,9 +461,15 @@ func startKueue(t *testing.T, s *devstack.Stack, c *devstack.Cluster, kueueDir s
 	if err := os.WriteFile(cfgFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The ClusterProfile path is the manager's only: with the gate on, a
+	// worker waits for a ClusterProfile CRD it has no need of, and exits.
+	gates := "VisibilityOnDemand=false"
+	if multiKueue != nil {
+		gates += ",MultiKueueClusterProfile=true"
+	}
 	name := "kueue-" + c.Name
 	if _, err := s.StartProcess(name, devstack.FindTools().Kueue(), "--config="+cfgFile, "--kubeconfig="+c.KubeconfigFile,
-		"--feature-gates=MultiKueueClusterProfile=true,VisibilityOnDemand=false"); err != nil {
+		"--feature-gates="+gates); err != nil {
 		t.Fatal(err)
 	}
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0])
@@ -441,7 +495,7 @@ func startKueue(t *testing.T, s *devstack.Stack, c *devstack.Cluster, kueueDir s
 }
 
 // loopbackPorts are n free ports on 127.0.0.1.
-func loopbackPorts(t *testing.T, n int) []int {
+func loopbackPorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener
@@ -463,7 +517,7 @@ func loopbackPorts(t *testing.T, n int) []int {
 // it serves here (its own and batch Jobs) called at 127.0.0.1:port and
 // trusted by the stack's CA; the rest (frameworks not enabled, whose paths
 // it does not serve) are left out, or every pod create would fail.
-func kueueWebhooks(t *testing.T, s *devstack.Stack, kueueDir string, port int) string {
+func kueueWebhooks(t testing.TB, s *devstack.Stack, kueueDir string, port int) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(kueueDir, "config", "components", "webhook", "manifests.yaml"))
 	if err != nil {
@@ -509,7 +563,7 @@ func kueueWebhooks(t *testing.T, s *devstack.Stack, kueueDir string, port int) s
 }
 
 // kubectlApply applies manifests to c with kubectl, as an operator would.
-func kubectlApply(t *testing.T, c *devstack.Cluster, manifests string) {
+func kubectlApply(t testing.TB, c *devstack.Cluster, manifests string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "objects.yaml")
 	if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
@@ -527,9 +581,9 @@ func kubectlApply(t *testing.T, c *devstack.Cluster, manifests string) {
 	}
 }
 
-// queuesYAML is a flavor, a ClusterQueue (with the named admission check,
-// if any) and the LocalQueue jobs name.
-func queuesYAML(admissionCheck string) string {
+// queuesYAML is a flavor, a ClusterQueue of quota (with the named admission
+// check, if any) and the LocalQueue jobs name.
+func queuesYAML(admissionCheck string, quota kueueQuota) string {
 	checks := ""
 	if admissionCheck != "" {
 		checks = "  admissionChecksStrategy:\n    admissionChecks:\n    - name: " + admissionCheck + "\n"
@@ -548,8 +602,8 @@ spec:
     flavors:
     - name: default
       resources:
-      - {name: cpu, nominalQuota: 8}
-      - {name: memory, nominalQuota: 16Gi}
+      - {name: cpu, nominalQuota: ` + quota.cpu + `}
+      - {name: memory, nominalQuota: ` + quota.memory + `}
 ` + checks + `---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
@@ -594,7 +648,7 @@ spec:
 // waitMultiKueueClustersActive waits until the hub's Kueue says each
 // MultiKueueCluster is Active: it reached the spoke through the
 // ClusterProfile and `crucible credential`.
-func waitMultiKueueClustersActive(t *testing.T, s *devstack.Stack, workers []*devstack.Cluster) {
+func waitMultiKueueClustersActive(t testing.TB, s *devstack.Stack, workers []*devstack.Cluster) {
 	t.Helper()
 	for _, w := range workers {
 		var last string
@@ -615,7 +669,7 @@ type ranJob struct{ name, worker string }
 // runJob submits a batch Job to the hub's LocalQueue and waits until the
 // hub's copy is Complete (MultiKueue syncs the worker's status back). Its
 // pod ran on exactly one worker, and the hub ran none.
-func runJob(t *testing.T, s *devstack.Stack, workers []*devstack.Cluster, name string) ranJob {
+func runJob(t testing.TB, s *devstack.Stack, workers []*devstack.Cluster, name string) ranJob {
 	t.Helper()
 	ctx := t.Context()
 	kubectlApply(t, s.Hub, `apiVersion: batch/v1
@@ -689,7 +743,7 @@ spec:
 
 // waitCredentialRun waits until the plugin has run while every token file
 // held the rotated token (hashes): client-go asked again and got it.
-func waitCredentialRun(t *testing.T, runs string, hashes map[string]string) {
+func waitCredentialRun(t testing.TB, runs string, hashes map[string]string) {
 	t.Helper()
 	var log []byte
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
@@ -720,7 +774,7 @@ func waitCredentialRun(t *testing.T, runs string, hashes map[string]string) {
 var credentialKeys = []string{"kubeconfig", "token", "tls.key", "client-key", "client.key"}
 
 // noCredentialSecrets: c holds no Secret with a credential for a cluster.
-func noCredentialSecrets(t *testing.T, c *devstack.Cluster) {
+func noCredentialSecrets(t testing.TB, c *devstack.Cluster) {
 	t.Helper()
 	secrets, err := c.Client.CoreV1().Secrets("").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -747,7 +801,7 @@ func noCredentialSecrets(t *testing.T, c *devstack.Cluster) {
 
 // wantAccess asks c's authorizer (a SubjectAccessReview, what kubectl auth
 // can-i --as asks) whether user in groups may do each thing, both ways.
-func wantAccess(t *testing.T, c *devstack.Cluster, user string, groups []string, want map[authorizationv1.ResourceAttributes]bool) {
+func wantAccess(t testing.TB, c *devstack.Cluster, user string, groups []string, want map[authorizationv1.ResourceAttributes]bool) {
 	t.Helper()
 	for attrs, allowed := range want {
 		review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
