@@ -68,7 +68,7 @@ var suite = []Bench{
 		What:  "crucible port-forward through the controller vs kubectl port-forward straight to the spoke with the same identity: MB/s, 1 KiB echo p99, RSS with 100 idle sessions",
 		Cases: []string{"throughput, 64 MiB echoed", "1 KiB echo round trip, p99", "controller RSS, 100 idle sessions"}},
 	{ID: "multikueue", Package: "./test/e2e", Pattern: "^BenchmarkMultiKueue$", BenchTime: "1x", Timeout: 25 * time.Minute, Tags: "interop",
-		What: "1,000 one-second batch pods over 2 spokes: Kueue's MultiKueue through crucible's federation vs crucible's own submit, pods/s until all completed", Heavy: true},
+		What: "200 one-second batch pods over 2 spokes: Kueue's MultiKueue through crucible's federation vs crucible's own submit, pods/s until all completed", Heavy: true},
 	{ID: "ui", Package: "./test/ui", Pattern: "^BenchmarkUIFirstPage$", BenchTime: "3x", Timeout: 4 * time.Minute,
 		What: "headless chromium: the pod list's first page over 10,000 rows, a 100,000-line log (skipped without chromium)"},
 }

@@ -719,7 +719,12 @@ spec:
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("job %s not Complete on the hub: %v; status %+v", name, err, job.Status)
+		// Kueue's MultiKueue can finish the Workload but leave the Job's
+		// status unsynced (a stale read of the worker's Job): the Workload's
+		// conditions tell that from a job that never ran.
+		wl, _ := kubectl(t, s.Hub.KubeconfigFile, "get", "workloads.kueue.x-k8s.io", "-n", mkNamespace, "-o",
+			"jsonpath={.items[?(@.metadata.ownerReferences[0].name==\""+name+"\")].status.conditions}")
+		t.Fatalf("job %s not Complete on the hub: %v; job status %+v; its Workload's conditions %s", name, err, job.Status, wl)
 	}
 	if job.Status.Succeeded != 1 {
 		t.Errorf("the hub's job %s says %d pods succeeded; want the worker's 1", name, job.Status.Succeeded)
