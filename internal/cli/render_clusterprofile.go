@@ -125,8 +125,8 @@ func newRenderClusterProfileCmd() *cobra.Command {
 	f.StringVar(&fl.opts.ClusterManager, "cluster-manager", render.ClusterManagerName, "the ClusterProfiles' spec.clusterManager.name and x-k8s.io/cluster-manager label")
 	f.BoolVar(&fl.providerFile, "provider-file", false, "print the consumer's provider file (JSON) instead of the ClusterProfiles")
 	f.BoolVar(&fl.consumerValues, "consumer-values", false, "print the consumer pod's volumes, volume mounts and init container (YAML for its chart's values) instead")
-	f.StringVar(&fl.command, "command", render.DefaultCommand, "with --provider-file or --consumer-values: crucible as the consumer's pod runs it (an absolute path, filled by the init container, or a name on the image's PATH)")
-	f.StringVar(&fl.tokenDir, "token-dir", render.DefaultTokenDir, "with --consumer-values: where the spokes' tokens are mounted (<dir>/<cluster>/token; anything else is set as CRUCIBLE_TOKEN_DIR)")
+	f.StringVar(&fl.command, "command", render.ConsumerCommand, "with --provider-file or --consumer-values: crucible as the consumer's pod runs it (an absolute path, filled by the init container, or a name on the image's PATH)")
+	f.StringVar(&fl.tokenDir, "token-dir", render.ConsumerTokenDir, "with --consumer-values: where the spokes' tokens are mounted (<dir>/<cluster>/token; anything else is set as CRUCIBLE_TOKEN_DIR)")
 	f.StringVar(&fl.image, "image", "", "with --consumer-values: crucible's image, for the init container (default the profile's [pods] push_image)")
 	return cmd
 }

@@ -269,7 +269,7 @@ func TestRenderClusterProfileNames(t *testing.T) {
 // CRUCIBLE_TOKEN_DIR: the consumer values leave the variable out only
 // because the two agree.
 func TestRenderClusterProfileTokenDirIsCredentials(t *testing.T) {
-	if render.DefaultTokenDir != defaultTokenDir || render.EnvTokenDir != tokenDirEnv {
-		t.Errorf("render's %s=%s, credential's %s=%s", render.EnvTokenDir, render.DefaultTokenDir, tokenDirEnv, defaultTokenDir)
+	if render.ConsumerTokenDir != defaultTokenDir || render.EnvTokenDir != tokenDirEnv {
+		t.Errorf("render's %s=%s, credential's %s=%s", render.EnvTokenDir, render.ConsumerTokenDir, tokenDirEnv, defaultTokenDir)
 	}
 }

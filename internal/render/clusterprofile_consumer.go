@@ -27,15 +27,15 @@ const (
 	// ConfigMap: its --clusterprofile-provider-file is
 	// ProvidersMountPath/ProvidersKey.
 	ProvidersMountPath = "/etc/crucible/clusterprofile"
-	// DefaultTokenDir is where `crucible credential` finds <cluster>/token
+	// ConsumerTokenDir is where `crucible credential` finds <cluster>/token
 	// when CRUCIBLE_TOKEN_DIR is unset: the hub chart's own layout, so a
 	// consumer pod mounted the same way needs no setting.
-	DefaultTokenDir = "/var/run/secrets/crucible" //nolint:gosec // G101: a mount path, not a credential
+	ConsumerTokenDir = "/var/run/secrets/crucible" //nolint:gosec // G101: a mount path, not a credential
 	// EnvTokenDir moves that directory.
 	EnvTokenDir = "CRUCIBLE_TOKEN_DIR"
-	// DefaultCommand is crucible in the consumer's pod once the init
+	// ConsumerCommand is crucible in the consumer's pod once the init
 	// container has copied it, as in a work pod with [pods] push_image.
-	DefaultCommand = BinDir + "/crucible"
+	ConsumerCommand = BinDir + "/crucible"
 
 	// consumerTokenExpirationSeconds is the hub chart's
 	// spokeTokenExpirationSeconds default: the kubelet rotates at 80 %.
@@ -51,7 +51,7 @@ type ConsumerOptions struct {
 	// there (so it must end in /crucible); a bare name is the consumer
 	// image's own, found on its PATH, and nothing is copied.
 	Command string
-	// TokenDir holds <cluster>/token; anything but DefaultTokenDir is
+	// TokenDir holds <cluster>/token; anything but ConsumerTokenDir is
 	// passed to the container as CRUCIBLE_TOKEN_DIR.
 	TokenDir string
 	// Image is crucible's image, which the init container runs; required
@@ -112,7 +112,7 @@ func ConsumerPod(clusters []AccessCluster, o ConsumerOptions) (ConsumerValues, e
 		LocalObjectReference: corev1.LocalObjectReference{Name: ProvidersConfigMap},
 	}}})
 	v.VolumeMounts = append(v.VolumeMounts, corev1.VolumeMount{Name: volumeProviders, MountPath: ProvidersMountPath, ReadOnly: true})
-	if o.TokenDir != DefaultTokenDir {
+	if o.TokenDir != ConsumerTokenDir {
 		v.Env = []corev1.EnvVar{{Name: EnvTokenDir, Value: o.TokenDir}}
 	}
 	errs = append(errs, uniqueMounts(v.VolumeMounts)...)

@@ -32,7 +32,7 @@ var providersVolume = corev1.Volume{Name: "crucible-providers", VolumeSource: co
 // expects at the layout credential reads with no setting, and the provider
 // file; no env, since every path is credential's default.
 func TestConsumerPodDefaults(t *testing.T) {
-	got, err := ConsumerPod(consumerClusters, ConsumerOptions{Command: DefaultCommand, TokenDir: DefaultTokenDir, Image: "registry.example.com/crucible:v1"})
+	got, err := ConsumerPod(consumerClusters, ConsumerOptions{Command: ConsumerCommand, TokenDir: ConsumerTokenDir, Image: "registry.example.com/crucible:v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,22 +93,22 @@ func TestConsumerPodRefusals(t *testing.T) {
 		o        ConsumerOptions
 		want     []string
 	}{
-		{"no image for the copy", consumerClusters, ConsumerOptions{Command: DefaultCommand, TokenDir: DefaultTokenDir},
+		{"no image for the copy", consumerClusters, ConsumerOptions{Command: ConsumerCommand, TokenDir: ConsumerTokenDir},
 			[]string{`image: required with the command "/var/run/crucible/bin/crucible"`}},
-		{"image unused", consumerClusters, ConsumerOptions{Command: "crucible", TokenDir: DefaultTokenDir, Image: "r/c:1"},
+		{"image unused", consumerClusters, ConsumerOptions{Command: "crucible", TokenDir: ConsumerTokenDir, Image: "r/c:1"},
 			[]string{`image "r/c:1": unused`}},
-		{"copy under another name", consumerClusters, ConsumerOptions{Command: "/opt/bin/kubectl-crucible", TokenDir: DefaultTokenDir, Image: "r/c:1"},
+		{"copy under another name", consumerClusters, ConsumerOptions{Command: "/opt/bin/kubectl-crucible", TokenDir: ConsumerTokenDir, Image: "r/c:1"},
 			[]string{`provider command "/opt/bin/kubectl-crucible": the init container copies crucible`}},
-		{"image with a space", consumerClusters, ConsumerOptions{Command: DefaultCommand, TokenDir: DefaultTokenDir, Image: "r/c :1"},
+		{"image with a space", consumerClusters, ConsumerOptions{Command: ConsumerCommand, TokenDir: ConsumerTokenDir, Image: "r/c :1"},
 			[]string{`image "r/c :1"`}},
 		{"relative command, relative token dir", consumerClusters, ConsumerOptions{Command: "bin/crucible", TokenDir: "tokens"},
 			[]string{`provider command "bin/crucible"`, `token dir "tokens"`}},
 		{"token dir /", consumerClusters, ConsumerOptions{Command: "crucible", TokenDir: "/"}, []string{`token dir "/"`}},
-		{"no clusters", nil, ConsumerOptions{Command: "crucible", TokenDir: DefaultTokenDir}, []string{"no clusters"}},
+		{"no clusters", nil, ConsumerOptions{Command: "crucible", TokenDir: ConsumerTokenDir}, []string{"no clusters"}},
 		{"bad names", []AccessCluster{{Name: "Wharf"}, {Name: long}, {Name: "dock", Audience: "dock "}},
-			ConsumerOptions{Command: "crucible", TokenDir: DefaultTokenDir},
+			ConsumerOptions{Command: "crucible", TokenDir: ConsumerTokenDir},
 			[]string{`cluster "Wharf"`, "cluster " + long + ": its token volume crucible-token-" + long, `cluster dock: audience "dock "`}},
-		{"one spoke twice", []AccessCluster{{Name: "wharf"}, {Name: "wharf"}}, ConsumerOptions{Command: "crucible", TokenDir: DefaultTokenDir},
+		{"one spoke twice", []AccessCluster{{Name: "wharf"}, {Name: "wharf"}}, ConsumerOptions{Command: "crucible", TokenDir: ConsumerTokenDir},
 			[]string{"mount path /var/run/secrets/crucible/wharf: both crucible-token-wharf and crucible-token-wharf"}},
 		{"binary over a token", []AccessCluster{{Name: "bin"}}, ConsumerOptions{Command: "/t/bin/crucible", TokenDir: "/t", Image: "r/c:1"},
 			[]string{"mount path /t/bin: both crucible-bin and crucible-token-bin"}},

@@ -176,11 +176,25 @@ func kubectlApplyClusterProfile(t *testing.T, s *devstack.Stack, hub dynamic.Int
 func consumerProviders(t *testing.T, tokenDir string) *credentials.CredentialsProvider {
 	t.Helper()
 	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", devstacktest.CrucibleBinary(t))
+	return loadProviders(t, withTokenDir(t, "provider file", out, tokenDir))
+}
+
+// withTokenDir is a provider file (what names it, for errors) of one
+// provider, with CRUCIBLE_TOKEN_DIR set in that provider's exec env.
+func withTokenDir(t testing.TB, what string, providersJSON []byte, tokenDir string) credentials.CredentialsProvider {
+	t.Helper()
 	var file credentials.CredentialsProvider
-	if err := json.Unmarshal(out, &file); err != nil || len(file.Providers) != 1 {
-		t.Fatalf("provider file %s: %v", out, err)
+	if err := json.Unmarshal(providersJSON, &file); err != nil || len(file.Providers) != 1 {
+		t.Fatalf("%s %s: %v; want one provider", what, providersJSON, err)
 	}
 	file.Providers[0].ExecConfig.Env = []clientcmdapi.ExecEnvVar{{Name: "CRUCIBLE_TOKEN_DIR", Value: tokenDir}}
+	return file
+}
+
+// loadProviders writes file and reads it back as a consumer reads its
+// --clusterprofile-provider-file: through the credentials library.
+func loadProviders(t testing.TB, file credentials.CredentialsProvider) *credentials.CredentialsProvider {
+	t.Helper()
 	data, err := json.Marshal(file)
 	if err != nil {
 		t.Fatal(err)

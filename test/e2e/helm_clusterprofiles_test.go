@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 	"sigs.k8s.io/yaml"
@@ -325,22 +323,5 @@ func hubClusterProfile(t *testing.T, hub dynamic.Interface, ns, name string) *cp
 // consumer values would set it on the container.
 func chartProviders(t *testing.T, providersJSON, tokenDir string) *credentials.CredentialsProvider {
 	t.Helper()
-	var file credentials.CredentialsProvider
-	if err := json.Unmarshal([]byte(providersJSON), &file); err != nil || len(file.Providers) != 1 {
-		t.Fatalf("chart's providers.json %s: %v", providersJSON, err)
-	}
-	file.Providers[0].ExecConfig.Env = []clientcmdapi.ExecEnvVar{{Name: render.EnvTokenDir, Value: tokenDir}}
-	data, err := json.Marshal(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), render.ProvidersKey)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	providers, err := credentials.NewFromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return providers
+	return loadProviders(t, withTokenDir(t, "chart's providers.json", []byte(providersJSON), tokenDir))
 }

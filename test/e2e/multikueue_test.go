@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 	"sigs.k8s.io/yaml"
 
 	"crucible.dev/crucible/internal/devstack"
@@ -390,11 +389,7 @@ func credentialWrapper(t testing.TB, tokenDir, runs string) string {
 func kueueProviders(t testing.TB, tokenDir, command string) []any {
 	t.Helper()
 	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", command)
-	var file credentials.CredentialsProvider
-	if err := json.Unmarshal(out, &file); err != nil || len(file.Providers) != 1 {
-		t.Fatalf("provider file %s: %v", out, err)
-	}
-	file.Providers[0].ExecConfig.Env = []clientcmdapi.ExecEnvVar{{Name: "CRUCIBLE_TOKEN_DIR", Value: tokenDir}}
+	file := withTokenDir(t, "provider file", out, tokenDir)
 	data, err := json.Marshal(file.Providers)
 	if err != nil {
 		t.Fatal(err)
