@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -209,7 +205,13 @@ func federate(t *testing.T, s *devstack.Stack, spoke, ref, rules string) {
 		"--hub-subject", devstack.HubSubject, "--hub-issuer", devstack.Issuer, "--username-prefix", devstack.HubUsernamePrefix}
 	c := s.Spoke(spoke)
 	applyRBAC(t, c, decodeTyped(t, crucibleOutput(t, append(args, "--namespace=false")...))...)
-	config := crucibleOutput(t, append(args, "--authn", "webhook", "--mirror-ca-file", s.CAFile)...)
+	serveWebhookConfig(t, s, spoke, crucibleOutput(t, append(args, "--authn", "webhook", "--mirror-ca-file", s.CAFile)...))
+}
+
+// serveWebhookConfig installs config as spoke's webhook configuration and
+// restarts the webhook on it: the webhook reads its allowlist at start.
+func serveWebhookConfig(t testing.TB, s *devstack.Stack, spoke string, config []byte) {
+	t.Helper()
 	if err := os.WriteFile(s.Federation.WebhookConfigFiles[spoke], config, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -221,25 +223,15 @@ func federate(t *testing.T, s *devstack.Stack, spoke, ref, rules string) {
 // decodeTyped decodes a YAML stream of built-in objects into their Go types.
 func decodeTyped(t *testing.T, stream []byte) []runtime.Object {
 	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
 	var objs []runtime.Object
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
+	for _, doc := range yamlDocs(t, stream) {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
 		if err != nil {
 			t.Fatalf("decode %s: %v", doc, err)
 		}
 		objs = append(objs, obj)
 	}
+	return objs
 }
 
 // createServiceAccount creates namespace (if need be) and the account

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,24 +74,36 @@ func helmTemplate(t *testing.T, chart, namespace string, extra ...string) (strin
 }
 
 // decodeObjects splits a YAML stream into objects, skipping empty documents.
-func decodeObjects(t *testing.T, stream string) []*unstructured.Unstructured {
+func decodeObjects(t testing.TB, stream string) []*unstructured.Unstructured {
 	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(stream)))
 	var objs []*unstructured.Unstructured
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, doc := range yamlDocs(t, []byte(stream)) {
 		u := &unstructured.Unstructured{}
 		if err := utilyaml.Unmarshal(doc, &u.Object); err != nil {
 			t.Fatalf("decode %s: %v", doc, err)
 		}
 		if len(u.Object) > 0 {
 			objs = append(objs, u)
+		}
+	}
+	return objs
+}
+
+// yamlDocs splits a YAML stream into its documents, leaving out the blank ones.
+func yamlDocs(t testing.TB, stream []byte) [][]byte {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) > 0 {
+			docs = append(docs, doc)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -73,18 +72,8 @@ func TestHelmSpokeSubjectsMatchRender(t *testing.T) {
 		t.Fatal(errs)
 	}
 	entry := fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}
-	want := renderedObjects(t, append(append([]runtime.Object{render.LoopNamespace(entry)}, render.SpokeRBAC(entry, controllerUser)...), fed.RBAC()...)...)
-	var got []*unstructured.Unstructured
-	for _, o := range objs {
-		if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "Namespace" {
-			got = append(got, o)
-		}
-	}
-	sortObjects(want)
-	sortObjects(got)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("chart RBAC vs render spoke --subject (-render +chart):\n%s", diff)
-	}
+	wantChartRBAC(t, "chart RBAC vs render spoke --subject", objs,
+		append(append([]runtime.Object{render.LoopNamespace(entry)}, render.SpokeRBAC(entry, controllerUser)...), fed.RBAC()...)...)
 
 	trust := render.HubTrust{
 		Issuer: devstack.Issuer, DiscoveryURL: "https://crucible-ext.hub.example.com/.well-known/openid-configuration",

@@ -139,18 +139,7 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 			args := chartCase{chart: "crucible-spoke", values: tc.values}.args()
 			_, objs := helmTemplate(t, "crucible-spoke", "crucible", args...)
 			entry := fleet.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}
-			want := renderedObjects(t, append(render.SpokeRBAC(entry, controllerUser), render.LoopNamespace(entry))...)
-			var got []*unstructured.Unstructured
-			for _, o := range objs {
-				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "Namespace" {
-					got = append(got, o)
-				}
-			}
-			sortObjects(want)
-			sortObjects(got)
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("chart RBAC and loop namespace vs render spoke (-render +chart):\n%s", diff)
-			}
+			wantChartRBAC(t, "chart RBAC and loop namespace vs render spoke", objs, append(render.SpokeRBAC(entry, controllerUser), render.LoopNamespace(entry))...)
 
 			trust := render.HubTrust{
 				Issuer: devstack.Issuer, DiscoveryURL: "https://crucible-ext.hub.example.com/.well-known/openid-configuration",
@@ -192,6 +181,24 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 }
 
 // renderedObjects decodes render's YAML as helm's output is decoded.
+// wantChartRBAC: the chart's RBAC and Namespace objects among objs are
+// exactly render's (what names the comparison in the failure).
+func wantChartRBAC(t *testing.T, what string, objs []*unstructured.Unstructured, rendered ...runtime.Object) {
+	t.Helper()
+	want := renderedObjects(t, rendered...)
+	var got []*unstructured.Unstructured
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "Namespace" {
+			got = append(got, o)
+		}
+	}
+	sortObjects(want)
+	sortObjects(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-render +chart):\n%s", what, diff)
+	}
+}
+
 func renderedObjects(t *testing.T, objs ...runtime.Object) []*unstructured.Unstructured {
 	t.Helper()
 	out, err := render.YAML(objs...)

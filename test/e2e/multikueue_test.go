@@ -286,12 +286,7 @@ func spokeOwnKueue(t testing.TB, c *devstack.Cluster) {
 // and waits until a token of the last one is accepted.
 func federateSubjects(t testing.TB, s *devstack.Stack, c *devstack.Cluster, subjects ...string) {
 	t.Helper()
-	if err := os.WriteFile(s.Federation.WebhookConfigFiles[c.Name], []byte(s.WebhookConfig(c.Name, subjects)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RestartProcess(t.Context(), "crucible-webhook-"+c.Name, s.WebhookReady(c.Name)); err != nil {
-		t.Fatal(err)
-	}
+	serveWebhookConfig(t, s, c.Name, []byte(s.WebhookConfig(c.Name, subjects)))
 	last := subjects[len(subjects)-1]
 	parts := strings.Split(last, ":")
 	probe := filepath.Join(t.TempDir(), "probe-token")
@@ -523,13 +518,10 @@ func kueueWebhooks(t testing.TB, s *devstack.Stack, kueueDir string, port int) s
 		t.Fatal(err)
 	}
 	var out []string
-	for doc := range strings.SplitSeq(string(data), "\n---\n") {
+	for _, doc := range yamlDocs(t, data) {
 		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
 			t.Fatal(err)
-		}
-		if obj == nil {
-			continue
 		}
 		var kept []any
 		hooks, _ := obj["webhooks"].([]any)
