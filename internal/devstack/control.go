@@ -94,7 +94,7 @@ func (s *Stack) Died() []string {
 	var died []string
 	for _, p := range s.procs {
 		if p.exited() && !p.ended.Load() {
-			died = append(died, fmt.Sprintf("%s (pid %d) ended by itself: %v; last lines of %s:\n%s", p.Name, p.PID(), p.waitErr, p.LogFile, tail(p.LogFile, 20)))
+			died = append(died, fmt.Sprintf("%s (pid %d) ended by itself: %v; last lines of %s:\n%s", p.Name, p.PID(), p.waitErr, p.LogFile, LogTail(p.LogFile, 20)))
 		}
 	}
 	return died

@@ -77,7 +77,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 	var last error
 	for {
 		if p.exited() {
-			return fmt.Errorf("%s %w (%w) while starting; last lines of %s:\n%s", p.Name, ErrProcessExited, p.waitErr, p.LogFile, tail(p.LogFile, 20))
+			return fmt.Errorf("%s %w (%w) while starting; last lines of %s:\n%s", p.Name, ErrProcessExited, p.waitErr, p.LogFile, LogTail(p.LogFile, 20))
 		}
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		last = check(cctx)
@@ -87,7 +87,7 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s: %w; last lines of %s:\n%s", p.Name, timeout, last, p.LogFile, tail(p.LogFile, 20))
+			return fmt.Errorf("%s not ready after %s: %w; last lines of %s:\n%s", p.Name, timeout, last, p.LogFile, LogTail(p.LogFile, 20))
 		case <-p.done:
 		case <-tick.C:
 		}
@@ -153,8 +153,9 @@ func pidMatches(pid int, marker string) bool {
 	return bytes.Contains(cmdline, []byte(marker))
 }
 
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
+// LogTail returns the last n lines of a file, indented, for error messages
+// and a failed test's output.
+func LogTail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)

@@ -5,7 +5,6 @@
 package devstacktest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -120,25 +119,8 @@ func logTailsOnFailure(tb testing.TB, s *devstack.Stack) {
 func logTails(s *devstack.Stack, logf func(format string, args ...any)) {
 	logs, _ := filepath.Glob(filepath.Join(s.Dir, "logs", "*.log"))
 	for _, l := range logs {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			continue
-		}
-		logf("--- last %d lines of %s ---\n%s", tailLines, filepath.Base(l), lastLines(b, tailLines))
+		logf("--- last %d lines of %s ---\n%s", tailLines, filepath.Base(l), devstack.LogTail(l, tailLines))
 	}
-}
-
-// lastLines is the last n lines of b.
-func lastLines(b []byte, n int) []byte {
-	b = bytes.TrimRight(b, "\n")
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			if n--; n == 0 {
-				return b[i+1:]
-			}
-		}
-	}
-	return b
 }
 
 // skipShort skips tests on real API servers under -short (make unit); make test
