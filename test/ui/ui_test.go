@@ -157,11 +157,11 @@ func TestWebUI(t *testing.T) {
 	// it); it re-probes within seconds and the page reloads every 10 s. The
 	// deadline is generous for a loaded machine, not an expected wait.
 	waitJS(t, list, "both spokes healthy with a token expiry counting down", `(() => {
-		const cards = [...document.querySelectorAll('[data-cluster]')];
-		return cards.length === 2 && cards.every(c => c.querySelector('[data-testid=health]').textContent === 'healthy' &&
+		const rows = [...document.querySelectorAll('tr[data-cluster]')];
+		return rows.length === 2 && rows.every(c => c.querySelector('[data-testid=health]').textContent === 'healthy' &&
 			/^in \d/.test((c.querySelector('[data-testid=token-countdown]') || {}).textContent || ''));
 	})()`, 3*time.Minute)
-	if got := eval[string](t, list, `document.querySelector('[data-cluster=wharf] [data-testid=live-pods]').textContent`); got != "pending 0, dispatched 0, running 0" {
+	if got := eval[string](t, list, `document.querySelector('[data-detail=wharf] [data-testid=live-pods]').textContent`); got != "pending 0, dispatched 0, running 0" {
 		t.Errorf("wharf's live pods: %q", got)
 	}
 	first := eval[string](t, list, `document.querySelector('[data-testid=token-countdown]').textContent`)
