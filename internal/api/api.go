@@ -95,7 +95,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/events", s.handle(s.watchEvents))
 	mux.Handle("GET /api/whoami", s.handle(s.whoami))
 	mux.Handle("/api/", s.handle(func(w http.ResponseWriter, r *http.Request) error {
-		return httperr.New(http.StatusNotFound, "no such endpoint: "+r.Method+" "+truncate(r.URL.Path, 200))
+		return httperr.New(http.StatusNotFound, "no such endpoint: "+r.Method+" "+httperr.Truncate(r.URL.Path, 200))
 	}))
 }
 

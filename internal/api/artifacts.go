@@ -102,7 +102,7 @@ func logAttributes(p store.WorkPod) apiauth.Attributes {
 // whether p has one is not shown to a caller who may not read it.
 func (s *Server) readableArtifact(r *http.Request, p store.WorkPod, kind string) (store.Artifact, error) {
 	if !artifact.ValidName(kind) {
-		return store.Artifact{}, &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", truncate(kind, 100))}
+		return store.Artifact{}, &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be a DNS label", httperr.Truncate(kind, 100))}
 	}
 	reserved := artifact.Reserved(kind)
 	if reserved {

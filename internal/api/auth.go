@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/httperr"
@@ -196,7 +195,7 @@ func (s *Server) checkHost(r *http.Request) error {
 			return nil
 		}
 	}
-	return &httperr.Error{Code: http.StatusMisdirectedRequest, Msg: fmt.Sprintf("Host %q is not one this API answers to (api.allowed_hosts)", truncate(r.Host, 100))}
+	return &httperr.Error{Code: http.StatusMisdirectedRequest, Msg: fmt.Sprintf("Host %q is not one this API answers to (api.allowed_hosts)", httperr.Truncate(r.Host, 100))}
 }
 
 // checkCrossSite refuses a state-changing request a browser marked as
@@ -212,7 +211,7 @@ func checkCrossSite(r *http.Request) error {
 		}
 		return nil
 	default:
-		return &httperr.Error{Code: http.StatusForbidden, Msg: fmt.Sprintf("cross-site request refused (Sec-Fetch-Site: %s)", truncate(site, 20))}
+		return &httperr.Error{Code: http.StatusForbidden, Msg: fmt.Sprintf("cross-site request refused (Sec-Fetch-Site: %s)", httperr.Truncate(site, 20))}
 	}
 }
 
@@ -225,19 +224,7 @@ func checkJSON(r *http.Request) error {
 		if ct == "" {
 			ct = "none"
 		}
-		return &httperr.Error{Code: http.StatusUnsupportedMediaType, Msg: "Content-Type must be application/json, not " + truncate(ct, 100)}
+		return &httperr.Error{Code: http.StatusUnsupportedMediaType, Msg: "Content-Type must be application/json, not " + httperr.Truncate(ct, 100)}
 	}
 	return nil
-}
-
-// truncate shortens a client-supplied string quoted in a message to n
-// bytes, on a rune boundary, marked with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -415,7 +415,7 @@ func TestListPages(t *testing.T) {
 
 func TestSpecForStoreKeepsOnlyDigests(t *testing.T) {
 	wp := renderWorkPodWithSecrets()
-	raw, err := specForStore(wp)
+	raw, err := workpod.EncodeStored(wp)
 	if err != nil {
 		t.Fatal(err)
 	}

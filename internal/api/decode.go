@@ -27,7 +27,7 @@ const maxFieldPathBytes = 100
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return httperr.New(http.StatusUnsupportedMediaType, "Content-Type must be application/json, not "+truncate(ct, 100))
+			return httperr.New(http.StatusUnsupportedMediaType, "Content-Type must be application/json, not "+httperr.Truncate(ct, 100))
 		}
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.MaxRequestBytes))
@@ -82,7 +82,7 @@ func strictProblems(raw []byte, t reflect.Type, strict []error) field.ErrorList 
 	var errs field.ErrorList
 	for _, e := range strict {
 		path := strictPath(e)
-		p := field.NewPath(truncate(path, maxFieldPathBytes))
+		p := field.NewPath(httperr.Truncate(path, maxFieldPathBytes))
 		if repeated[path] {
 			errs = append(errs, field.Duplicate(p, field.OmitValueType{}))
 		} else {
@@ -105,9 +105,9 @@ func strictPath(err error) string {
 func typeError(e *json.UnmarshalTypeError) error {
 	detail := fmt.Sprintf("must be %s, not %s", jsonKind(e.Type), e.Value)
 	if e.Field == "" {
-		return httperr.New(http.StatusBadRequest, truncate("request body: "+detail, maxMessageBytes))
+		return httperr.New(http.StatusBadRequest, httperr.Truncate("request body: "+detail, maxMessageBytes))
 	}
-	p := field.NewPath(truncate(e.Field, maxFieldPathBytes))
+	p := field.NewPath(httperr.Truncate(e.Field, maxFieldPathBytes))
 	return badRequest(field.ErrorList{field.TypeInvalid(p, field.OmitValueType{}, detail)})
 }
 
@@ -142,5 +142,9 @@ func jsonKind(t reflect.Type) string {
 // badRequest is the 400 of a request with field problems: all of them in
 // the message, the first one's path as the answer's field.
 func badRequest(errs field.ErrorList) *httperr.Error {
-	return &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+	return &httperr.Error{Code: http.StatusBadRequest, Field: errs[0].Field, Msg: httperr.Truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 }
+
+// maxMessageBytes bounds a public message that quotes upstream or
+// validation text.
+const maxMessageBytes = 1000

@@ -29,11 +29,11 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 	cluster, kind := q.Get("cluster"), q.Get("kind")
 	if cluster != "" {
 		if _, ok := s.Profile.Cluster(cluster); !ok {
-			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", truncate(cluster, 100))}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", httperr.Truncate(cluster, 100))}
 		}
 	}
 	if kind != "" && kind != "loop" && kind != "turn" {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", truncate(kind, 20))}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", httperr.Truncate(kind, 20))}
 	}
 	if !acceptsEventStream(r.Header.Values("Accept")) {
 		return &httperr.Error{Code: http.StatusNotAcceptable, Msg: "GET /api/events is a stream: send Accept: text/event-stream"}

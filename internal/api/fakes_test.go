@@ -55,6 +55,8 @@ type fakeDispatcher struct {
 	// during, when set, runs inside every Dispatch with the work pod's id:
 	// what others (the watch) do meanwhile.
 	during func(id string)
+	// dispatched are the work pods Dispatch was given, in order.
+	dispatched []workpod.WorkPod
 }
 
 var _ Dispatcher = (*fakeDispatcher)(nil)
@@ -74,6 +76,9 @@ func (f *fakeDispatcher) called() []string {
 func (f *fakeDispatcher) Dispatch(_ context.Context, cluster string, v workpod.Valid) (dispatch.Result, error) {
 	w := v.Pod()
 	f.note("dispatch " + cluster)
+	f.mu.Lock()
+	f.dispatched = append(f.dispatched, w)
+	f.mu.Unlock()
 	if f.hold != nil {
 		<-f.hold
 	}

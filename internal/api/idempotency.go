@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/store"
 )
 
 // Idempotent submits (the Idempotency-Key header of Stripe's API and of the
@@ -81,11 +83,15 @@ func requestDigest(req SubmitRequest) (string, error) {
 
 // replaySubmit answers a submit whose key the submitter used before: the row that
 // request made, as it is now — pending while that request's dispatch is
-// still in flight (this one never dispatches), else whatever became of it —
-// with the status and body shape of a first answer. The same key with
+// still in flight, else whatever became of it — with the status and body
+// shape of a first answer. A row that request persisted and never
+// dispatched (the controller stopped between the two) is dispatched by the
+// replay once that dispatch's time is over: the replay carries the secret
+// files the store does not keep, so it is the one way such a row with them
+// runs (the startup reconcile dispatches one without). The same key with
 // another request is refused: answering that row would tell the client its
 // new request ran.
-func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key, digest string) error {
+func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key string, req SubmitRequest, digest string) error {
 	p, err := s.Store.GetWorkPodByKey(r.Context(), identity(r).User, key)
 	if err != nil {
 		return fmt.Errorf("read the row of an idempotency key: %w", err)
@@ -96,6 +102,17 @@ func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key, diges
 				IdempotencyKeyHeader, p.ID)}
 	}
 	s.Log.Info("submit replayed", "pod", p.ID, "state", p.State, "user", identity(r).User)
+	if p.State == store.StatePending && p.PodUID == "" && time.Since(p.CreatedAt) >= s.DispatchTimeout {
+		sub, err := newSubmission(s.Profile, req, identity(r), key, func(string) string { return p.ID })
+		if err != nil {
+			return err
+		}
+		sub.row = p
+		if p, err = s.dispatchAndRecord(r.Context(), sub); err != nil {
+			return err
+		}
+		s.Log.Info("replay dispatched a row its first submit never dispatched", "pod", p.ID, "user", identity(r).User)
+	}
 	w.Header().Set(ReplayedHeader, "true")
 	writeJSON(w, http.StatusCreated, view(p))
 	return nil

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -268,6 +270,100 @@ func FuzzIdempotencyKey(f *testing.F) {
 			t.Fatalf("%q accepted", key)
 		case !valid && !strings.Contains(err.Error(), "400 Idempotency-Key: "):
 			t.Fatalf("%q: %v", key, err)
+		}
+	})
+}
+
+// cutSubmit records the row a keyed submit of body by admin makes, as a
+// controller stopped before its dispatch leaves it: persisted, pending,
+// never dispatched.
+func (f *fixture) cutSubmit(t *testing.T, key, body string) store.WorkPod {
+	t.Helper()
+	var sr SubmitRequest
+	if err := json.Unmarshal([]byte(body), &sr); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := newSubmission(f.srv.Profile, sr, apiauth.Identity{User: "admin"}, key, newID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.CreateWorkPod(t.Context(), sub.row); err != nil {
+		t.Fatal(err)
+	}
+	row, err := f.st.GetWorkPod(t.Context(), sub.row.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+// afterDispatchTimeout shortens the server's dispatch timeout and waits
+// until row is older than it: its first dispatch is over.
+func (f *fixture) afterDispatchTimeout(row store.WorkPod) {
+	f.srv.DispatchTimeout = 50 * time.Millisecond
+	time.Sleep(time.Until(row.CreatedAt.Add(f.srv.DispatchTimeout)))
+}
+
+// A replay of a submit cut before its dispatch dispatches the row once that
+// dispatch's time is over — with the secret files the replay carries and
+// the store never kept — and answers it dispatched; before then it answers
+// the row pending and dispatches nothing (the first dispatch may still be
+// running); a replay whose dispatch fails fails the row, saying why.
+func TestSubmitReplayDispatchesACutSubmit(t *testing.T) {
+	body := `{"image":"busybox","secret_files":{"token":"s3cret"}}`
+	t.Run("within the dispatch timeout", func(t *testing.T) {
+		f := newFixture(t)
+		row := f.cutSubmit(t, "k", body)
+		w := f.submitKeyed(t, "tok-admin", "k", body)
+		if wp := workPodOf(t, w); w.Code != http.StatusCreated || wp.ID != row.ID || wp.State != store.StatePending {
+			t.Errorf("replay: %d %s, want 201 with %s pending", w.Code, w.Body, row.ID)
+		}
+		if calls := f.disp.called(); len(calls) != 0 {
+			t.Errorf("dispatched %v while the first dispatch may be running", calls)
+		}
+	})
+	t.Run("after it", func(t *testing.T) {
+		f := newFixture(t)
+		row := f.cutSubmit(t, "k", body)
+		f.afterDispatchTimeout(row)
+		w := f.submitKeyed(t, "tok-admin", "k", body)
+		wp := workPodOf(t, w)
+		if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" || wp.ID != row.ID ||
+			wp.State != store.StateDispatched || wp.PodUID != "uid-"+row.ID || !slices.Equal(wp.SecretFileNames, []string{"token"}) {
+			t.Fatalf("replay: %d %s, want 201 with %s dispatched", w.Code, w.Body, row.ID)
+		}
+		if len(f.disp.dispatched) != 1 || f.disp.dispatched[0].ID != row.ID || f.disp.dispatched[0].SecretFiles["token"] != "s3cret" {
+			t.Errorf("dispatched %+v, want %s once with its secret file", f.disp.dispatched, row.ID)
+		}
+		// Dispatched now, a further replay answers the row as it is.
+		if w := f.submitKeyed(t, "tok-admin", "k", body); workPodOf(t, w).State != store.StateDispatched || len(f.disp.called()) != 1 {
+			t.Errorf("second replay: %d %s after %d dispatches, want the row dispatched, one dispatch", w.Code, w.Body, len(f.disp.called()))
+		}
+	})
+	t.Run("its dispatch fails", func(t *testing.T) {
+		f := newFixture(t)
+		f.disp.dispatchErr = errorString(internalDetail)
+		row := f.cutSubmit(t, "k", body)
+		f.afterDispatchTimeout(row)
+		if w := f.submitKeyed(t, "tok-admin", "k", body); w.Code != http.StatusBadGateway || strings.Contains(w.Body.String(), internalDetail) {
+			t.Errorf("replay: %d %s, want 502 without the internal detail", w.Code, w.Body)
+		}
+		got, err := f.st.GetWorkPod(t.Context(), row.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.StateFailed || !strings.HasPrefix(got.Reason, "dispatch: ") {
+			t.Errorf("row %s %q, want failed with the dispatch's reason", got.State, got.Reason)
+		}
+	})
+	t.Run("another request under the key", func(t *testing.T) {
+		f := newFixture(t)
+		f.afterDispatchTimeout(f.cutSubmit(t, "k", body))
+		if w := f.submitKeyed(t, "tok-admin", "k", `{"image":"busybox","secret_files":{"token":"other"}}`); w.Code != http.StatusUnprocessableEntity {
+			t.Errorf("replay with other secrets: %d %s, want 422", w.Code, w.Body)
+		}
+		if calls := f.disp.called(); len(calls) != 0 {
+			t.Errorf("dispatched %v for a request the key did not make", calls)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
@@ -159,7 +160,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 			sse.event("error", "", ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
 		default:
 			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
-			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + spokeMessage(err)})
+			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + dispatch.PublicMessage(err)})
 		}
 		_ = sse.flush()
 		return nil
@@ -225,7 +226,7 @@ func (s *Server) end(ctx context.Context, sse *sseWriter, row store.WorkPod) {
 		return // the client left
 	case err != nil:
 		s.Log.Warn("live log ended; the pod's state could not be read", "pod", row.ID, "cluster", row.Cluster, "error", err)
-		sse.event("error", "", ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + spokeMessage(err)})
+		sse.event("error", "", ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + dispatch.PublicMessage(err)})
 	case p.State.Live():
 		sse.event("end", "", EndEvent{State: p.State, Reason: "the log ended, but the pod is still " + string(p.State) + " on " + p.Cluster})
 	default:

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/apiauth"
+	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
@@ -154,27 +153,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// storedSpec is what the row keeps of a submit: the rendered request with the
-// secret files' values replaced by their SHA-256 digests. The values live
-// only in the Secret on the spoke; nothing re-reads them from the store.
-type storedSpec struct {
-	workpod.WorkPod
-	SecretFiles   map[string]string `json:"secret_files,omitempty"` // always empty: shadows the embedded field
-	SecretDigests map[string]string `json:"secret_digests,omitempty"`
-}
-
-func specForStore(wp workpod.WorkPod) ([]byte, error) {
-	st := storedSpec{WorkPod: wp}
-	for k, v := range wp.SecretFiles {
-		if st.SecretDigests == nil {
-			st.SecretDigests = map[string]string{}
-		}
-		sum := sha256.Sum256([]byte(v))
-		st.SecretDigests[k] = hex.EncodeToString(sum[:])
-	}
-	return json.Marshal(st)
-}
-
 // dispatchFailable are the states a failed dispatch moves to failed: the
 // live ones, and lost — the dispatcher deletes the pod it made when a later
 // step fails, and the watch, having seen the pod come and go within the
@@ -202,7 +180,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	// With a key, the insert itself decides which of several requests
 	// carrying it (retries, also on other replicas) makes the row.
 	if err := s.Store.CreateWorkPod(r.Context(), sub.row); errors.Is(err, store.ErrKeyTaken) {
-		return s.replaySubmit(w, r, key, sub.row.RequestSHA256)
+		return s.replaySubmit(w, r, key, req, sub.row.RequestSHA256)
 	} else if err != nil {
 		return fmt.Errorf("record work pod: %w", err)
 	}
@@ -222,16 +200,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	f := store.Filter{Cluster: q.Get("cluster"), Kind: q.Get("kind")}
 	if f.Cluster != "" {
 		if _, ok := s.Profile.Cluster(f.Cluster); !ok {
-			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", truncate(f.Cluster, 100))}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", httperr.Truncate(f.Cluster, 100))}
 		}
 	}
 	if f.Kind != "" && f.Kind != "loop" && f.Kind != "turn" {
-		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", truncate(f.Kind, 20))}
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "kind", Msg: fmt.Sprintf("kind %q: must be loop or turn", httperr.Truncate(f.Kind, 20))}
 	}
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			if !slices.Contains(knownStates, store.State(one)) {
-				return &httperr.Error{Code: http.StatusBadRequest, Field: "state", Msg: fmt.Sprintf("state %q: must be one of %v", truncate(one, 20), knownStates)}
+				return &httperr.Error{Code: http.StatusBadRequest, Field: "state", Msg: fmt.Sprintf("state %q: must be one of %v", httperr.Truncate(one, 20), knownStates)}
 			}
 			f.States = append(f.States, store.State(one))
 		}
@@ -245,7 +223,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > fleet.MaxAPIPageSize {
-			return &httperr.Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", truncate(l, 20), fleet.MaxAPIPageSize)}
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", httperr.Truncate(l, 20), fleet.MaxAPIPageSize)}
 		}
 		f.Limit = n
 	}
@@ -281,7 +259,7 @@ func (s *Server) row(r *http.Request) (store.WorkPod, error) {
 	id := r.PathValue("pod")
 	p, err := s.Store.GetWorkPod(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return p, notFound(fmt.Sprintf("work pod %q", truncate(id, 100)))
+		return p, notFound(fmt.Sprintf("work pod %q", httperr.Truncate(id, 100)))
 	}
 	return p, err
 }
@@ -326,7 +304,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 	updated.Spec = p.Spec // a transition returns the row without it
 	s.uploads().Forget(p.ID)
 	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
-		return httperr.Wrap(http.StatusBadGateway, "cancelled, but deleting the pod on "+p.Cluster+" failed (the sweep will retry): "+spokeMessage(err), err)
+		return httperr.Wrap(http.StatusBadGateway, "cancelled, but deleting the pod on "+p.Cluster+" failed (the sweep will retry): "+dispatch.PublicMessage(err), err)
 	}
 	writeJSON(w, http.StatusOK, view(updated))
 	return nil

@@ -222,7 +222,7 @@ func runLivePort(e fleet.ClusterEntry) int {
 func forwardPort(v string, e fleet.ClusterEntry, key string) (int, error) {
 	port, err := strconv.Atoi(v)
 	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != v {
-		return 0, &httperr.Error{Code: http.StatusBadRequest, Field: "port", Msg: fmt.Sprintf("port %q: must be a port number from 1 to 65535", truncate(v, 20))}
+		return 0, &httperr.Error{Code: http.StatusBadRequest, Field: "port", Msg: fmt.Sprintf("port %q: must be a port number from 1 to 65535", httperr.Truncate(v, 20))}
 	}
 	allowed := runLivePorts(e)
 	if !slices.Contains(allowed, port) {
@@ -257,7 +257,7 @@ func checkOrigin(r *http.Request) error {
 		}
 	}
 	return httperr.New(http.StatusForbidden, fmt.Sprintf("cross-origin WebSocket refused: Origin %q is not this API's own (Host %q)",
-		truncate(strings.Join(origins, ", "), 100), truncate(r.Host, 100)))
+		httperr.Truncate(strings.Join(origins, ", "), 100), httperr.Truncate(r.Host, 100)))
 }
 
 // forwardDialError answers a spoke that did not open the stream: its own
@@ -268,7 +268,7 @@ func forwardDialError(p store.WorkPod, port int, err error) error {
 	what := fmt.Sprintf("port-forward to %s:%d on %s", p.ID, port, p.Cluster)
 	var st apierrors.APIStatus
 	if errors.As(err, &st) && !retry.IsTransient(err) || errors.Is(err, dispatch.ErrUnknownCluster) {
-		return httperr.Wrap(http.StatusBadGateway, what+": "+spokeMessage(err), err)
+		return httperr.Wrap(http.StatusBadGateway, what+": "+dispatch.PublicMessage(err), err)
 	}
 	return httperr.Wrap(http.StatusServiceUnavailable, what+": the spoke could not open the stream; retry later", err)
 }

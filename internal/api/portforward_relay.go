@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/portforward"
 	"crucible.dev/crucible/internal/store"
@@ -127,7 +128,7 @@ func (ss *session) run(ctx context.Context) {
 // close sends the close frame and closes both sides, which ends both
 // copies.
 func (ss *session) close(e ending) {
-	msg := websocket.FormatCloseMessage(e.code, truncate(e.reason, maxCloseReason))
+	msg := websocket.FormatCloseMessage(e.code, httperr.Truncate(e.reason, maxCloseReason))
 	_ = ss.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(ss.writeTimeout())) // a caller that is gone does not read it
 	_ = ss.up.Close()
 	_ = ss.ws.Close()

@@ -42,7 +42,7 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity,
 			names = append(names, c.Name)
 		}
 		return submission{}, &httperr.Error{Code: http.StatusBadRequest, Field: "cluster",
-			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", truncate(req.Cluster, 100), strings.Join(names, ", "))}
+			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", httperr.Truncate(req.Cluster, 100), strings.Join(names, ", "))}
 	}
 	shape, err := shapeFor(p, cluster, req, caller.Groups)
 	if err != nil {
@@ -61,9 +61,9 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity,
 		return submission{}, badRequest(errs)
 	}
 	if errs := workpod.CheckMetadataKeys(wp, p.Pods.MetadataPrefixes); len(errs) > 0 {
-		return submission{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+		return submission{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: httperr.Truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 	}
-	spec, err := specForStore(wp)
+	spec, err := workpod.EncodeStored(wp)
 	if err != nil {
 		return submission{}, err
 	}
@@ -86,7 +86,7 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity,
 func shapeFor(p *fleet.Profile, cluster fleet.ClusterEntry, req SubmitRequest, groups []string) (workpod.Shape, error) {
 	class, err := p.ClassFor(cluster, req.Class, workpod.ShapeKind(req.Kind))
 	if err != nil {
-		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: truncate(err.Error(), maxMessageBytes)}
+		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
 	}
 	if !podclass.Allows(class, groups) {
 		return workpod.Shape{}, httperr.New(http.StatusForbidden,
@@ -94,7 +94,7 @@ func shapeFor(p *fleet.Profile, cluster fleet.ClusterEntry, req SubmitRequest, g
 	}
 	shape, errs := podclass.Resolve(class, p.Pods.NodeSelector, podclass.Ask{GPUs: req.GPUs, Resources: req.Resources, Deadline: req.Deadline})
 	if len(errs) > 0 {
-		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: httperr.Truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 	}
 	return shape, nil
 }
@@ -121,7 +121,7 @@ func (s *Server) dispatchAndRecord(ctx context.Context, sub submission) (store.W
 		// The row records the failure unless the pod's own fate was
 		// recorded meanwhile (a watch that saw it finish, a cancel).
 		_, err := s.Store.TransitionWorkPod(ctx, id, store.Transition{From: dispatchFailable, To: store.StateFailed,
-			Reason: "dispatch: " + spokeMessage(derr), Finish: true})
+			Reason: "dispatch: " + dispatch.PublicMessage(derr), Finish: true})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			s.Log.Error("recording a failed dispatch failed", "pod", id, "error", err)
 		}
@@ -129,7 +129,7 @@ func (s *Server) dispatchAndRecord(ctx context.Context, sub submission) (store.W
 		if errors.Is(derr, dispatch.ErrNotOurs) {
 			code = http.StatusConflict
 		}
-		return store.WorkPod{}, httperr.Wrap(code, "dispatch to "+cluster+" failed: "+spokeMessage(derr), derr)
+		return store.WorkPod{}, httperr.Wrap(code, "dispatch to "+cluster+" failed: "+dispatch.PublicMessage(derr), derr)
 	}
 	// One conditional statement: pending → dispatched with the pod's uid.
 	// A row the watch moved on already (dispatched, running, even finished)

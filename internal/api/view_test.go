@@ -12,7 +12,7 @@ import (
 
 // The pod view shows what ran and the names of env and files, never a value.
 func TestViewShowsNamesNotValues(t *testing.T) {
-	spec, err := specForStore(workpod.WorkPod{ID: "turn-a", Kind: "turn", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
+	spec, err := workpod.EncodeStored(workpod.WorkPod{ID: "turn-a", Kind: "turn", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
 		Env:         []workpod.EnvVar{{Name: "TOKEN", Value: "env-secret-value"}, {Name: "MODE", Value: "fast"}},
 		Files:       map[string]string{"b.txt": "file-content", "a.txt": "other-content"},
 		SecretFiles: map[string]string{"key.pem": "secret-file-value"}})

@@ -19,6 +19,7 @@ import (
 	clientauthv1beta1 "k8s.io/client-go/pkg/apis/clientauthentication/v1beta1"
 	kjson "sigs.k8s.io/json"
 
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/jwt"
 )
 
@@ -242,15 +243,15 @@ func (c clusterConfig) validate(path *field.Path) field.ErrorList {
 	case c.Cluster == "":
 		errs = append(errs, field.Required(path.Child("cluster"), "the spoke's name in crucible's fleet"))
 	case len(validation.IsDNS1123Label(c.Cluster)) > 0:
-		errs = append(errs, field.Invalid(path.Child("cluster"), truncateText(c.Cluster, 100), "must be a DNS label (a fleet cluster name)"))
+		errs = append(errs, field.Invalid(path.Child("cluster"), httperr.Truncate(c.Cluster, 100), "must be a DNS label (a fleet cluster name)"))
 	}
 	if c.TokenFile != nil {
 		p := *c.TokenFile
 		switch {
 		case !filepath.IsAbs(p):
-			errs = append(errs, field.Invalid(path.Child("tokenFile"), truncateText(p, 200), "must be an absolute path"))
+			errs = append(errs, field.Invalid(path.Child("tokenFile"), httperr.Truncate(p, 200), "must be an absolute path"))
 		case slices.Contains(strings.Split(p, "/"), ".."):
-			errs = append(errs, field.Invalid(path.Child("tokenFile"), truncateText(p, 200), "must not contain .."))
+			errs = append(errs, field.Invalid(path.Child("tokenFile"), httperr.Truncate(p, 200), "must not contain .."))
 		}
 	}
 	if c.Audience != nil && *c.Audience == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -225,12 +226,5 @@ func controllerError(resp *http.Response, data []byte) (string, bool) {
 	if mt == "application/json" && json.Unmarshal(data, &e) == nil && e.Error != "" {
 		return e.Error, true
 	}
-	return fmt.Sprintf("controller answered %s: %s", resp.Status, truncateText(string(bytes.TrimSpace(data)), 200)), false
-}
-
-func truncateText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
+	return fmt.Sprintf("controller answered %s: %s", resp.Status, httperr.Truncate(string(bytes.TrimSpace(data)), 200)), false
 }

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
 )
 
 // Error is a refused or failed request. Code, Msg, Field and Header go to
@@ -136,4 +137,17 @@ func encode(he *Error, f Format) ([]byte, string) {
 	}
 	data, _ := marshal(b, f) // two strings always encode
 	return data, jsonContentType
+}
+
+// Truncate shortens a string quoted in a public message (a client's input,
+// a spoke's status text) to n bytes, on a rune boundary, marked with "…":
+// an answer never grows with what it quotes.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -87,3 +87,24 @@ func TestWriteKeepsEdgeHeaders(t *testing.T) {
 		t.Errorf("body %q", w.Body)
 	}
 }
+
+// Truncate never grows a message past n bytes plus the mark, and never cuts
+// a character in two.
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijk", 10, "abcdefghij…"},
+		{"ééééé", 3, "é…"}, // 2-byte runes: byte 3 is inside the second
+		{"", 0, ""},
+		{"x", 0, "…"},
+	} {
+		if got := Truncate(tc.in, tc.n); got != tc.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

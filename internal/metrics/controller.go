@@ -58,8 +58,16 @@ var (
 		Name: "crucible_reconcile_lost_total",
 		Help: "Work pods marked lost because a successful list of their cluster did not contain them.",
 	}, []string{"cluster"})
+
+	// Redispatches counts rows a submit persisted but never dispatched (the
+	// controller stopped between the two) that the startup reconcile found
+	// without a pod, by what became of them.
+	Redispatches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_reconcile_redispatches_total",
+		Help: "Rows persisted but never dispatched, found at startup without a pod, by outcome: dispatched from the row, failed, or left for a replay of the submit (secret files are not stored).",
+	}, []string{"cluster", "outcome"})
 )
 
 func init() {
-	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost, WatchReconnects)
+	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost, Redispatches, WatchReconnects)
 }

@@ -22,8 +22,11 @@ import (
 // lost. With PendingGrace 0 (one replica) a missing pod is lost at once.
 func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	st := storetest.SQLite(t)
-	for _, id := range []string{"arrives", "never", "present"} {
-		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending}); err != nil {
+	// "never" was dispatched by the other replica (it has a pod uid), its
+	// pod since gone; rows never dispatched are TestStartupNeverDispatchedRows'.
+	for _, row := range []store.WorkPod{{ID: "arrives", State: store.StatePending}, {ID: "never", State: store.StateDispatched, PodUID: "u-never"}, {ID: "present", State: store.StatePending}} {
+		row.Cluster, row.Namespace, row.Kind = "wharf", "loops", "turn"
+		if err := st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +64,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 		cancel()
 	}()
 	r.startupReconcile(ctx, "wharf")
-	if got := []store.State{state("arrives"), state("never")}; got[0] != store.StatePending || got[1] != store.StatePending {
+	if got := []store.State{state("arrives"), state("never")}; got[0] != store.StatePending || got[1] != store.StateDispatched {
 		t.Fatalf("rows of in-flight submits judged before the grace: %v", got)
 	}
 	if item, _ := r.queues["wharf"].Get(); item != (key{Cluster: "wharf", Name: "present"}) {

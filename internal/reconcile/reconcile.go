@@ -4,8 +4,9 @@
 // its start (scheduled, image pulled, started) and why it waits is recorded
 // on its row and in its history (R-P2); a finished pod's log is pulled
 // into the "log" artifact before anything may delete the pod; at startup each
-// cluster's first list re-attaches live rows and marks confirmed-gone ones
-// lost; and a periodic sweep deletes what is collected or orphaned.
+// cluster's first list re-attaches live rows, dispatches the rows a submit
+// persisted but never dispatched and marks confirmed-gone ones lost; and a
+// periodic sweep deletes what is collected or orphaned.
 //
 // A cluster that cannot be listed is left alone — its rows untouched, its pods
 // not swept — and retried: an outage must neither abort a run nor reap a pod.
@@ -219,9 +220,11 @@ const startupPage = 1000
 // startupReconcile attributes the rows of cluster that were live when the
 // reconciler started to the pods its first list returned: found ones are
 // queued (and so resumed, never re-dispatched); missing ones are lost — the
-// list succeeded, so their pods are confirmed gone. Rows younger than
-// PendingGrace are judged after it (recheck). The rows are read a page at a
-// time (keyset pages, so a row marked lost meanwhile shifts nothing).
+// list succeeded, so their pods are confirmed gone — except rows a submit
+// persisted and never dispatched, which are dispatched now (redispatch).
+// Rows younger than PendingGrace are judged after it (recheck). The rows are
+// read a page at a time (keyset pages, so a row marked lost meanwhile shifts
+// nothing).
 func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 	var t startupTally
 	f := store.Filter{Cluster: cluster, States: store.LiveStates, WithoutSpec: true, Limit: startupPage}
@@ -241,14 +244,14 @@ func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 		last := rows[len(rows)-1]
 		f.After = &store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", t.rows, "resumed", t.resumed, "lost", t.lost, "deferred", len(t.young))
+	r.Log.Info("startup reconcile done", "cluster", cluster, "rows", t.rows, "resumed", t.resumed, "lost", t.lost, "redispatched", t.redispatched, "deferred", len(t.young))
 	r.recheck(ctx, cluster, t.young)
 }
 
 // startupTally is what the startup reconcile did with a cluster's rows.
 type startupTally struct {
-	rows, resumed, lost int
-	young               []store.WorkPod // judged after PendingGrace
+	rows, resumed, lost, redispatched int
+	young                             []store.WorkPod // judged after PendingGrace
 }
 
 // startupJudge resumes, defers or loses one live row at startup.
@@ -267,6 +270,13 @@ func (r *Reconciler) startupJudge(ctx context.Context, cluster string, row store
 	}
 	if time.Since(row.CreatedAt) < r.PendingGrace {
 		t.young = append(t.young, row) // another replica may be creating its pod right now
+		return
+	}
+	if neverDispatched(row) {
+		if err := r.redispatch(ctx, cluster, row); err != nil {
+			r.Log.Error("redispatch", "cluster", cluster, "pod", row.ID, "error", err)
+		}
+		t.redispatched++
 		return
 	}
 	if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
@@ -303,6 +313,12 @@ func (r *Reconciler) recheck(ctx context.Context, cluster string, rows []store.W
 			continue
 		case pod != nil:
 			r.enqueue(key{Cluster: cluster, Name: row.ID})
+			continue
+		}
+		if neverDispatched(row) {
+			if err := r.redispatch(ctx, cluster, row); err != nil {
+				r.Log.Error("redispatch", "cluster", cluster, "pod", row.ID, "error", err)
+			}
 			continue
 		}
 		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" after its dispatch timeout"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // TestStartupReconcilePages: the startup reconcile reads its rows a page at
@@ -88,5 +90,69 @@ func TestStartupReconcilePages(t *testing.T) {
 	slices.Sort(lostIDs)
 	if diff := cmp.Diff(gone, lostIDs); diff != "" {
 		t.Errorf("rows lost (-want +got):\n%s", diff)
+	}
+}
+
+// TestStartupNeverDispatchedRows: a row a submit persisted and never
+// dispatched is not lost at startup — its pod never existed. One whose
+// secret files the store did not keep waits for a replay of its submit
+// when it has an Idempotency-Key (saying so) and fails without one; a spec
+// that cannot be read or is not valid fails; a dispatched row whose pod is
+// gone is still lost. (Dispatching one from its spec needs a spoke: the
+// e2e test TestSubmitCutBeforeDispatchRuns.)
+func TestStartupNeverDispatchedRows(t *testing.T) {
+	st := storetest.SQLite(t)
+	spec := func(w workpod.WorkPod) []byte {
+		b, err := workpod.EncodeStored(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	withSecret := spec(workpod.WorkPod{ID: "x", Kind: "turn", Image: "busybox", SecretFiles: map[string]string{"token": "s3cret"}})
+	rows := []store.WorkPod{
+		{ID: "secret-keyed", State: store.StatePending, Spec: withSecret, Submitter: "alice", IdempotencyKey: "k"},
+		{ID: "secret-unkeyed", State: store.StatePending, Spec: withSecret, Submitter: "alice"},
+		{ID: "garbled", State: store.StatePending, Spec: []byte(`{"id":`), Submitter: "alice"},
+		{ID: "invalid", State: store.StatePending, Spec: spec(workpod.WorkPod{ID: "invalid", Kind: "turn"}), Submitter: "alice"},
+		{ID: "vanished", State: store.StateDispatched, PodUID: "u-vanished", Spec: spec(workpod.WorkPod{ID: "vanished", Kind: "turn", Image: "busybox"})},
+	}
+	for _, row := range rows {
+		row.Cluster, row.Namespace, row.Kind = "wharf", "loops", "turn"
+		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
+	defer q.ShutDown()
+	r := &Reconciler{
+		Store: st, Log: slog.New(slog.DiscardHandler),
+		started: time.Now().Add(time.Second),
+		queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": q},
+		caches:  map[string]podCache{"wharf": {indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), namespace: "loops"}},
+	}
+	r.startupReconcile(t.Context(), "wharf")
+
+	want := map[string]struct {
+		state  store.State
+		reason string // a prefix
+	}{
+		"secret-keyed":   {store.StatePending, reasonAwaitingReplay},
+		"secret-unkeyed": {store.StateFailed, reasonCannotRedispatch},
+		"garbled":        {store.StateFailed, "not dispatched: its stored spec cannot be read: "},
+		"invalid":        {store.StateFailed, "not dispatched: its stored spec is not valid: "},
+		"vanished":       {store.StateLost, "pod not found on wharf at startup"},
+	}
+	for id, w := range want {
+		got, err := st.GetWorkPod(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != w.state || !strings.HasPrefix(got.Reason, w.reason) {
+			t.Errorf("%s: %s %q, want %s %q", id, got.State, got.Reason, w.state, w.reason)
+		}
+	}
+	if q.Len() != 0 {
+		t.Errorf("queued %d keys; no row has a pod", q.Len())
 	}
 }

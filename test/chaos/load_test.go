@@ -186,9 +186,10 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 
 // replayRan reports whether the row a replayed submit answered is the
 // pod's: it waits while the row is pending (its first send's dispatch in
-// flight, or cut by a kill), and false means the row ended without a pod
-// ever created — the kill came before dispatch, the row is lost — so the
-// pod is submitted again as a new one. That row stays the wave's, unaccepted.
+// flight, or cut by a kill and dispatched when the controller is back), and
+// false means the row ended without a pod ever created — a defect the
+// scenario reports (Renewed) — so the pod is submitted again as a new one,
+// keeping the wave's count whole. That row stays the wave's, unaccepted.
 func (w *wave) replayRan(ctx context.Context, wp api.WorkPod) bool {
 	w.mu.Lock()
 	w.replayed++

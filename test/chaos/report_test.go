@@ -145,7 +145,7 @@ func markdown() string {
 		fmt.Fprintf(&b, "- submits: %d got no answer (controller killed mid-request), %d answered other than 201; rows the wave did not take as a pod's ended: %s\n",
 			p.Interrupted, p.Resubmitted, counts(p.UnansweredRows))
 		if p.Interrupted > 0 || p.Replayed > 0 {
-			fmt.Fprintf(&b, "  - every pod's submits carry one Idempotency-Key: %d resends were answered with the row their first send made (Idempotent-Replayed), so a submit cut by a kill never ran as two rows; %d of those rows had never got a pod (the kill came before dispatch; the row is lost, its pod confirmed absent) and the pod was submitted again under a new key.\n",
+			fmt.Fprintf(&b, "  - every pod's submits carry one Idempotency-Key: %d resends were answered with the row their first send made (Idempotent-Replayed), so a submit cut by a kill never ran as two rows; a row the kill cut before its dispatch is dispatched when the controller is back (startup reconcile), and %d of those rows ended without a pod under their first key (want 0).\n",
 				p.Replayed, p.Renewed)
 		}
 		fmt.Fprintf(&b, "- artifacts: pushed %d, stored %d, lost: %d\n", r.Artifacts.Pushed, r.Artifacts.Stored, r.Artifacts.Lost)

@@ -105,9 +105,9 @@ func TestChaos8SQLiteKilledMidWrite(t *testing.T) {
 				case i == 0:
 					// The reduced form kills among the state, log and
 					// artifact writes of pods starting and ending: a
-					// submit cut mid-request leaves a row that is marked
-					// lost only after the dispatch timeout (two minutes
-					// here), too long for make test.
+					// submit cut mid-request leaves a row that is
+					// dispatched only after the dispatch timeout (two
+					// minutes here), too long for make test.
 					w.awaitSubmitted(ctx)
 					between(ctx, r, 500*time.Millisecond, 2500*time.Millisecond)
 				default:
