@@ -355,6 +355,7 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 	if code != http.StatusBadGateway || !strings.Contains(string(body), `cannot create resource \"configmaps\"`) {
 		t.Errorf("submit without configmaps create: %d %s, want 502 naming create and configmaps", code, body)
 	}
+	submitted := fmt.Sprintf("%d %s", code, body)
 	// The failed row is the one failed row since this test began whose
 	// reason names configmaps (other tests' rows, also ones that fail while
 	// this test runs, have other reasons); nothing of it may stay on the
@@ -372,7 +373,8 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 		}
 	}
 	if len(ours) != 1 {
-		t.Fatalf("failed rows since the test began naming configmaps: %+v, want exactly one", ours)
+		t.Fatalf("failed rows since the test began naming configmaps: %+v, want exactly one; the last submit answered %s; rows since the test began: %s",
+			ours, submitted, rowsSince(t, s, began))
 	}
 	id := ours[0].ID
 	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
@@ -381,6 +383,24 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 	if err != nil {
 		t.Errorf("a failed dispatch left %d objects of %s on the spoke", objectsOf(t, wharf, id), id)
 	}
+}
+
+// rowsSince lists the rows created since began, newest first, each with its
+// state and reason: what a failing test shows of what happened meanwhile.
+func rowsSince(t *testing.T, s *devstack.Stack, began time.Time) string {
+	t.Helper()
+	code, body := apiCall(t, s, http.MethodGet, "/api/pods?limit=100", nil)
+	var rows []api.WorkPod
+	if err := json.Unmarshal(body, &rows); code != http.StatusOK || err != nil {
+		return fmt.Sprintf("(list: %d %s)", code, body)
+	}
+	var b strings.Builder
+	for _, wp := range rows {
+		if wp.CreatedAt.After(began) {
+			fmt.Fprintf(&b, "\n  %s %s %s %q", wp.CreatedAt.Format(time.RFC3339Nano), wp.ID, wp.State, wp.Reason)
+		}
+	}
+	return b.String()
 }
 
 // objectsOf counts the pods, config maps and secrets of work pod id on spoke.
