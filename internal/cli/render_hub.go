@@ -10,8 +10,9 @@ import (
 
 func newRenderHubCmd() *cobra.Command {
 	var namespace, serviceAccount string
+	var tokenRequest bool
 	cmd := &cobra.Command{
-		Use:   "hub [--namespace NS] [--service-account SA]",
+		Use:   "hub [--namespace NS] [--service-account SA] [--token-request]",
 		Short: "Print the hub RBAC of the API's auth and example ClusterRoles (R-C12)",
 		Long: `hub prints, for kubectl apply on the hub:
 
@@ -21,6 +22,12 @@ func newRenderHubCmd() *cobra.Command {
   ClusterRole crucible-viewer      workpods get list; workpods/log, workpods/artifacts get
   ClusterRole crucible-submitter   the viewer's rules and workpods create (submit)
   ClusterRole crucible-admin       the viewer's rules and workpods create delete (cancel)
+
+With --token-request, for spokes with token_source = "request" (the controller
+asks the hub's TokenRequest API for its own tokens), also:
+
+  Role crucible-controller-token-request in the namespace, bound to the controller's service account
+    serviceaccounts/token   create   resourceNames: [the service account]
 
 workpods are in the API group crucible.dev; the cluster a work pod runs on is
 the resource name, so a role with resourceNames: [wharf] covers only wharf.
@@ -33,7 +40,11 @@ api.namespace (default "crucible") or a ClusterRoleBinding.`,
 			if namespace == "" || serviceAccount == "" {
 				return errors.New("--namespace and --service-account must not be empty")
 			}
-			out, err := render.YAML(render.HubRBAC(namespace, serviceAccount)...)
+			objs := render.HubRBAC(namespace, serviceAccount)
+			if tokenRequest {
+				objs = append(objs, render.HubTokenRequestRBAC(namespace, serviceAccount)...)
+			}
+			out, err := render.YAML(objs...)
 			if err != nil {
 				return err
 			}
@@ -43,5 +54,6 @@ api.namespace (default "crucible") or a ClusterRoleBinding.`,
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", "crucible", "the controller's namespace on the hub")
 	cmd.Flags().StringVar(&serviceAccount, "service-account", "crucible-controller", "the controller's service account on the hub")
+	cmd.Flags().BoolVar(&tokenRequest, "token-request", false, "also let the controller ask the TokenRequest API for its own tokens (clusters with token_source = \"request\")")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -32,19 +33,41 @@ import (
 	"crucible.dev/crucible/internal/ui"
 )
 
-// hubRESTConfig builds the controller's client config for its own cluster.
-// In a cluster it takes the pod's API address, CA and token path, but reads
-// the token through the same file token source as the spoke clients, so a
-// 401 after a rotation re-reads the file instead of waiting for the minute.
-func hubRESTConfig(h fleet.Hub) (*rest.Config, error) {
+// hubRESTConfig builds the controller's client config for its own cluster
+// and names its token file. In a cluster it takes the pod's API address, CA
+// and token path, but reads the token through the same file token source as
+// the spoke clients, so a 401 after a rotation re-reads the file instead of
+// waiting for the minute.
+func hubRESTConfig(h fleet.Hub) (*rest.Config, string, error) {
 	if h.Server != "" {
-		return fleet.TokenFileConfig(h.Server, h.CAFile, h.TokenFile)
+		cfg, err := fleet.TokenFileConfig(h.Server, h.CAFile, h.TokenFile)
+		return cfg, h.TokenFile, err
 	}
 	in, err := rest.InClusterConfig()
 	if err != nil {
-		return nil, fmt.Errorf("hub: no server configured and not in a cluster: %w", err)
+		return nil, "", fmt.Errorf("hub: no server configured and not in a cluster: %w", err)
 	}
-	return fleet.TokenFileConfig(in.Host, in.CAFile, in.BearerTokenFile)
+	cfg, err := fleet.TokenFileConfig(in.Host, in.CAFile, in.BearerTokenFile)
+	return cfg, in.BearerTokenFile, err
+}
+
+// clientOptions lets spokes with token_source = "request" ask the hub for
+// their tokens as the service account of the hub token in tokenFile; only
+// then is the hub token read for its account.
+func clientOptions(p *fleet.Profile, hubCfg *rest.Config, tokenFile string, log *slog.Logger) ([]fleet.Option, error) {
+	if !slices.ContainsFunc(p.Clusters, func(e fleet.ClusterEntry) bool { return e.TokenSource == fleet.TokenSourceRequest }) {
+		return nil, nil
+	}
+	_, kube, err := fleet.NewClientset("hub", rest.CopyConfig(hubCfg)) // refuses redirects, as every hub client
+	if err != nil {
+		return nil, fmt.Errorf("hub client: %w", err)
+	}
+	acct, err := fleet.NewHubAccount(kube, tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("spoke tokens come from the hub's TokenRequest API where token_source is request", "namespace", acct.Namespace, "service_account", acct.Name)
+	return []fleet.Option{fleet.WithHubAccount(acct)}, nil
 }
 
 // Run serves until ctx ends: it assembles the controller's parts from the
@@ -90,7 +113,8 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 			opened.close()
 		}
 	}()
-	if c.hubCfg, err = hubRESTConfig(p.Hub); err != nil {
+	var hubToken string
+	if c.hubCfg, hubToken, err = hubRESTConfig(p.Hub); err != nil {
 		return nil, err
 	}
 	m, err := newMirror(p, c.hubCfg, log.With("component", "mirror"))
@@ -109,7 +133,11 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 		return nil, err
 	}
 	st := events.Store{Store: raw, Pub: bus}
-	if c.clients, err = fleet.NewClients(p.Clusters); err != nil {
+	opts, err := clientOptions(p, c.hubCfg, hubToken, log.With("component", "fleet"))
+	if err != nil {
+		return nil, err
+	}
+	if c.clients, err = fleet.NewClients(p.Clusters, opts...); err != nil {
 		return nil, err
 	}
 	c.clients.SetLogger(log.With("component", "fleet"))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,6 +146,9 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	if err := s.grantLease(ctx); err != nil {
 		return err
 	}
+	if err := s.grantTokenRequest(ctx); err != nil {
+		return err
+	}
 	profile := filepath.Join(dir, "crucible.toml")
 	main := replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}
 	if err := os.WriteFile(profile, []byte(s.profile(dir, main)), 0o644); err != nil {
@@ -218,6 +222,9 @@ func (s *Stack) startKubelet(ctx context.Context, dir string) error {
 	tokens := []projectedToken{{File: f.ControllerTokenFile, Audience: Issuer}}
 	f.SpokeTokenFiles = map[string]string{}
 	for _, c := range s.Spokes {
+		if s.tokenRequest(c) {
+			continue // the controller asks the hub itself
+		}
 		f.SpokeTokenFiles[c.Name] = filepath.Join(dir, "controller-"+c.Name+".token")
 		tokens = append(tokens, projectedToken{File: f.SpokeTokenFiles[c.Name], Audience: c.Name})
 	}
@@ -247,14 +254,44 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 }
 
 // ClusterEntry is spoke c as the stack's controller profile names it: its
-// server, the stack's CA and the controller's federated token file.
+// server, the stack's CA and the controller's federated token file, or for
+// a TokenRequest spoke token_source = "request" (a client built from that
+// entry needs the hub's account, fleet.WithHubAccount).
 func (s *Stack) ClusterEntry(c *Cluster) fleet.ClusterEntry {
-	return fleet.ClusterEntry{
-		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
+	e := fleet.ClusterEntry{
+		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: fleet.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
 		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
 		RunLive: c.RunLive,
 	}
+	if s.tokenRequest(c) {
+		e.TokenSource, e.TokenFile = fleet.TokenSourceRequest, ""
+	}
+	return e
+}
+
+// tokenRequest reports whether spoke c's options ask for TokenRequest.
+func (s *Stack) tokenRequest(c *Cluster) bool {
+	for _, so := range s.opts.Spokes {
+		if so.Name == c.Name {
+			return so.TokenRequest
+		}
+	}
+	return false
+}
+
+// grantTokenRequest gives the controller's hub identity what its spokes
+// with TokenRequest need, exactly `crucible render hub --token-request`.
+func (s *Stack) grantTokenRequest(ctx context.Context) error {
+	if !slices.ContainsFunc(s.Spokes, s.tokenRequest) {
+		return nil
+	}
+	for _, obj := range render.HubTokenRequestRBAC(HubNamespace, HubServiceAccount) {
+		if err := createObject(ctx, s.Hub, obj); err != nil {
+			return fmt.Errorf("grant the controller token requests: %w", err)
+		}
+	}
+	return nil
 }
 
 // profile renders a controller's crucible.toml for this stack: the stack's
@@ -291,7 +328,12 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 	for _, c := range s.Spokes {
 		e := s.ClusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it
-		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\ntoken_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.TokenFile, e.LoopNamespace)
+		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.LoopNamespace)
+		if e.TokenSource == fleet.TokenSourceRequest {
+			b.WriteString("token_source = \"request\"\n")
+		} else {
+			fmt.Fprintf(&b, "token_file = %q\n", e.TokenFile)
+		}
 		fmt.Fprintf(&b, "turn_service_account = %q\ningest_url = %q\ningest_audience = %q\n", e.TurnServiceAccount, e.IngestURL, e.IngestAudience)
 		if e.RunLive {
 			b.WriteString("run_live = true\n")

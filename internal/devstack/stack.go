@@ -113,6 +113,11 @@ type SpokeOptions struct {
 	// profile and its RBAC, where the stack would turn it on (pods have
 	// networks of their own).
 	NoRunLive bool
+	// TokenRequest makes the controller's profile entry for this spoke say
+	// token_source = "request": no token file is written for it, the
+	// controller asks the hub's TokenRequest API for its tokens, and the
+	// stack grants it render.HubTokenRequestRBAC on the hub.
+	TokenRequest bool
 }
 
 // TokenWebhook is where a spoke's kube-apiserver sends TokenReviews.

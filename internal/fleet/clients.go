@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -20,7 +21,7 @@ type Client struct {
 	// Entry is the cluster's profile entry.
 	Entry ClusterEntry
 	// Config is the configuration Kube and HTTP were built from. Its
-	// WrapTransport injects the token from the entry's token file (see
+	// WrapTransport injects the token from the entry's token source (see
 	// NewClients); BearerToken and BearerTokenFile are empty. Treat it as
 	// read-only (rest.CopyConfig before changing anything) and prefer HTTP
 	// to building a new transport.
@@ -34,9 +35,34 @@ type Client struct {
 	// Kube is the typed clientset.
 	Kube kubernetes.Interface
 
+	tokens tokenSource
+
 	mu     sync.Mutex
 	health Health
 }
+
+// tokenSource is what a client's transport takes its tokens from (a 401
+// resets it), and what its health reads the token's expiry from.
+type tokenSource interface {
+	transport.ResettableTokenSource
+	// Expiry is the expiry of the token in use; false when unknown.
+	Expiry() (time.Time, bool)
+}
+
+var (
+	_ tokenSource = fileTokens{}
+	_ tokenSource = (*requestedTokens)(nil)
+)
+
+// fileTokens is an entry's token file, read through client-go's cached file
+// token source.
+type fileTokens struct {
+	transport.ResettableTokenSource
+	path string
+}
+
+// Expiry is the exp claim of the token now in the file.
+func (f fileTokens) Expiry() (time.Time, bool) { return readTokenExpiry(f.path) }
 
 // Clients holds one Client per cluster, built once by NewClients.
 type Clients struct {
@@ -45,18 +71,39 @@ type Clients struct {
 	log    *slog.Logger
 }
 
+// Option adjusts NewClients.
+type Option func(*clientsOptions)
+
+type clientsOptions struct {
+	hub *HubAccount
+	now func() time.Time
+}
+
+// WithHubAccount lets entries with token_source = "request" ask hub's
+// TokenRequest API for their tokens; without it NewClients refuses them.
+func WithHubAccount(hub *HubAccount) Option {
+	return func(o *clientsOptions) { o.hub = hub }
+}
+
 // NewClients builds one client per cluster entry, in order. Each
 // authenticates with the entry's token file, which is re-read at least once a
 // minute and after any 401 (R-ID1), so a rotated token is picked up without a
-// restart. Building a client reads the token file once, so a missing or empty
-// file is an error here.
-func NewClients(entries []ClusterEntry) (*Clients, error) {
+// restart; building a client reads the token file once, so a missing or
+// empty file is an error here. An entry with token_source = "request" gets
+// its tokens from the hub (WithHubAccount, see requestedTokens) when its
+// client first needs one: a hub that refuses shows in the cluster's health
+// and in every call to it, not as a controller that will not start.
+func NewClients(entries []ClusterEntry, opts ...Option) (*Clients, error) {
+	o := clientsOptions{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cs := &Clients{byName: make(map[string]*Client, len(entries)), log: slog.New(slog.DiscardHandler)}
 	for _, e := range entries {
 		if _, dup := cs.byName[e.Name]; dup {
 			return nil, fmt.Errorf("cluster %s: defined twice", e.Name)
 		}
-		c, err := newClient(e)
+		c, err := newClient(e, o)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", e.Name, err)
 		}
@@ -75,11 +122,9 @@ func (cs *Clients) SetLogger(l *slog.Logger) {
 	cs.log = l
 }
 
-func newClient(e ClusterEntry) (*Client, error) {
-	tokens := transport.NewCachedFileTokenSource(e.TokenFile)
-	// Fail now on a missing or empty token file, as client-go's own
-	// BearerTokenFile does, rather than on every request later.
-	if _, err := tokens.Token(); err != nil {
+func newClient(e ClusterEntry, o clientsOptions) (*Client, error) {
+	tokens, err := entryTokens(e, o)
+	if err != nil {
 		return nil, err
 	}
 	cfg := restConfig(e, tokens)
@@ -92,8 +137,30 @@ func newClient(e ClusterEntry) (*Client, error) {
 		Config: cfg,
 		HTTP:   httpClient,
 		Kube:   kube,
+		tokens: tokens,
 		health: Health{Cluster: e.Name},
 	}, nil
+}
+
+// entryTokens is the token source of entry e. An entry built without Parse
+// (a test's, a tool's) has no token_source: its token file.
+func entryTokens(e ClusterEntry, o clientsOptions) (tokenSource, error) {
+	switch e.TokenSource {
+	case "", TokenSourceFile:
+		tokens := transport.NewCachedFileTokenSource(e.TokenFile)
+		// Fail now on a missing or empty token file, as client-go's own
+		// BearerTokenFile does, rather than on every request later.
+		if _, err := tokens.Token(); err != nil {
+			return nil, err
+		}
+		return fileTokens{tokens, e.TokenFile}, nil
+	case TokenSourceRequest:
+		if o.hub == nil {
+			return nil, errors.New("token_source = \"request\" needs the controller's hub account (fleet.WithHubAccount)")
+		}
+		return newRequestedTokens(e, o.hub, o.now), nil
+	}
+	return nil, fmt.Errorf("token_source %q: must be %q or %q", e.TokenSource, TokenSourceFile, TokenSourceRequest)
 }
 
 // ErrRedirect is a cluster's API server answering with a redirect, which no
@@ -155,11 +222,13 @@ func (redirectError) Permanent() bool { return true }
 
 // restConfig is the client configuration of a cluster. The token stays in
 // its file (R-ID1), read through client-go's cached file token source, which
-// re-reads the file once a minute. It is wired in through WrapTransport
-// rather than BearerTokenFile because only this way a 401 also resets the
-// cache, so the request after a rejected token carries the file's current
-// one: client-go's BearerTokenFile transport re-reads only on its minute
-// timer. Never BearerToken, which would freeze the first token forever.
+// re-reads the file once a minute, or in the memory of the entry's
+// requestedTokens. It is wired in through WrapTransport rather than
+// BearerTokenFile because only this way a 401 also resets the source, so
+// the request after a rejected token carries the file's current one (or a
+// newly requested one): client-go's BearerTokenFile transport re-reads only
+// on its minute timer. Never BearerToken, which would freeze the first
+// token forever.
 func restConfig(e ClusterEntry, tokens transport.ResettableTokenSource) *rest.Config {
 	cfg := tokenConfig(e.Server, e.CAFile, tokens)
 	cfg.QPS, cfg.Burst, cfg.UserAgent = e.QPS, e.Burst, "crucible/"+e.Name

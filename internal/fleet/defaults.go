@@ -64,6 +64,15 @@ const (
 	DefaultIngestMinUploadRate    = 4 << 10
 	DefaultIngestUploadRateWindow = 30 * time.Second
 
+	// DefaultTokenSource keeps a spoke's token in the projected file the
+	// kubelet rotates; DefaultTokenExpiration is the lifetime asked of the
+	// hub's TokenRequest API otherwise, within TokenRequest's minimum
+	// (10m) and a day, past which a leaked token is worth too much.
+	DefaultTokenSource     = TokenSourceFile
+	DefaultTokenExpiration = time.Hour
+	MinTokenExpiration     = 10 * time.Minute
+	MaxTokenExpiration     = 24 * time.Hour
+
 	// DefaultQPS and DefaultBurst replace client-go's 5 and 10, which would
 	// throttle dispatch (three requests per work pod) to under two pods a
 	// second. At 500 the client limiter stays above what one spoke API server
@@ -144,6 +153,12 @@ const (
 	DefaultRunLiveMaxSessionsPerIdentity = 100
 	DefaultRunLiveIdleTimeout            = 30 * time.Minute
 	DefaultRunLiveWriteTimeout           = 10 * time.Second
+)
+
+// The values of [[clusters]] token_source.
+const (
+	TokenSourceFile    = "file"
+	TokenSourceRequest = "request"
 )
 
 // The values of [api] auth.
@@ -277,6 +292,14 @@ func setDefaults(p *Profile) {
 	setClassDefaults(&p.Pods)
 	for i := range p.Clusters {
 		e := &p.Clusters[i]
+		setZero(&e.TokenSource, DefaultTokenSource)
+		if e.TokenSource == TokenSourceRequest {
+			// Only a requested token has an audience and a lifetime of the
+			// controller's choosing: in file mode both are the volume's,
+			// and validation refuses them.
+			setZero(&e.TokenAudience, e.Name)
+			setZero(&e.TokenExpiration.Duration, DefaultTokenExpiration)
+		}
 		setZero(&e.QPS, DefaultQPS)
 		setZero(&e.Burst, DefaultBurst)
 		setZero(&e.RunLivePort, DefaultRunLivePort)

@@ -31,6 +31,15 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("clusters = [1, {name = \"a\"}, \"x\"]\n[controller]\nexternal_url = \"http://[::1]\""))
 	f.Add([]byte("[pods.node_selector]\n\"\" = \"\"\n\"a/b/c\" = 5"))
 	f.Add([]byte("default_cluster = 1979-05-27T07:32:00Z\n[mirror]\nttl = nan\nmax_stale = inf"))
+	// Token sources: each key that depends on token_source, right and wrong.
+	for _, name := range []string{"clusters.token_source-request.toml", "clusters.token_source-problems.toml"} {
+		data, err := os.ReadFile("testdata/profiles/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(strings.Replace(string(example), "\ntoken_file = ", "\ntoken_source = \"request\"\ntoken_expiration = \"10m\"\n# ", 1)))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data)

@@ -26,13 +26,16 @@ import (
 type Health struct {
 	Cluster string `json:"cluster"`
 	// Reachable: the cluster's API answered (anything but a network error,
-	// a timeout, 429 or 5xx).
+	// a timeout, 429 or 5xx). False also when no request was sent because
+	// the hub gave no token (token_source = "request").
 	Reachable bool `json:"reachable"`
 	// CredentialsValid: the API accepted the controller's token. False
 	// whenever the API was not reachable.
 	CredentialsValid bool `json:"credentials_valid"`
 	// TokenExpiry is the exp claim of the token in the token file, read
-	// without verifying it; nil when the file is unreadable or has none.
+	// without verifying it (nil when the file is unreadable or has none),
+	// or with token_source = "request" the expiry the hub gave the token
+	// in use (nil while there is none).
 	TokenExpiry *time.Time `json:"token_expiry,omitempty"`
 	// LastError is the probe's error, if it failed.
 	LastError string `json:"last_error,omitempty"`
@@ -60,14 +63,14 @@ func (c *Client) Probe(ctx context.Context) Health {
 	result := classifyProbe(err)
 	h := Health{
 		Cluster:          c.Entry.Name,
-		Reachable:        result == probeOK || result == probeUnauthorized || result == probeError,
+		Reachable:        (result == probeOK || result == probeUnauthorized || result == probeError) && !errors.Is(err, ErrTokenRequest),
 		CredentialsValid: result == probeOK,
 		CheckedAt:        time.Now().UTC(),
 	}
 	if err != nil {
 		h.LastError = err.Error()
 	}
-	if exp, ok := readTokenExpiry(c.Entry.TokenFile); ok {
+	if exp, ok := c.tokens.Expiry(); ok {
 		h.TokenExpiry = &exp
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
@@ -109,14 +112,21 @@ func (c *Client) Health() Health {
 
 // classifyProbe maps a SelfSubjectReview error to a probe result: 401 and 403
 // are a rejected token (with anonymous auth on, a rejected token becomes
-// system:anonymous, which may not create SelfSubjectReviews); network errors,
-// timeouts, 429 and 5xx mean the API is not usable now; any other answer came
-// from a reachable API that still did not confirm the token.
+// system:anonymous, which may not create SelfSubjectReviews), and so is a
+// hub that refuses the token (token_source = "request"); network errors,
+// timeouts, 429 and 5xx mean the API is not usable now, as does a hub that
+// failed to give a token; any other answer came from a reachable API that
+// still did not confirm the token.
 func classifyProbe(err error) string {
 	var status apierrors.APIStatus
+	var noToken *tokenRequestError
 	switch {
 	case err == nil:
 		return probeOK
+	case errors.As(err, &noToken) && noToken.refused:
+		return probeUnauthorized
+	case errors.As(err, &noToken):
+		return probeUnreachable
 	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
 		return probeUnauthorized
 	case !errors.As(err, &status):

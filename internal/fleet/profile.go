@@ -295,9 +295,22 @@ type ClusterEntry struct {
 	Server string `toml:"server"`
 	// CAFile verifies the spoke API's serving certificate.
 	CAFile string `toml:"ca_file"`
+	// TokenSource is where the controller's token for this spoke comes
+	// from: TokenSourceFile (TokenFile) or TokenSourceRequest (the hub's
+	// TokenRequest API, for a spoke added to a running controller, whose pod
+	// cannot gain a projected volume).
+	TokenSource string `toml:"token_source"`
 	// TokenFile is the controller's projected service-account token whose
-	// audience is this spoke. It is re-read as it rotates.
+	// audience is this spoke. It is re-read as it rotates. Only with
+	// TokenSourceFile.
 	TokenFile string `toml:"token_file"`
+	// TokenAudience is the audience of the tokens asked for with
+	// TokenSourceRequest (default: Name), the audience the spoke's authn
+	// webhook accepts; a token file's audience is its projected volume's.
+	TokenAudience string `toml:"token_audience"`
+	// TokenExpiration is the lifetime asked for with TokenSourceRequest;
+	// the token is renewed at 80 % of the lifetime the hub granted.
+	TokenExpiration Duration `toml:"token_expiration"`
 	// LoopNamespace is where work pods run on the spoke.
 	LoopNamespace string `toml:"loop_namespace"`
 	// TurnServiceAccount is the service account work pods run as; their

@@ -293,7 +293,7 @@ func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {
 		errs = append(errs, checkURL(path.Child("server"), c.Server, false, true)...)
 	}
 	required("ca_file", c.CAFile)
-	required("token_file", c.TokenFile)
+	errs = append(errs, validateTokenSource(c, path)...)
 	if required("loop_namespace", c.LoopNamespace) {
 		errs = append(errs, dnsLabel(path.Child("loop_namespace"), c.LoopNamespace)...)
 	}
@@ -313,6 +313,47 @@ func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("burst"), c.Burst, "must be positive"))
 	}
 	return append(errs, validateRunLivePorts(c, path)...)
+}
+
+// validateTokenSource checks where the cluster's token comes from: a file
+// (token_file, nothing else), or the hub's TokenRequest API (no file; the
+// audience and lifetime asked for). A key the chosen source does not use is
+// refused rather than ignored.
+func validateTokenSource(c *ClusterEntry, path *field.Path) field.ErrorList {
+	const onlyRequest = "only used with token_source = \"request\" (a token file's audience and lifetime are its projected volume's)"
+	var errs field.ErrorList
+	switch c.TokenSource {
+	case TokenSourceFile:
+		if c.TokenFile == "" {
+			errs = append(errs, field.Required(path.Child("token_file"), ""))
+		}
+		if c.TokenAudience != "" {
+			errs = append(errs, field.Forbidden(path.Child("token_audience"), onlyRequest))
+		}
+		if c.TokenExpiration.Duration != 0 {
+			errs = append(errs, field.Forbidden(path.Child("token_expiration"), onlyRequest))
+		}
+	case TokenSourceRequest:
+		if c.TokenFile != "" {
+			errs = append(errs, field.Forbidden(path.Child("token_file"), "not used with token_source = \"request\" (the token comes from the hub's TokenRequest API)"))
+		}
+		if strings.ContainsFunc(c.TokenAudience, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			errs = append(errs, field.Invalid(path.Child("token_audience"), c.TokenAudience, "must not contain spaces or control characters"))
+		}
+		exp := path.Child("token_expiration")
+		switch d := c.TokenExpiration.Duration; {
+		case d < MinTokenExpiration:
+			errs = append(errs, field.Invalid(exp, d, "must be at least 10m (TokenRequest's minimum)"))
+		case d > MaxTokenExpiration:
+			errs = append(errs, field.Invalid(exp, d, "must be at most 24h"))
+		case d%time.Second != 0:
+			errs = append(errs, field.Invalid(exp, d, "must be whole seconds"))
+		}
+	default:
+		errs = append(errs, withDetail(field.NotSupported(path.Child("token_source"), c.TokenSource, []string{TokenSourceFile, TokenSourceRequest}),
+			"must be \"file\" or \"request\""))
+	}
+	return errs
 }
 
 // withDetail words an error whose constructor takes no detail (Duplicate,

@@ -79,7 +79,7 @@ func TestSetDefaults(t *testing.T) {
 	p := &Profile{Controller: Controller{ExternalURL: "https://crucible.example.com"}, Clusters: []ClusterEntry{{Name: "wharf"}}}
 	setDefaults(p)
 	want := wantDefaults()
-	want.Clusters = []ClusterEntry{{Name: "wharf", QPS: DefaultQPS, Burst: DefaultBurst, RunLivePort: 7777, RunLivePorts: []int{7777}}}
+	want.Clusters = []ClusterEntry{{Name: "wharf", TokenSource: "file", QPS: DefaultQPS, Burst: DefaultBurst, RunLivePort: 7777, RunLivePorts: []int{7777}}}
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -97,8 +97,8 @@ func TestSetDefaults(t *testing.T) {
 		RenewDeadline: Duration{DefaultRenewDeadline}, RetryPeriod: Duration{DefaultRetryPeriod}}); got != want {
 		t.Errorf("leader election = %+v, want %+v", got, want)
 	}
-	if diff := cmp.Diff([]ClusterEntry{{Name: "a", QPS: 1.5, Burst: DefaultBurst, RunLivePort: 7777, RunLivePorts: []int{7777}},
-		{Name: "b", QPS: DefaultQPS, Burst: 3, RunLivePort: 7777, RunLivePorts: []int{7777}}}, set.Clusters); diff != "" {
+	if diff := cmp.Diff([]ClusterEntry{{Name: "a", TokenSource: "file", QPS: 1.5, Burst: DefaultBurst, RunLivePort: 7777, RunLivePorts: []int{7777}},
+		{Name: "b", TokenSource: "file", QPS: DefaultQPS, Burst: 3, RunLivePort: 7777, RunLivePorts: []int{7777}}}, set.Clusters); diff != "" {
 		t.Errorf("clusters (-want +got):\n%s", diff)
 	}
 	if set.DefaultCluster != "" {

@@ -11,14 +11,17 @@ import (
 
 // The hub ClusterRoles of `crucible render hub`.
 const (
-	HubAPIAuthName    = "crucible-controller-api-auth"
-	HubViewerName     = "crucible-viewer"
-	HubSubmitterName  = "crucible-submitter"
-	HubAdminName      = "crucible-admin"
-	HubDiscoveryName  = "crucible-controller-discovery"
-	HubLeaderName     = "crucible-controller-leader-election"
-	authenticationAPI = "authentication.k8s.io"
-	authorizationAPI  = "authorization.k8s.io"
+	HubAPIAuthName   = "crucible-controller-api-auth"
+	HubViewerName    = "crucible-viewer"
+	HubSubmitterName = "crucible-submitter"
+	HubAdminName     = "crucible-admin"
+	HubDiscoveryName = "crucible-controller-discovery"
+	HubLeaderName    = "crucible-controller-leader-election"
+	// HubTokenRequestName is the Role (and RoleBinding) of
+	// HubTokenRequestRBAC.
+	HubTokenRequestName = "crucible-controller-token-request"
+	authenticationAPI   = "authentication.k8s.io"
+	authorizationAPI    = "authorization.k8s.io"
 )
 
 // HubRBAC is what the hub needs for the API's auth (R-C12), in apply order:
@@ -92,5 +95,36 @@ func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 		role(HubViewerName, read...),
 		role(HubSubmitterName, append(read[:2:2], workpods(apiauth.VerbCreate), portForward)...),
 		role(HubAdminName, append(read[:2:2], workpods(apiauth.VerbCreate, apiauth.VerbDelete), portForward)...),
+	}
+}
+
+// HubTokenRequestRBAC is what spokes with token_source = "request" need on
+// the hub: Role crucible-controller-token-request in namespace, create on
+// serviceaccounts/token for resourceNames [serviceAccount] only — the
+// controller may ask the TokenRequest API for its own tokens and no other
+// account's — and its RoleBinding to that account. It is apart from HubRBAC,
+// asked for by `render hub --token-request` and the hub chart's
+// rbac.tokenRequest, because a controller whose spoke tokens are all
+// projected has no use for it, and with it a stolen controller identity can
+// mint tokens that outlive the projected ones.
+func HubTokenRequestRBAC(namespace, serviceAccount string) []runtime.Object {
+	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
+	meta := metav1.ObjectMeta{Name: HubTokenRequestName, Namespace: namespace, Labels: labels}
+	typeMeta := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
+	}
+	return []runtime.Object{
+		&rbacv1.Role{
+			TypeMeta:   typeMeta("Role"),
+			ObjectMeta: meta,
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"},
+				ResourceNames: []string{serviceAccount}, Verbs: []string{"create"}}},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   typeMeta("RoleBinding"),
+			ObjectMeta: *meta.DeepCopy(),
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubTokenRequestName},
+		},
 	}
 }

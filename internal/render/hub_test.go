@@ -63,3 +63,24 @@ func TestHubRBAC(t *testing.T) {
 		t.Errorf("YAML has %d separators for %d objects:\n%s", n, len(got), out)
 	}
 }
+
+// The token-request grant is create on serviceaccounts/token for the
+// controller's own account only, in its namespace: it can mint its own
+// tokens and nobody else's.
+func TestHubTokenRequestRBAC(t *testing.T) {
+	labels := map[string]string{"app.kubernetes.io/managed-by": "crucible"}
+	tm := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: kind}
+	}
+	meta := metav1.ObjectMeta{Name: "crucible-controller-token-request", Namespace: "ops", Labels: labels}
+	want := []runtime.Object{
+		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta,
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"ctl"}, Verbs: []string{"create"}}}},
+		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta,
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "ctl"}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "crucible-controller-token-request"}},
+	}
+	if diff := cmp.Diff(want, HubTokenRequestRBAC("ops", "ctl")); diff != "" {
+		t.Errorf("HubTokenRequestRBAC (-want +got):\n%s", diff)
+	}
+}

@@ -24,6 +24,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* "true" when a spoke's token comes from the TokenRequest API, else empty. */}}
+{{- define "crucible-hub.anyTokenRequest" -}}
+{{- range .Values.spokes -}}
+{{- if eq (.tokenSource | default "file") "request" -}}true{{- break -}}{{- end -}}
+{{- end -}}
+{{- end }}
+
 {{/* Refusals the schema cannot express. */}}
 {{- define "crucible-hub.validate" -}}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.store.postgres.enabled) -}}
@@ -54,6 +61,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not (hasKey $classes $class) -}}
 {{- fail (printf "spokes %q: classes.%s is not one of pods.classes" $spoke $class) -}}
 {{- end -}}
+{{- end -}}
+{{- if and (eq (.tokenSource | default "file") "request") (gt (int (.tokenExpirationSeconds | default $.Values.spokeTokenExpirationSeconds)) 86400) -}}
+{{- fail (printf "spokes %q: tokenSource request takes a token of at most 86400 seconds (profile token_expiration at most 24h)" $spoke) -}}
 {{- end -}}
 {{- with .runLive -}}
 {{- $port := toString (.port | default 7777) -}}
