@@ -251,15 +251,8 @@ func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
 
 func validatePods(p *Pods, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	exp := path.Child("ingest_token_expiration")
-	switch d := p.IngestTokenExpiration.Duration; {
-	case d < MinIngestTokenExpiration:
-		errs = append(errs, field.Invalid(exp, d, "must be at least 10m (the kubelet's minimum)"))
-	case d > MaxIngestTokenExpiration:
-		errs = append(errs, field.Invalid(exp, d, "must be at most 2^32 seconds"))
-	case d%time.Second != 0:
-		errs = append(errs, field.Invalid(exp, d, "must be whole seconds"))
-	}
+	errs = append(errs, checkTokenLifetime(path.Child("ingest_token_expiration"), p.IngestTokenExpiration.Duration,
+		MinIngestTokenExpiration, "10m (the kubelet's minimum)", MaxIngestTokenExpiration, "2^32 seconds")...)
 	errs = append(errs, labelMap(path.Child("node_selector"), p.NodeSelector)...)
 	for i, prefix := range p.MetadataPrefixes {
 		errs = append(errs, metadataPrefix(path.Child("metadata_prefixes").Index(i), prefix)...)
@@ -340,15 +333,8 @@ func validateTokenSource(c *ClusterEntry, path *field.Path) field.ErrorList {
 		if strings.ContainsFunc(c.TokenAudience, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 			errs = append(errs, field.Invalid(path.Child("token_audience"), c.TokenAudience, "must not contain spaces or control characters"))
 		}
-		exp := path.Child("token_expiration")
-		switch d := c.TokenExpiration.Duration; {
-		case d < MinTokenExpiration:
-			errs = append(errs, field.Invalid(exp, d, "must be at least 10m (TokenRequest's minimum)"))
-		case d > MaxTokenExpiration:
-			errs = append(errs, field.Invalid(exp, d, "must be at most 24h"))
-		case d%time.Second != 0:
-			errs = append(errs, field.Invalid(exp, d, "must be whole seconds"))
-		}
+		errs = append(errs, checkTokenLifetime(path.Child("token_expiration"), c.TokenExpiration.Duration,
+			MinTokenExpiration, "10m (TokenRequest's minimum)", MaxTokenExpiration, "24h")...)
 	default:
 		errs = append(errs, withDetail(field.NotSupported(path.Child("token_source"), c.TokenSource, []string{TokenSourceFile, TokenSourceRequest}),
 			"must be \"file\" or \"request\""))
@@ -433,6 +419,21 @@ func listener(path *field.Path, addr, certKey string, tls bool) field.ErrorList 
 func checkURL(path *field.Path, raw string, httpLoopback, pathAllowed bool) field.ErrorList {
 	if problems := urlcheck.BaseURL(raw, httpLoopback, pathAllowed); len(problems) > 0 {
 		return field.ErrorList{field.Invalid(path, raw, strings.Join(problems, "; "))}
+	}
+	return nil
+}
+
+// checkTokenLifetime holds a requested token's lifetime d to [lo, hi] in
+// whole seconds: the API takes expirationSeconds, and refuses less than its
+// minimum.
+func checkTokenLifetime(path *field.Path, d, lo time.Duration, loText string, hi time.Duration, hiText string) field.ErrorList {
+	switch {
+	case d < lo:
+		return field.ErrorList{field.Invalid(path, d, "must be at least "+loText)}
+	case d > hi:
+		return field.ErrorList{field.Invalid(path, d, "must be at most "+hiText)}
+	case d%time.Second != 0:
+		return field.ErrorList{field.Invalid(path, d, "must be whole seconds")}
 	}
 	return nil
 }
