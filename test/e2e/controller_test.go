@@ -26,6 +26,17 @@ import (
 // apiCall sends a JSON request to the controller's internal API.
 func apiCall(t testing.TB, s *devstack.Stack, method, path string, body any) (int, []byte) {
 	t.Helper()
+	code, _, data, err := apiRequest(t.Context(), s, method, path, body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, data
+}
+
+// apiRequest is apiCall with headers of the caller's, returning the answer's
+// headers and a transport error instead of failing the test: a request cut
+// by a controller kill is expected to get none.
+func apiRequest(ctx context.Context, s *devstack.Stack, method, path string, body any, header http.Header) (int, http.Header, []byte, error) {
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -34,20 +45,26 @@ func apiCall(t testing.TB, s *devstack.Stack, method, path string, body any) (in
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			t.Fatal(err)
+			return 0, nil, nil, err
 		}
 		r = bytes.NewReader(data)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), method, s.Federation.ControllerInternalURL+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, s.Federation.ControllerInternalURL+path, r)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(api.ClientHeader, "e2e")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, data
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, data, err
 }
 
 func submit(t testing.TB, s *devstack.Stack, req api.SubmitRequest) api.WorkPod {

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -21,28 +19,10 @@ import (
 	_ "crucible.dev/crucible/internal/store" // registers the sqlite driver
 )
 
-// postKeyed submits req with Idempotency-Key key. It returns the transport
-// error instead of failing the test: a submit cut by a controller kill is
-// expected to get none.
+// postKeyed submits req with Idempotency-Key key (apiRequest: a submit cut
+// by a controller kill gets an error, not a failed test).
 func postKeyed(ctx context.Context, s *devstack.Stack, key string, req api.SubmitRequest) (int, http.Header, []byte, error) {
-	data, err := json.Marshal(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(data))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(api.ClientHeader, "e2e")
-	r.Header.Set(api.IdempotencyKeyHeader, key)
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, body, err
+	return apiRequest(ctx, s, http.MethodPost, "/api/pods", req, http.Header{api.IdempotencyKeyHeader: {key}})
 }
 
 // A submit cut by a controller kill before its dispatch — its row persisted,
