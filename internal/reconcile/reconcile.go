@@ -272,18 +272,38 @@ func (r *Reconciler) startupJudge(ctx context.Context, cluster string, row store
 		t.young = append(t.young, row) // another replica may be creating its pod right now
 		return
 	}
+	switch r.judgeAbsent(ctx, cluster, row, "pod not found on "+cluster+" at startup") {
+	case absentRedispatched:
+		t.redispatched++
+	case absentLost:
+		t.lost++
+	}
+}
+
+// absentVerdict is what judgeAbsent did with a row.
+type absentVerdict int
+
+const (
+	absentFailed       absentVerdict = iota // an error, logged
+	absentRedispatched                      // never dispatched: redispatch ran
+	absentLost                              // marked lost
+)
+
+// judgeAbsent decides a live row whose pod a successful list confirmed
+// absent: one never dispatched is dispatched now (redispatch), any other
+// had a pod that vanished and is lost with reason.
+func (r *Reconciler) judgeAbsent(ctx context.Context, cluster string, row store.WorkPod, reason string) absentVerdict {
 	if neverDispatched(row) {
 		if err := r.redispatch(ctx, cluster, row); err != nil {
 			r.Log.Error("redispatch", "cluster", cluster, "pod", row.ID, "error", err)
 		}
-		t.redispatched++
-		return
+		return absentRedispatched
 	}
-	if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" at startup"); err != nil {
+	if err := r.markLost(ctx, row.ID, reason); err != nil {
 		r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
-		return
+		return absentFailed
 	}
-	t.lost++
+	return absentLost
 }
 
 // recheck judges rows whose submit may have been in flight at startup once
@@ -315,15 +335,7 @@ func (r *Reconciler) recheck(ctx context.Context, cluster string, rows []store.W
 			r.enqueue(key{Cluster: cluster, Name: row.ID})
 			continue
 		}
-		if neverDispatched(row) {
-			if err := r.redispatch(ctx, cluster, row); err != nil {
-				r.Log.Error("redispatch", "cluster", cluster, "pod", row.ID, "error", err)
-			}
-			continue
-		}
-		if err := r.markLost(ctx, row.ID, "pod not found on "+cluster+" after its dispatch timeout"); err != nil {
-			r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
-		}
+		r.judgeAbsent(ctx, cluster, row, "pod not found on "+cluster+" after its dispatch timeout")
 	}
 }
 
