@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"crucible.dev/crucible/internal/devstack"
 )
@@ -62,11 +65,23 @@ crucible/crucible-controller token with audience <spoke> works on that spoke.
 
 In the foreground (the default) it runs until Ctrl-C, then stops everything.
 With --detach it returns once the stack is ready; stop it with
-"crucible dev down --dir DIR".`,
+"crucible dev down --dir DIR".
+
+--spokes takes either a count or names. A count N (1 to 30) runs N spokes
+named wharf, dock, pier, quay, jetty, berth, slip, mole, marina, haven, then
+spoke-11, spoke-12, ...; names (DNS labels, comma-separated) run those. Once
+the stack is ready, up prints the resident memory of each spoke's processes
+and of the shared ones (etcd, the hub, the controller): what one more spoke
+costs on this machine.`,
 		Example: `  crucible dev up
-  crucible dev up --spokes wharf,dock --detach --dir /tmp/stack && source /tmp/stack/env`,
+  crucible dev up --spokes wharf,dock --detach --dir /tmp/stack && source /tmp/stack/env
+  crucible dev up --spokes 10 --detach --dir /tmp/fleet    # wharf, dock, pier, ... haven`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			names, err := parseSpokes(spokes)
+			if err != nil {
+				return err
+			}
 			if alive, err := devstack.RunningIn(dir); err == nil && len(alive) > 0 {
 				return fmt.Errorf("a dev stack is already running in %s (%s): stop it with \"crucible dev down --dir %s\"", dir, strings.Join(alive, ", "), dir)
 			} else if err != nil && !errors.Is(err, devstack.ErrNoStack) {
@@ -94,15 +109,18 @@ With --detach it returns once the stack is ready; stop it with
 			if !noFed {
 				opts.Crucible = crucible
 			}
-			for _, name := range spokes {
-				opts.Spokes = append(opts.Spokes, devstack.SpokeOptions{Name: name})
-			}
+			opts.Spokes = devstack.NamedSpokes(names...)
 			stack, err := devstack.Start(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			printStack(out, stack)
+			if costs, err := stack.Costs(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "dev: cannot measure the stack's memory: %v\n", err)
+			} else {
+				printCosts(out, costs)
+			}
 			if sample && stack.Federation != nil {
 				if err := runSample(cmd, stack); err != nil {
 					stack.Stop()
@@ -117,7 +135,7 @@ With --detach it returns once the stack is ready; stop it with
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
-	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "names of the spoke clusters to run (DNS labels)")
+	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "spoke clusters to run: a count N (1-"+strconv.Itoa(maxSpokeCount)+"; wharf, dock, pier, ...) or names (DNS labels)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
 	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, run a sample turn: follow its log live, then show its state, collected log and artifacts")
 	cmd.Flags().BoolVar(&noMntNS, "no-pod-mount-namespace", false, "run pods without a private mount namespace even as root: volumes stay in each pod's directory and env values naming a mountPath point there")
@@ -154,6 +172,89 @@ func printStack(out io.Writer, stack *devstack.Stack) {
 	fmt.Fprintf(out, "\nsource %s/%s for the addresses ($CRUCIBLE_API for the client commands), or give them %s.\n",
 		stack.Dir, devstack.EnvFile, dev)
 }
+
+// maxSpokeCount caps --spokes N: ten spokes fit on two cores and 24 GiB
+// (docs/dev-runtime.md), and a slip of the finger (100) should not start a
+// hundred API servers.
+const maxSpokeCount = 30
+
+// countPattern tells a count from a name: a DNS label may be all digits,
+// but "--spokes 3" means three spokes.
+var countPattern = regexp.MustCompile(`^[+-]?[0-9]+$`)
+
+// parseSpokes reads --spokes: one count, which devstack.SpokeNames turns
+// into names, or a list of names. It reports every bad value at once.
+func parseSpokes(values []string) ([]string, error) {
+	flag := "--spokes " + strconv.Quote(strings.Join(values, ","))
+	if len(values) == 0 {
+		return nil, fmt.Errorf("%s: give a count (--spokes 3) or names (--spokes wharf,dock)", flag)
+	}
+	if len(values) == 1 && countPattern.MatchString(values[0]) {
+		n, err := strconv.Atoi(values[0])
+		if err != nil || n < 1 || n > maxSpokeCount {
+			return nil, fmt.Errorf("%s: a count of spokes is from 1 to %d", flag, maxSpokeCount)
+		}
+		return devstack.SpokeNames(n), nil
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, name := range values {
+		switch {
+		case countPattern.MatchString(name):
+			errs = append(errs, fmt.Errorf("%q is a number: give a count alone, or only names", name))
+		case len(validation.IsDNS1123Label(name)) > 0:
+			errs = append(errs, fmt.Errorf("%q is no spoke name: %s", name, strings.Join(validation.IsDNS1123Label(name), "; ")))
+		case seen[name]:
+			errs = append(errs, fmt.Errorf("%q is named twice", name))
+		}
+		seen[name] = true
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %w", flag, errors.Join(errs...))
+	}
+	return values, nil
+}
+
+// printCosts says what the stack holds in memory at start, per spoke and
+// for the shared parts, so that one can tell how many more spokes fit:
+// about a spoke's private memory each, since processes of one binary share
+// its pages, which RSS counts in every one of them.
+func printCosts(out io.Writer, costs []devstack.Cost) {
+	fmt.Fprintln(out, "\nmemory at start: resident (RSS), of it private (anonymous: what one more spoke adds)")
+	var spokes, private, shared int64
+	n := 0
+	for _, c := range costs {
+		label := "shared"
+		if c.Spoke != "" {
+			label = c.Spoke
+			spokes += c.RSS()
+			private += c.Anon()
+			n++
+		} else {
+			shared += c.RSS()
+		}
+		parts := make([]string, len(c.Processes))
+		for i, p := range c.Processes {
+			name := p.Name
+			if c.Spoke != "" {
+				name = strings.TrimSuffix(name, "-"+c.Spoke)
+			}
+			if p.Exited {
+				parts[i] = name + " exited"
+				continue
+			}
+			parts[i] = name + " " + strconv.FormatInt(p.RSS>>20, 10)
+		}
+		fmt.Fprintf(out, "  %-10s %8s, private %8s  (RSS MiB: %s)\n", label, mib(c.RSS()), mib(c.Anon()), strings.Join(parts, ", "))
+	}
+	if n > 0 {
+		fmt.Fprintf(out, "  %-10s %8s  (%d spokes %s, a spoke %s, private %s; shared %s)\n",
+			"total", mib(spokes+shared), n, mib(spokes), mib(spokes/int64(n)), mib(private/int64(n)), mib(shared))
+	}
+}
+
+// mib formats bytes as whole MiB.
+func mib(bytes int64) string { return strconv.FormatInt(bytes>>20, 10) + " MiB" }
 
 func newDevDownCmd() *cobra.Command {
 	var dir string

@@ -101,7 +101,7 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort in
 			"--secure-port=" + strconv.Itoa(kcmPort),
 			"--cert-dir=" + filepath.Join(c.dir, "kcm-certs"),
 			"--leader-elect=false",
-			"--controllers=*,-node-ipam-controller",
+			spokeControllersFlag(),
 			"--use-service-account-credentials=false",
 			"--service-account-private-key-file=" + c.ServiceAccountKey.PrivateFile,
 			"--root-ca-file=" + s.CAFile,

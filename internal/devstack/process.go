@@ -40,6 +40,7 @@ func startProcess(name, path string, args []string, logFile string, detached boo
 	defer log.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = processEnv(name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if !detached {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
