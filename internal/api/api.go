@@ -28,7 +28,9 @@ import (
 
 // Server holds what the handlers need.
 type Server struct {
-	Profile *fleet.Profile
+	// Profile is the profile in force, swapped by a reload: a handler
+	// reads it once (profile) and decides with that one.
+	Profile *fleet.Current
 	// Store, Dispatcher, Clients, Artifacts and Uploads are what the API
 	// uses of the store, the spokes and the drop-box, each as a small
 	// interface of this package (deps.go), so handlers are unit-tested
@@ -163,4 +165,13 @@ func notFound(what string) error {
 
 func detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// profile is the profile in force; nil for a server without one (tests,
+// benches).
+func (s *Server) profile() *fleet.Profile {
+	if s.Profile == nil {
+		return nil
+	}
+	return s.Profile.Load()
 }

@@ -145,19 +145,23 @@ func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store
 
 // Cluster is a cluster as GET /api/clusters shows it.
 type Cluster struct {
-	Name          string       `json:"name"`
-	Server        string       `json:"server"`
-	LoopNamespace string       `json:"loop_namespace"`
-	Default       bool         `json:"default"`
-	Health        fleet.Health `json:"health"`
+	Name          string `json:"name"`
+	Server        string `json:"server"`
+	LoopNamespace string `json:"loop_namespace"`
+	Default       bool   `json:"default"`
+	// Draining: the cluster was removed from the profile; nothing new is
+	// dispatched to it, and its live pods are followed until they end.
+	Draining bool         `json:"draining,omitempty"`
+	Health   fleet.Health `json:"health"`
 }
 
 func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
-	def, _ := s.Profile.Cluster("")
+	def, _ := s.profile().Cluster("")
 	var out []Cluster
-	for _, c := range s.clusterClients().All() {
+	clients := s.clusterClients()
+	for _, c := range clients.All() {
 		out = append(out, Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
-			Default: c.Entry.Name == def.Name, Health: c.Health()})
+			Default: c.Entry.Name == def.Name, Draining: clients.Draining(c.Entry.Name), Health: c.Health()})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -168,6 +172,7 @@ type noClusters struct{}
 
 func (noClusters) All() []*fleet.Client             { return nil }
 func (noClusters) Get(string) (*fleet.Client, bool) { return nil, false }
+func (noClusters) Draining(string) bool             { return false }
 
 var _ Clusters = noClusters{}
 

@@ -105,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 	}}
 	var logBuf bytes.Buffer
 	s := &Server{
-		Profile: testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops"}),
+		Profile: fleet.NewCurrent(testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops"})),
 		Store:   st, Artifacts: arts, Dispatcher: disp,
 		DispatchTimeout: 10 * time.Second,
 		Log:             slog.New(slog.NewTextHandler(&logBuf, nil)),

@@ -76,8 +76,8 @@ func callerName(id apiauth.Identity) string {
 
 // liveLimits is the profile's [live] section, fleet's defaults without one.
 func (s *Server) liveLimits() fleet.Live {
-	if s.Profile != nil {
-		return s.Profile.Live
+	if p := s.profile(); p != nil {
+		return p.Live
 	}
 	return fleet.Default().Live
 }
@@ -85,8 +85,8 @@ func (s *Server) liveLimits() fleet.Live {
 // eventLimits is the profile's [events] section, fleet's defaults without
 // one.
 func (s *Server) eventLimits() fleet.Events {
-	if s.Profile != nil {
-		return s.Profile.Events
+	if p := s.profile(); p != nil {
+		return p.Events
 	}
 	return fleet.Default().Events
 }

@@ -68,7 +68,7 @@ func (quietSource) Open(ctx context.Context, _ time.Time, _ bool) (io.ReadCloser
 func withLive(s *Server, edit func(*fleet.Live)) {
 	p := fleet.Default()
 	edit(&p.Live)
-	s.Profile = &p
+	s.Profile = fleet.NewCurrent(&p)
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {

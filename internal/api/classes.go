@@ -53,9 +53,9 @@ type ClusterClasses struct {
 // groups admit the caller. A permission that cannot be checked now is a
 // 503, never a shorter list.
 func (s *Server) classes(w http.ResponseWriter, r *http.Request) error {
-	id := identity(r)
-	asks := make([]apiauth.Attributes, len(s.Profile.Clusters))
-	for i, c := range s.Profile.Clusters {
+	id, p := identity(r), s.profile()
+	asks := make([]apiauth.Attributes, len(p.Clusters))
+	for i, c := range p.Clusters {
 		asks[i] = apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: c.Name}
 	}
 	creatable, err := s.permitted(r.Context(), id, asks)
@@ -63,9 +63,9 @@ func (s *Server) classes(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := []ClusterClasses{}
-	for i, c := range s.Profile.Clusters {
+	for i, c := range p.Clusters {
 		if creatable[i] {
-			out = append(out, ClusterClasses{Cluster: c.Name, Classes: offered(s.Profile, c, id.Groups)})
+			out = append(out, ClusterClasses{Cluster: c.Name, Classes: offered(p, c, id.Groups)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

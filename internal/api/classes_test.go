@@ -16,7 +16,7 @@ import (
 // that cluster offers and whose groups admit the caller, with their bounds.
 func TestClasses(t *testing.T) {
 	f := newFixture(t)
-	p := f.srv.Profile
+	p := f.srv.Profile.Load()
 	p.Clusters[1].Classes = map[string]fleet.ClassAdjust{"gpu": {Withhold: true}}
 	p.Pods.Classes = append(p.Pods.Classes, fleet.PodClass{
 		Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml"},

@@ -43,6 +43,9 @@ type Dispatcher interface {
 type Clusters interface {
 	All() []*fleet.Client
 	Get(name string) (*fleet.Client, bool)
+	// Draining: removed from the profile, its live pods followed to
+	// their end.
+	Draining(name string) bool
 }
 
 // Settler brings a work pod's row up to date with its pod on the spoke

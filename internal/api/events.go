@@ -28,7 +28,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	cluster, kind := q.Get("cluster"), q.Get("kind")
 	if cluster != "" {
-		if _, ok := s.Profile.Cluster(cluster); !ok {
+		if _, ok := s.profile().Cluster(cluster); !ok {
 			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", httperr.Truncate(cluster, 100))}
 		}
 	}

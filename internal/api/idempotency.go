@@ -103,7 +103,7 @@ func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key string
 	}
 	s.Log.Info("submit replayed", "pod", p.ID, "state", p.State, "user", identity(r).User)
 	if p.State == store.StatePending && p.PodUID == "" && time.Since(p.CreatedAt) >= s.DispatchTimeout {
-		sub, err := newSubmission(s.Profile, req, identity(r), key, func(string) string { return p.ID })
+		sub, err := newSubmission(s.profile(), req, identity(r), key, func(string) string { return p.ID })
 		if err != nil {
 			return err
 		}

@@ -283,7 +283,7 @@ func (f *fixture) cutSubmit(t *testing.T, key, body string) store.WorkPod {
 	if err := json.Unmarshal([]byte(body), &sr); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := newSubmission(f.srv.Profile, sr, apiauth.Identity{User: "admin"}, key, newID)
+	sub, err := newSubmission(f.srv.Profile.Load(), sr, apiauth.Identity{User: "admin"}, key, newID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,8 +331,8 @@ func (s *Server) liveHub() (*live.Hub, error) {
 	s.liveOnce.Do(func() {
 		if s.Live == nil {
 			var l fleet.Live // zero without a profile, which NewHub refuses
-			if s.Profile != nil {
-				l = s.Profile.Live
+			if p := s.profile(); p != nil {
+				l = p.Live
 			}
 			s.Live, s.liveErr = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
 				Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,

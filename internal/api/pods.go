@@ -170,10 +170,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Authorized before anything about the cluster is revealed.
-	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(s.Profile, req.Cluster)}); err != nil {
+	p := s.profile()
+	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(p, req.Cluster)}); err != nil {
 		return err
 	}
-	sub, err := newSubmission(s.Profile, req, identity(r), key, newID)
+	sub, err := newSubmission(p, req, identity(r), key, newID)
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.Filter{Cluster: q.Get("cluster"), Kind: q.Get("kind")}
 	if f.Cluster != "" {
-		if _, ok := s.Profile.Cluster(f.Cluster); !ok {
+		if _, ok := s.profile().Cluster(f.Cluster); !ok {
 			return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: fmt.Sprintf("cluster %q: no such cluster", httperr.Truncate(f.Cluster, 100))}
 		}
 	}

@@ -113,8 +113,8 @@ func (s *Server) forwarder() PortForwarder {
 
 // runLiveLimits is the profile's [run_live], fleet's defaults without one.
 func (s *Server) runLiveLimits() fleet.RunLive {
-	if s.Profile != nil {
-		return s.Profile.RunLive
+	if p := s.profile(); p != nil {
+		return p.RunLive
 	}
 	return fleet.Default().RunLive
 }
@@ -186,8 +186,8 @@ var sessionUpgrader = websocket.Upgrader{
 // run_live in the profile, or 409 when the cluster does not enable it.
 func (s *Server) runLiveCluster(name string) (fleet.ClusterEntry, string, error) {
 	var clusters []fleet.ClusterEntry
-	if s.Profile != nil {
-		clusters = s.Profile.Clusters
+	if p := s.profile(); p != nil {
+		clusters = p.Clusters
 	}
 	i := slices.IndexFunc(clusters, func(e fleet.ClusterEntry) bool { return e.Name == name })
 	if i < 0 {

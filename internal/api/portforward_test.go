@@ -94,9 +94,9 @@ func echo(c net.Conn) { _, _ = io.Copy(c, c) }
 func runLiveFixture(t *testing.T, pod func(net.Conn)) (*fixture, *fakeForwarder) {
 	t.Helper()
 	f := newFixture(t)
-	f.srv.Profile.Clusters[0].RunLive = true
-	f.srv.Profile.Clusters[0].RunLivePort = 7777
-	f.srv.Profile.Clusters[0].RunLivePorts = []int{7777, 9000}
+	f.srv.Profile.Load().Clusters[0].RunLive = true
+	f.srv.Profile.Load().Clusters[0].RunLivePort = 7777
+	f.srv.Profile.Load().Clusters[0].RunLivePorts = []int{7777, 9000}
 	f.authz.allowed["admin create/portforward *"] = true
 	f.authz.allowed["dockonly create/portforward dock"] = true
 	f.authz.allowed["dockonly get wharf"] = true
@@ -161,14 +161,14 @@ func TestPortForwardRefusals(t *testing.T) {
 		{name: "per-identity cap", token: "tok-admin", path: pf("p-wharf", "7777"), wantCode: 429,
 			setup: func(t *testing.T, f *fixture) {
 				takeSession(t, f.srv, "admin")
-				f.srv.Profile.RunLive.MaxSessionsPerIdentity = 1
+				f.srv.Profile.Load().RunLive.MaxSessionsPerIdentity = 1
 			},
 			wantError: "too many port-forward sessions open for admin: [run_live] max_sessions_per_identity is 1"},
 		{name: "cap in all", token: "tok-admin", path: pf("p-wharf", "7777"), wantCode: 429,
 			setup: func(t *testing.T, f *fixture) {
 				takeSession(t, f.srv, "alice")
 				takeSession(t, f.srv, "bob")
-				f.srv.Profile.RunLive.MaxSessions = 2
+				f.srv.Profile.Load().RunLive.MaxSessions = 2
 			},
 			wantError: "too many port-forward sessions open: [run_live] max_sessions is 2"},
 	}
@@ -205,7 +205,7 @@ func finish(t *testing.T, f *fixture, id string, st store.State) {
 // A cap refusal is counted under its budget.
 func TestPortForwardCapCounted(t *testing.T) {
 	f, _ := runLiveFixture(t, echo)
-	f.srv.Profile.RunLive.MaxSessionsPerIdentity = 1
+	f.srv.Profile.Load().RunLive.MaxSessionsPerIdentity = 1
 	release, err := f.srv.acquireSession("admin")
 	if err != nil {
 		t.Fatal(err)
@@ -383,12 +383,12 @@ func TestPortForwardEndings(t *testing.T) {
 			wantCode: websocket.CloseInternalServerErr, wantReason: "the connection to wharf's API server was lost"},
 		{name: "idle", pod: hold,
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.RunLive.IdleTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
+				f.srv.Profile.Load().RunLive.IdleTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
 			},
 			wantCode: websocket.CloseNormalClosure, wantReason: "idle for 50ms ([run_live] idle_timeout)"},
 		{name: "permission gone", pod: hold,
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
+				f.srv.Profile.Load().API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
 			},
 			during: func(f *fixture, _ *fakeForwarder) {
 				f.authz.mu.Lock()

@@ -23,8 +23,8 @@ func (g callerGone) Error() string { return g.reason }
 // apiauth does not tell a token's expiry, so the interval is the only
 // clock: a token that expires between two checks is refused at the next.
 func (s *Server) recheckEvery() time.Duration {
-	if s.Profile != nil && s.Profile.API.StreamRecheck.Duration > 0 {
-		return s.Profile.API.StreamRecheck.Duration
+	if p := s.profile(); p != nil && p.API.StreamRecheck.Duration > 0 {
+		return p.API.StreamRecheck.Duration
 	}
 	return fleet.Default().API.StreamRecheck.Duration
 }

@@ -92,7 +92,7 @@ func nextEvent(t *testing.T, evs <-chan sseEvent) (ev sseEvent, ok bool) {
 // caller and minute.
 func TestEventStreamCaps(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Profile.Events.MaxStreams, f.srv.Profile.Events.MaxStreamsPerIdentity = 3, 2
+	f.srv.Profile.Load().Events.MaxStreams, f.srv.Profile.Load().Events.MaxStreamsPerIdentity = 3, 2
 	f.srv.Authn = fakeAuthn{"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}
 	f.srv.Authz = apiauth.AllowAll{}
 	var logs lockedBuffer
@@ -229,8 +229,8 @@ func TestStreamsEndWhenCallerLosesAccess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, srv := newLogServer(t, quietSource{})
-			s.Profile = testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
-			s.Profile.API.StreamRecheck.Duration = 10 * time.Millisecond
+			s.Profile = fleet.NewCurrent(testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}))
+			s.Profile.Load().API.StreamRecheck.Duration = 10 * time.Millisecond
 			bus := newTestBus(t)
 			s.Events, s.Store = bus, podevents.Store{Store: s.Store.(store.Store), Pub: bus}
 			authn := &lockedAuthn{users: fakeAuthn{"tok-viewer": "viewer"}}

@@ -51,7 +51,7 @@ var whoamiChecks = []struct {
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	id := identity(r)
 	names := []string{""}
-	for _, c := range s.Profile.Clusters {
+	for _, c := range s.profile().Clusters {
 		names = append(names, c.Name)
 	}
 	var asks []apiauth.Attributes

@@ -44,6 +44,14 @@ and live logs, and keeps artifacts in PostgreSQL; the replica holding the hub Le
 leader that loses its lease stops those loops and exits non-zero, to restart as a
 follower. SQLite serves one replica only.
 
+The profile is reloaded when the file changes (checked every 2 s) and on SIGHUP.
+A reload applies [[clusters]], default_cluster and [[pods.classes]] only: a spoke
+added gets its loops, drop-box validator and health probe; a changed one moves to a
+new client; a removed one drains (no new dispatch; live pods followed to their end,
+or lost after [reconcile] drain_timeout). A file that does not validate, or that
+changes any other key ("restart needed for <key>"), is refused whole and logged; the
+running controller keeps what it has. The process never restarts for a reload.
+
 With --pprof-listen HOST:PORT the controller also serves Go's profiler
 (/debug/pprof/: heap, allocs, goroutine, profile, trace, ...) over plain HTTP
 on a listener of its own, off by default. HOST must be loopback (127.0.0.1,
@@ -62,18 +70,23 @@ port-forward, e.g.
 					return err
 				}
 			}
-			p, err := fleet.Load(config)
+			load := func(path string) (*fleet.Profile, error) {
+				p, err := fleet.Load(path)
+				if err != nil || !leaderElect || p.Controller.LeaderElect {
+					return p, err
+				}
+				p.Controller.LeaderElect = true
+				if err := p.Validate(); err != nil {
+					return nil, fmt.Errorf("--leader-elect: %w", err)
+				}
+				return p, nil
+			}
+			p, err := load(config)
 			if err != nil {
 				return err
 			}
-			if leaderElect && !p.Controller.LeaderElect {
-				p.Controller.LeaderElect = true
-				if err := p.Validate(); err != nil {
-					return fmt.Errorf("--leader-elect: %w", err)
-				}
-			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
-			return runController(cmd.Context(), p, pprofListen, log)
+			return runController(cmd.Context(), p, &controller.ProfileSource{Path: config, Load: load}, pprofListen, log)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "crucible.toml", "the controller's profile (TOML)")
@@ -84,8 +97,8 @@ port-forward, e.g.
 
 // runController runs the controller and, when pprofListen is set, Go's
 // profiler beside it (withPprof).
-func runController(ctx context.Context, p *fleet.Profile, pprofListen string, log *slog.Logger) error {
-	run := func(ctx context.Context) error { return controller.Run(ctx, p, log) }
+func runController(ctx context.Context, p *fleet.Profile, src *controller.ProfileSource, pprofListen string, log *slog.Logger) error {
+	run := func(ctx context.Context) error { return controller.Run(ctx, p, log, src) }
 	if pprofListen == "" {
 		return run(ctx)
 	}

@@ -33,7 +33,7 @@ func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 	}
 	st := podevents.Store{Store: storetest.SQLite(t), Pub: bus}
 	s := &api.Server{
-		Profile: &p,
+		Profile: fleet.NewCurrent(&p),
 		Store:   st, Events: bus, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
 	}

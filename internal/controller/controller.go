@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -71,14 +72,19 @@ func clientOptions(p *fleet.Profile, hubCfg *rest.Config, tokenFile string, log 
 }
 
 // Run serves until ctx ends: it assembles the controller's parts from the
-// profile, then runs them until the first one returns.
-func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
+// profile, then runs them until the first one returns. With a ProfileSource
+// it also reloads the profile when the file changes or on SIGHUP (reload).
+func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger, src *ProfileSource) error {
 	c, err := assemble(ctx, p, log)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	return runAll(ctx, c.runnables(), func() {
+	rs := c.runnables()
+	if src != nil {
+		rs = append(rs, reloader{src: src, c: c, log: log.With("component", "reload")})
+	}
+	return runAll(ctx, rs, func() {
 		log.Info("controller started", "instance", p.Controller.Instance, "clusters", len(p.Clusters), "internal", p.Controller.InternalListen,
 			"external", p.Controller.ExternalListen, "metrics", p.Controller.MetricsListen, "auth", p.API.Auth, "leader_elect", p.Controller.LeaderElect)
 	})
@@ -87,11 +93,19 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger) error {
 // parts is the assembled controller: what its runnables serve and run, and
 // what closes when they are done.
 type parts struct {
-	p       *fleet.Profile
-	log     *slog.Logger
-	hubCfg  *rest.Config
-	clients *fleet.Clients
-	rec     *reconcile.Reconciler
+	p        *fleet.Profile // as the process started: what only a restart changes
+	current  *fleet.Current // what a reload changes: the fleet and the pod classes
+	log      *slog.Logger
+	hubCfg   *rest.Config
+	hubToken string // the hub token's file, whose subject TokenRequest spokes ask for
+	// requestTokens: the clients may ask the hub for tokens (clientOptions
+	// has run with a TokenRequest spoke).
+	requestTokens bool
+	clients       *fleet.Clients
+	rec           *reconcile.Reconciler
+	drop          *ingest.Handler
+	dropMu        sync.Mutex // one validator map at a time: a reload's, a drained spoke's
+	spokes        *spokeLoops
 	// internal serves the API, the web UI, /healthz and /readyz; external
 	// exactly the drop-box and the discovery mirror.
 	internal, external http.Handler
@@ -106,15 +120,14 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 	if err := checkProxyClientCA(p); err != nil {
 		return nil, err
 	}
-	c = &parts{p: p, log: log}
+	c = &parts{p: p, current: fleet.NewCurrent(p), log: log}
 	opened := c // every "return nil, err" below sets c to nil before this runs
 	defer func() {
 		if err != nil {
 			opened.close()
 		}
 	}()
-	var hubToken string
-	if c.hubCfg, hubToken, err = hubRESTConfig(p.Hub); err != nil {
+	if c.hubCfg, c.hubToken, err = hubRESTConfig(p.Hub); err != nil {
 		return nil, err
 	}
 	m, err := newMirror(p, c.hubCfg, log.With("component", "mirror"))
@@ -133,10 +146,11 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 		return nil, err
 	}
 	st := events.Store{Store: raw, Pub: bus}
-	opts, err := clientOptions(p, c.hubCfg, hubToken, log.With("component", "fleet"))
+	opts, err := clientOptions(p, c.hubCfg, c.hubToken, log.With("component", "fleet"))
 	if err != nil {
 		return nil, err
 	}
+	c.requestTokens = len(opts) > 0
 	if c.clients, err = fleet.NewClients(p.Clusters, opts...); err != nil {
 		return nil, err
 	}
@@ -159,17 +173,17 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 		return nil, err
 	}
 	apiSrv := &api.Server{
-		Profile: p, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
+		Profile: c.current, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
 		Events: bus, Settler: c.rec,
 	}
-	drop, err := newDropBox(p, st, c.clients, arts, log.With("component", "ingest"))
-	if err != nil {
+	if c.drop, err = newDropBox(p, st, c.clients, arts, log.With("component", "ingest")); err != nil {
 		return nil, err
 	}
-	c.rec.Uploads, apiSrv.Uploads = drop, drop // collecting or cancelling a pod closes its uploads
-	c.external = externalHandler(drop, m)
+	c.rec.Uploads, apiSrv.Uploads = c.drop, c.drop // collecting or cancelling a pod closes its uploads
+	c.spokes = newSpokeLoops(c.rec, c.clients, p.Reconcile.DrainTimeout.Duration, c.syncDropBox, log.With("component", "reconcile"))
+	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
 	return c, nil
 }
@@ -248,7 +262,7 @@ var (
 func (c *parts) runnables() []runnable {
 	ctl := c.p.Controller
 	rs := []runnable{
-		loops{rec: c.rec, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
+		loops{run: c.spokes.run, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
 		probes{clients: c.clients, every: c.p.Reconcile.HealthInterval.Duration},
 		listener{log: c.log, handler: c.internal, opts: httpserve.Options{Name: "internal", Addr: ctl.InternalListen,
 			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == "",
@@ -279,10 +293,10 @@ func metricsListener(ctl fleet.Controller, log *slog.Logger) listener {
 }
 
 // loops runs the reconciler (await, log collection, startup reconcile,
-// sweep) once per deployment: here, or with leader election only while this
-// replica holds the Lease.
+// sweep) of every spoke once per deployment: here, or with leader election
+// only while this replica holds the Lease.
 type loops struct {
-	rec      *reconcile.Reconciler
+	run      func(context.Context) error
 	elect    bool
 	hub      *rest.Config
 	election fleet.LeaderElection
@@ -292,9 +306,9 @@ type loops struct {
 func (l loops) Start(ctx context.Context) error {
 	if !l.elect {
 		metrics.Leader.Set(1)
-		return l.rec.Start(ctx)
+		return l.run(ctx)
 	}
-	return runAsLeader(ctx, l.hub, l.election, l.log, l.rec.Start)
+	return runAsLeader(ctx, l.hub, l.election, l.log, l.run)
 }
 
 // probes keeps every cluster's health current.
@@ -345,17 +359,32 @@ func dispatchTimeout(p *fleet.Profile) time.Duration {
 }
 
 // newDropBox builds the drop-box from the profile's [ingest] section and
-// the fleet's validator map: per cluster its shared client, loop namespace,
-// turn service account and ingest audience.
+// the fleet's validator map (validators).
 func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts ingest.Blobs, log *slog.Logger) (*ingest.Handler, error) {
+	h, err := ingest.New(ingest.Options{Clusters: validators(clients), Store: st, Artifacts: arts, Ingest: p.Ingest, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("drop-box: %w", err)
+	}
+	return h, nil
+}
+
+// validators is the drop-box's validator map: per cluster, draining ones
+// included (their pods still upload), its shared client, loop namespace,
+// turn service account and ingest audience.
+func validators(clients *fleet.Clients) []ingest.Cluster {
 	var clusters []ingest.Cluster
 	for _, c := range clients.All() {
 		clusters = append(clusters, ingest.Cluster{Name: c.Entry.Name, Client: c, Namespace: c.Entry.LoopNamespace,
 			ServiceAccount: c.Entry.TurnServiceAccount, Audience: c.Entry.IngestAudience})
 	}
-	h, err := ingest.New(ingest.Options{Clusters: clusters, Store: st, Artifacts: arts, Ingest: p.Ingest, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("drop-box: %w", err)
+	return clusters
+}
+
+// syncDropBox gives the drop-box the fleet's validator map as it is now.
+func (c *parts) syncDropBox() {
+	c.dropMu.Lock()
+	defer c.dropMu.Unlock()
+	if err := c.drop.SetClusters(validators(c.clients)); err != nil {
+		c.log.Error("drop-box keeps its validators", "error", err) // the profile's validation rules this out
 	}
-	return h, nil
 }

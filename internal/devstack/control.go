@@ -162,6 +162,12 @@ func (s *Stack) ResumeProcess(name string) error {
 	return s.signal(name, syscall.SIGCONT)
 }
 
+// HangUpProcess sends a process of the stack SIGHUP: the controller
+// reloads its profile on it.
+func (s *Stack) HangUpProcess(name string) error {
+	return s.signal(name, syscall.SIGHUP)
+}
+
 // signal sends sig to a running process of the stack, by its PID only.
 func (s *Stack) signal(name string, sig syscall.Signal) error {
 	p := s.proc(name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -151,7 +152,7 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	}
 	profile := filepath.Join(dir, "crucible.toml")
 	main := replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}
-	if err := os.WriteFile(profile, []byte(s.profile(dir, main)), 0o644); err != nil {
+	if err := os.WriteFile(profile, []byte(s.profile(dir, main, s.listed())), 0o644); err != nil {
 		return err
 	}
 	f.ProfileFile = profile
@@ -294,13 +295,51 @@ func (s *Stack) grantTokenRequest(ctx context.Context) error {
 	return nil
 }
 
+// listed are the spokes the controller's first profile lists: all but the
+// Unlisted ones.
+func (s *Stack) listed() []*Cluster {
+	var out []*Cluster
+	for i, c := range s.Spokes {
+		if !s.opts.Spokes[i].Unlisted {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ControllerProfile renders the stack's controller's profile as it was
+// written at start, except that its [[clusters]] are the spokes named, in
+// that order: what a test writes over Federation.ProfileFile to add, remove
+// or reorder spokes of the running controller.
+func (s *Stack) ControllerProfile(spokes ...string) (string, error) {
+	f := s.Federation
+	if f == nil {
+		return "", errors.New("the stack runs no controller")
+	}
+	var cs []*Cluster
+	for _, name := range spokes {
+		c := s.Spoke(name)
+		if c == nil {
+			return "", fmt.Errorf("no spoke %q in the stack", name)
+		}
+		cs = append(cs, c)
+	}
+	main := replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}
+	return s.profile(filepath.Dir(f.ProfileFile), main, cs), nil
+}
+
 // profile renders a controller's crucible.toml for this stack: the stack's
-// controller, or a replica of it on other ports (same instance, same store).
-func (s *Stack) profile(dir string, rp replicaPorts) string {
+// controller, or a replica of it on other ports (same instance, same
+// store), listing spokes.
+func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 	f := s.Federation
 	serving := filepath.Join(s.Dir, "pki", "serving")
 	var b strings.Builder
-	fmt.Fprintf(&b, "# crucible profile written by the dev stack\ndefault_cluster = %q\n\n", s.Spokes[0].Name)
+	fmt.Fprintf(&b, "# crucible profile written by the dev stack\n")
+	if len(spokes) > 0 {
+		fmt.Fprintf(&b, "default_cluster = %q\n", spokes[0].Name)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "[controller]\ninstance = %q\ninternal_listen = \"127.0.0.1:%d\"\nexternal_listen = \"%s:%d\"\n", Instance, rp.internal, s.podHost(), rp.external)
 	fmt.Fprintf(&b, "external_url = %q\nexternal_tls_cert = %q\nexternal_tls_key = %q\n", rp.externalURL, serving+".crt", serving+".key")
 	fmt.Fprintf(&b, "metrics_listen = \"127.0.0.1:%d\"\n", rp.metrics)
@@ -318,6 +357,9 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 	fmt.Fprintf(&b, "[mirror]\nttl = %q\nmax_stale = %q\n\n", s.opts.MirrorTTL.String(), s.opts.MirrorMaxStale.String())
 	fmt.Fprintf(&b, "[reconcile]\nsweep_interval = %q\norphan_grace = %q\nretry_budget = %q\nmax_backoff = \"2s\"\nhealth_interval = \"2s\"\n",
 		s.opts.SweepInterval.String(), s.opts.OrphanGrace.String(), s.opts.RetryBudget.String())
+	if s.opts.DrainTimeout > 0 {
+		fmt.Fprintf(&b, "drain_timeout = %q\n", s.opts.DrainTimeout.String())
+	}
 	// The stack's clients all come from loopback: let tests name their
 	// source in X-Forwarded-For, as a router in front of the drop-box would.
 	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\", \"%s/32\"]\n", PodGateway)
@@ -325,7 +367,7 @@ func (s *Stack) profile(dir string, rp replicaPorts) string {
 		fmt.Fprintf(&b, "min_free_bytes = %d\n", s.opts.IngestMinFreeBytes)
 	}
 	b.WriteString(podClasses)
-	for _, c := range s.Spokes {
+	for _, c := range spokes {
 		e := s.ClusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.LoopNamespace)

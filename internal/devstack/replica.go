@@ -89,7 +89,7 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 	rp := replicaPorts{internal: ports[0], external: ports[1], metrics: ports[2], externalURL: "https://" + s.podHost() + ":" + strconv.Itoa(ports[1])}
 	dir := filepath.Join(s.Dir, "crucible")
 	profile := filepath.Join(dir, "crucible-"+name+".toml")
-	if err := os.WriteFile(profile, []byte(s.profile(dir, rp)), 0o644); err != nil {
+	if err := os.WriteFile(profile, []byte(s.profile(dir, rp, s.listed())), 0o644); err != nil {
 		return nil, err
 	}
 	r := &Replica{

@@ -72,8 +72,9 @@ type Options struct {
 	NoPodNetwork bool
 
 	// SweepInterval, OrphanGrace and RetryBudget tune the controller's
-	// reconciler (defaults 5s, 30s, 2m).
-	SweepInterval, OrphanGrace, RetryBudget time.Duration
+	// reconciler (defaults 5s, 30s, 2m); DrainTimeout, when set, is its
+	// reconcile.drain_timeout.
+	SweepInterval, OrphanGrace, RetryBudget, DrainTimeout time.Duration
 	// IngestMinFreeBytes is the drop-box's free-space floor on the artifact
 	// volume (zero: the controller's default, 1 GiB). Tests that fill a
 	// small volume set it low.
@@ -118,6 +119,10 @@ type SpokeOptions struct {
 	// controller asks the hub's TokenRequest API for its tokens, and the
 	// stack grants it render.HubTokenRequestRBAC on the hub.
 	TokenRequest bool
+	// Unlisted leaves the spoke out of the profile the controller starts
+	// with: a test adds it to the running controller by writing a profile
+	// that lists it (ControllerProfile), as an operator adds a spoke.
+	Unlisted bool
 }
 
 // TokenWebhook is where a spoke's kube-apiserver sends TokenReviews.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,11 +66,19 @@ type fileTokens struct {
 // Expiry is the exp claim of the token now in the file.
 func (f fileTokens) Expiry() (time.Time, bool) { return readTokenExpiry(f.path) }
 
-// Clients holds one Client per cluster, built once by NewClients.
+// Clients holds one Client per cluster: built by NewClients, changed by
+// Update when a reloaded profile adds, changes or removes a spoke.
 type Clients struct {
-	list   []*Client
+	opts clientsOptions
+	log  *slog.Logger
+
+	mu     sync.RWMutex
+	list   []*Client // the profile's order, then the draining ones
 	byName map[string]*Client
-	log    *slog.Logger
+	// draining are clusters the profile no longer lists whose rows are
+	// still followed until they end (package controller drains them),
+	// then forgotten.
+	draining map[string]bool
 }
 
 // Option adjusts NewClients.
@@ -98,7 +108,7 @@ func NewClients(entries []ClusterEntry, opts ...Option) (*Clients, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	cs := &Clients{byName: make(map[string]*Client, len(entries)), log: slog.New(slog.DiscardHandler)}
+	cs := &Clients{opts: o, byName: make(map[string]*Client, len(entries)), draining: map[string]bool{}, log: slog.New(slog.DiscardHandler)}
 	for _, e := range entries {
 		if _, dup := cs.byName[e.Name]; dup {
 			return nil, fmt.Errorf("cluster %s: defined twice", e.Name)
@@ -111,6 +121,101 @@ func NewClients(entries []ClusterEntry, opts ...Option) (*Clients, error) {
 		cs.byName[e.Name] = c
 	}
 	return cs, nil
+}
+
+// Changes is what Update did, by cluster name in the profile's order.
+type Changes struct {
+	// Added clusters are new; Changed ones have a new client, since their
+	// entry differs (their users must move to it: the old one keeps
+	// working meanwhile); Removed ones are draining.
+	Added, Changed, Removed []string
+	// Returned are clusters that were draining and are listed again: they
+	// have a new client, as a changed one does.
+	Returned []string
+}
+
+// Empty reports whether the update changed no cluster.
+func (c Changes) Empty() bool {
+	return len(c.Added)+len(c.Changed)+len(c.Removed)+len(c.Returned) == 0
+}
+
+// Update makes the clients those of entries, a reloaded profile's: a new
+// entry gets a client, an entry that differs in anything gets a new one,
+// an unchanged one keeps its client (and its connections and health), and
+// a cluster no longer listed stays, draining, until Forget. Every new
+// client is built before anything changes, so an entry whose client cannot
+// be built (its token file missing) fails the update whole, naming it,
+// and the clients stay as they were. opts add to NewClient's (a hub
+// account once an entry asks for requested tokens).
+func (cs *Clients) Update(entries []ClusterEntry, opts ...Option) (Changes, error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	o := cs.opts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var ch Changes
+	next := make(map[string]*Client, len(entries))
+	list := make([]*Client, 0, len(entries))
+	for _, e := range entries {
+		if _, dup := next[e.Name]; dup {
+			return Changes{}, fmt.Errorf("cluster %s: defined twice", e.Name)
+		}
+		old, had := cs.byName[e.Name]
+		c := old
+		if !had || cs.draining[e.Name] || !reflect.DeepEqual(old.Entry, e) {
+			var err error
+			if c, err = newClient(e, o); err != nil {
+				return Changes{}, fmt.Errorf("cluster %s: %w", e.Name, err)
+			}
+		}
+		switch {
+		case !had:
+			ch.Added = append(ch.Added, e.Name)
+		case cs.draining[e.Name]:
+			ch.Returned = append(ch.Returned, e.Name)
+		case c != old:
+			ch.Changed = append(ch.Changed, e.Name)
+		}
+		next[e.Name] = c
+		list = append(list, c)
+	}
+	draining := map[string]bool{}
+	for _, c := range cs.list {
+		name := c.Entry.Name
+		if _, listed := next[name]; listed {
+			continue
+		}
+		if !cs.draining[name] {
+			ch.Removed = append(ch.Removed, name)
+		}
+		draining[name] = true
+		next[name] = c
+		list = append(list, c)
+	}
+	cs.opts, cs.list, cs.byName, cs.draining = o, list, next, draining
+	return ch, nil
+}
+
+// Draining reports whether the cluster called name is no longer in the
+// profile and is kept only for the rows it still runs.
+func (cs *Clients) Draining(name string) bool {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	return cs.draining[name]
+}
+
+// Forget drops a drained cluster's client; a cluster the profile lists
+// again meanwhile is kept.
+func (cs *Clients) Forget(name string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if !cs.draining[name] {
+		return
+	}
+	delete(cs.draining, name)
+	delete(cs.byName, name)
+	cs.list = slices.DeleteFunc(cs.list, func(c *Client) bool { return c.Entry.Name == name })
 }
 
 // SetLogger makes ProbeLoop log health changes to l (by default, and with
@@ -254,17 +359,19 @@ func TokenFileConfig(server, caFile, tokenFile string) (*rest.Config, error) {
 	return tokenConfig(server, caFile, tokens), nil
 }
 
-// Get returns the client of the cluster called name.
+// Get returns the client of the cluster called name, draining or not.
 func (cs *Clients) Get(name string) (*Client, bool) {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
 	c, ok := cs.byName[name]
 	return c, ok
 }
 
-// All returns every client in profile order.
+// All returns every client in profile order, then the draining ones.
 func (cs *Clients) All() []*Client {
-	out := make([]*Client, len(cs.list))
-	copy(out, cs.list)
-	return out
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	return slices.Clone(cs.list)
 }
 
 // Server is the REST client of the cluster's API server itself (its

@@ -31,6 +31,10 @@ const (
 	// DefaultSweepPage keeps the sweep's memory to one page of full pods,
 	// never a cluster's 50,000 (hundreds of MiB decoded).
 	DefaultSweepPage = 500
+	// DefaultDrainTimeout follows a removed cluster's pods for ten
+	// minutes: a turn is minutes long, a training run is not drained but
+	// cancelled or left on a cluster that stays.
+	DefaultDrainTimeout = 10 * time.Minute
 
 	DefaultIngestTokenExpiration = time.Hour
 	// DefaultMaxLogBytes bounds a pulled log at 64 MiB, also what a
@@ -231,6 +235,7 @@ func setDefaults(p *Profile) {
 	setZero(&r.HealthInterval.Duration, DefaultHealthInterval)
 	setZero(&r.Workers, DefaultWorkers)
 	setZero(&r.SweepPage, DefaultSweepPage)
+	setZero(&r.DrainTimeout.Duration, DefaultDrainTimeout)
 
 	setZero(&p.Pods.IngestTokenExpiration.Duration, DefaultIngestTokenExpiration)
 	setZero(&p.Pods.MaxLogBytes, DefaultMaxLogBytes)

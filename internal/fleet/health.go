@@ -228,7 +228,7 @@ func nextProbe(healthy bool, retry, every time.Duration) (wait, nextRetry time.D
 func (cs *Clients) probeAll(ctx context.Context, timeout time.Duration) bool {
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	for _, c := range cs.list {
+	for _, c := range cs.All() {
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()

@@ -111,6 +111,10 @@ type Reconcile struct {
 	// SweepPage is how many pods one list request of the sweep returns:
 	// the sweep holds one page of full pods at a time.
 	SweepPage int64 `toml:"sweep_page"`
+	// DrainTimeout bounds how long a cluster removed from the profile is
+	// followed: its live rows go on to their end meanwhile, and those still
+	// live after it are marked lost.
+	DrainTimeout Duration `toml:"drain_timeout"`
 }
 
 // RetryPolicy is the backoff of every retried spoke operation: retry_initial,

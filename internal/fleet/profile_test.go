@@ -92,6 +92,7 @@ func wantDefaults() *Profile {
 			RetryInitial:   Duration{200 * time.Millisecond},
 			Workers:        4,
 			SweepPage:      500,
+			DrainTimeout:   Duration{10 * time.Minute},
 		},
 		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}, MaxLogBytes: 64 << 20, Classes: []PodClass{wantDefaultClass()}},
 		Live: Live{History: 10000, HistoryBytes: 4 << 20, Buffer: 1024, ViewerBufferBytes: 1 << 20, WriteTimeout: Duration{10 * time.Second},

@@ -166,6 +166,7 @@ func validateReconcile(r *Reconcile, path *field.Path) field.ErrorList {
 	errs = append(errs, positive(path.Child("retry_initial"), r.RetryInitial)...)
 	errs = append(errs, notNegative(path.Child("workers"), r.Workers)...)
 	errs = append(errs, notNegative(path.Child("sweep_page"), r.SweepPage)...)
+	errs = append(errs, positive(path.Child("drain_timeout"), r.DrainTimeout)...)
 	if r.MaxBackoff.Duration > r.RetryBudget.Duration && r.RetryBudget.Duration > 0 {
 		errs = append(errs, field.Invalid(path.Child("max_backoff"), r.MaxBackoff.Duration, "must not exceed "+path.Child("retry_budget").String()))
 	}

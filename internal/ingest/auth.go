@@ -96,7 +96,7 @@ func (h *Handler) podRow(ctx context.Context, pod string, pc prechecked, tokenID
 	if err != nil {
 		return row, nil, unavailable(err)
 	}
-	cl, ok := h.clusters[row.Cluster]
+	cl, ok := h.validators.Load().byName[row.Cluster]
 	if !ok {
 		h.log.Warn("drop-box: pod's cluster has no validator", "pod", pod, "cluster", row.Cluster)
 		return row, nil, deny(http.StatusForbidden, errors.New("pod's cluster not configured"))

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"crucible.dev/crucible/internal/fleet"
@@ -149,12 +150,27 @@ func (o *Options) setDefaults() {
 
 // validate reports every problem at once.
 func (o *Options) validate() error {
+	errs := validateClusters(o.Clusters)
+	if o.Store == nil {
+		errs = append(errs, errors.New("store: missing"))
+	}
+	if o.Artifacts == nil {
+		errs = append(errs, errors.New("artifacts: missing"))
+	}
+	if o.JWKSMinRefresh < 0 {
+		errs = append(errs, errors.New("jwksMinRefresh: negative"))
+	}
+	return errors.Join(append(errs, validateSection(&o.Ingest)...)...)
+}
+
+// validateClusters reports every problem of a validator map at once.
+func validateClusters(clusters []Cluster) []error {
 	var errs []error
-	if len(o.Clusters) == 0 {
+	if len(clusters) == 0 {
 		errs = append(errs, errors.New("clusters: none"))
 	}
 	seen := map[string]bool{}
-	for i, c := range o.Clusters {
+	for i, c := range clusters {
 		at := fmt.Sprintf("clusters[%d]", i)
 		switch {
 		case c.Name == "":
@@ -172,16 +188,7 @@ func (o *Options) validate() error {
 			}
 		}
 	}
-	if o.Store == nil {
-		errs = append(errs, errors.New("store: missing"))
-	}
-	if o.Artifacts == nil {
-		errs = append(errs, errors.New("artifacts: missing"))
-	}
-	if o.JWKSMinRefresh < 0 {
-		errs = append(errs, errors.New("jwksMinRefresh: negative"))
-	}
-	return errors.Join(append(errs, validateSection(&o.Ingest)...)...)
+	return errs
 }
 
 // validateSection refuses a zero or negative limit of the [ingest] section,
@@ -225,10 +232,9 @@ func validateSection(in *fleet.Ingest) []error {
 // Handler serves the drop-box. The controller mounts it on its external mux
 // for "/api/pods/".
 type Handler struct {
-	opts     config
-	log      *slog.Logger
-	clusters map[string]*cluster
-	order    []*cluster // as configured: the pre-check's candidates
+	opts       config
+	log        *slog.Logger
+	validators atomic.Pointer[validators] // swapped whole by SetClusters
 
 	accept      *lru.Cache[acceptEntry]
 	negative    *lru.Cache[struct{}]
@@ -239,6 +245,12 @@ type Handler struct {
 	staging     podSlots
 
 	reviewTimeout time.Duration
+}
+
+// validators is the validator map in force: a request reads it once.
+type validators struct {
+	byName map[string]*cluster
+	order  []*cluster // as configured: the pre-check's candidates
 }
 
 // cluster is a validator map entry with its key set and issuer.
@@ -259,18 +271,46 @@ func New(opts Options) (*Handler, error) {
 	h := &Handler{
 		opts:          c,
 		log:           c.Logger,
-		clusters:      make(map[string]*cluster, len(c.Clusters)),
 		accept:        lru.New[acceptEntry](c.CacheSize),
 		negative:      lru.New[struct{}](c.CacheSize),
 		limiters:      lru.New[limiter](c.CacheSize),
 		podLimiters:   lru.New[limiter](c.CacheSize),
 		reviewTimeout: c.reviewTimeout,
 	}
-	for _, cc := range c.Clusters {
-		keys, issuer := newKeySet(cc.Client, c.JWKSMinRefresh, c.Now, c.Logger)
-		cl := &cluster{Cluster: cc, keys: keys, issuer: issuer}
-		h.clusters[cc.Name] = cl
-		h.order = append(h.order, cl)
-	}
+	h.validators.Store(h.newValidators(c.Clusters, nil))
 	return h, nil
+}
+
+// SetClusters replaces the validator map, for a reloaded profile: a spoke
+// added, changed (a new client) or draining. An unchanged cluster keeps
+// its key set and issuer, so its pods' uploads go on without a fetch; an
+// upload in flight finishes with the map it began with. A map with a
+// problem is refused whole and the one in force stays.
+func (h *Handler) SetClusters(clusters []Cluster) error {
+	if errs := validateClusters(clusters); len(errs) > 0 {
+		return fmt.Errorf("drop-box validators: %w", errors.Join(errs...))
+	}
+	h.validators.Store(h.newValidators(clusters, h.validators.Load()))
+	return nil
+}
+
+// newValidators builds the validator map of clusters, taking from old an
+// entry that is the same.
+func (h *Handler) newValidators(clusters []Cluster, old *validators) *validators {
+	v := &validators{byName: make(map[string]*cluster, len(clusters))}
+	for _, cc := range clusters {
+		cl := (*cluster)(nil)
+		if old != nil {
+			if prev, ok := old.byName[cc.Name]; ok && prev.Cluster == cc {
+				cl = prev
+			}
+		}
+		if cl == nil {
+			keys, issuer := newKeySet(cc.Client, h.opts.JWKSMinRefresh, h.opts.Now, h.log)
+			cl = &cluster{Cluster: cc, keys: keys, issuer: issuer}
+		}
+		v.byName[cc.Name] = cl
+		v.order = append(v.order, cl)
+	}
+	return v
 }

@@ -70,7 +70,7 @@ func (h *Handler) precheck(ctx context.Context, token string) (prechecked, error
 		return prechecked{}, reject("not_yet_valid")
 	}
 	var candidates []*cluster
-	for _, c := range h.order {
+	for _, c := range h.validators.Load().order {
 		if tok.Claims.HasAudience(c.Audience) {
 			candidates = append(candidates, c)
 		}

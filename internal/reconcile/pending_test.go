@@ -40,9 +40,8 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	newReconciler := func(grace time.Duration) *Reconciler {
 		return &Reconciler{
 			Store: st, PendingGrace: grace, Log: slog.New(slog.DiscardHandler),
-			started: time.Now().Add(time.Second), // every row predates this leader
-			queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())},
-			caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
+			queues: map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())},
+			caches: map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
 		}
 	}
 	state := func(id string) store.State {
@@ -63,7 +62,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 		}
 		cancel()
 	}()
-	r.startupReconcile(ctx, "wharf")
+	r.startupReconcile(ctx, "wharf", time.Now().Add(time.Second)) // every row predates these loops
 	if got := []store.State{state("arrives"), state("never")}; got[0] != store.StatePending || got[1] != store.StateDispatched {
 		t.Fatalf("rows of in-flight submits judged before the grace: %v", got)
 	}
@@ -97,7 +96,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = newReconciler(0)
-	r.startupReconcile(t.Context(), "wharf")
+	r.startupReconcile(t.Context(), "wharf", time.Now().Add(time.Second))
 	if got := state("gone"); got != store.StateLost {
 		t.Errorf("missing pod with no grace: %s, want lost", got)
 	}

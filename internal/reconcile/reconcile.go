@@ -73,10 +73,11 @@ type Reconciler struct {
 	// time, never a cluster's 50,000 (hundreds of MiB decoded).
 	SweepPage int64
 
-	started time.Time
-	mu      sync.RWMutex
-	caches  map[string]podCache
-	queues  map[string]workqueue.TypedRateLimitingInterface[key]
+	once     sync.Once
+	setupErr error
+	mu       sync.RWMutex
+	caches   map[string]podCache
+	queues   map[string]workqueue.TypedRateLimitingInterface[key]
 }
 
 // key names one pod on one cluster.
@@ -91,40 +92,79 @@ func Selector(instance string) labels.Selector {
 // profile's values.
 var ErrUnconfigured = errors.New("reconciler not configured from the profile")
 
-// Start runs until ctx ends.
+// Start runs every cluster's loops (RunCluster) until ctx ends.
 func (r *Reconciler) Start(ctx context.Context) error {
-	if err := r.validate(); err != nil {
+	if err := r.setup(); err != nil {
 		return err
 	}
-	if r.Log == nil {
-		r.Log = slog.Default()
-	}
-	r.started = time.Now()
-	r.caches = map[string]podCache{}
-	r.queues = map[string]workqueue.TypedRateLimitingInterface[key]{}
 	var wg sync.WaitGroup
 	for _, c := range r.Clients.All() {
-		q := workqueue.NewTypedRateLimitingQueue(rowRateLimiter())
-		r.mu.Lock()
-		r.queues[c.Entry.Name] = q
+		wg.Go(func() { _ = r.RunCluster(ctx, c) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// setup validates the reconciler once and makes what its clusters' loops
+// share.
+func (r *Reconciler) setup() error {
+	r.once.Do(func() {
+		if r.setupErr = r.validate(); r.setupErr != nil {
+			return
+		}
+		if r.Log == nil {
+			r.Log = slog.Default()
+		}
+		r.caches = map[string]podCache{}
+		r.queues = map[string]workqueue.TypedRateLimitingInterface[key]{}
+	})
+	return r.setupErr
+}
+
+// ErrClusterRunning refuses a second RunCluster of a cluster whose loops
+// run already: two informers would sync every row twice.
+var ErrClusterRunning = errors.New("cluster's loops run already")
+
+// RunCluster runs cluster c's loops until ctx ends: its pod informer (whose
+// first list is the cluster's startup reconcile), its queue and workers,
+// and its sweep; then it waits for them to return. The controller runs one
+// per cluster of the fleet, starts one for a spoke added at runtime, and
+// moves a changed spoke to its new client by ending the old one's and
+// starting another: the new informer's first list brings every row up to
+// date with what happened between the two, as a relist after a broken
+// watch does.
+func (r *Reconciler) RunCluster(ctx context.Context, c *fleet.Client) error {
+	if err := r.setup(); err != nil {
+		return err
+	}
+	name := c.Entry.Name
+	q := workqueue.NewTypedRateLimitingQueue(rowRateLimiter())
+	r.mu.Lock()
+	if _, running := r.queues[name]; running {
 		r.mu.Unlock()
-		r.watch(ctx, c, &wg)
-		for range r.Workers {
-			wg.Go(func() {
-				for r.next(ctx, q) {
-				}
-			})
-		}
-		if r.SweepInterval > 0 {
-			wg.Go(func() { r.sweepLoop(ctx, c.Entry.Name) })
-		}
+		return fmt.Errorf("cluster %s: %w", name, ErrClusterRunning)
+	}
+	r.queues[name] = q
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.queues, name)
+		delete(r.caches, name)
+		r.mu.Unlock()
+	}()
+	var wg sync.WaitGroup
+	r.watch(ctx, c, time.Now(), &wg)
+	for range r.Workers {
+		wg.Go(func() {
+			for r.next(ctx, q) {
+			}
+		})
+	}
+	if r.SweepInterval > 0 {
+		wg.Go(func() { r.sweepLoop(ctx, name) })
 	}
 	<-ctx.Done()
-	r.mu.RLock()
-	for _, q := range r.queues {
-		q.ShutDown()
-	}
-	r.mu.RUnlock()
+	q.ShutDown()
 	wg.Wait()
 	return nil
 }
@@ -151,9 +191,10 @@ func (r *Reconciler) validate() error {
 }
 
 // watch starts cluster c's informer. Its first LIST is the startup
-// reconcile's list: one per cluster, however many rows and pods. The cache
-// holds cachedPods (cachePod) and no index: it is read by name only.
-func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGroup) {
+// reconcile's list: one per cluster, however many rows and pods; the rows
+// created before started are judged by it. The cache holds cachedPods
+// (cachePod) and no index: it is read by name only.
+func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, started time.Time, wg *sync.WaitGroup) {
 	name := c.Entry.Name
 	inf := r.podInformer(c)
 	if err := inf.SetTransform(cachePod); err != nil {
@@ -184,7 +225,7 @@ func (r *Reconciler) watch(ctx context.Context, c *fleet.Client, wg *sync.WaitGr
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return
 		}
-		r.startupReconcile(ctx, name)
+		r.startupReconcile(ctx, name, started)
 	})
 }
 
@@ -225,7 +266,7 @@ const startupPage = 1000
 // Rows younger than PendingGrace are judged after it (recheck). The rows are
 // read a page at a time (keyset pages, so a row marked lost meanwhile shifts
 // nothing).
-func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
+func (r *Reconciler) startupReconcile(ctx context.Context, cluster string, started time.Time) {
 	var t startupTally
 	f := store.Filter{Cluster: cluster, States: store.LiveStates, WithoutSpec: true, Limit: startupPage}
 	for {
@@ -236,7 +277,7 @@ func (r *Reconciler) startupReconcile(ctx context.Context, cluster string) {
 		}
 		t.rows += len(rows)
 		for _, row := range rows {
-			r.startupJudge(ctx, cluster, row, &t)
+			r.startupJudge(ctx, cluster, started, row, &t)
 		}
 		if len(rows) < startupPage {
 			break
@@ -255,8 +296,8 @@ type startupTally struct {
 }
 
 // startupJudge resumes, defers or loses one live row at startup.
-func (r *Reconciler) startupJudge(ctx context.Context, cluster string, row store.WorkPod, t *startupTally) {
-	if !row.CreatedAt.Before(r.started) {
+func (r *Reconciler) startupJudge(ctx context.Context, cluster string, started time.Time, row store.WorkPod, t *startupTally) {
+	if !row.CreatedAt.Before(started) {
 		return // dispatched after the loops started; its own events drive it
 	}
 	switch pod, err := r.cache(cluster).get(row.ID); {
@@ -345,12 +386,15 @@ func (r *Reconciler) cache(cluster string) podCache {
 	return r.caches[cluster]
 }
 
-// enqueue queues k on its cluster's queue.
+// enqueue queues k on its cluster's queue, if the cluster's loops run
+// here (they end, on a reload or a handoff, before their informer does).
 func (r *Reconciler) enqueue(k key) {
 	r.mu.RLock()
 	q := r.queues[k.Cluster]
 	r.mu.RUnlock()
-	q.Add(k)
+	if q != nil {
+		q.Add(k)
+	}
 }
 
 // maxRowBackoff caps how long a row that keeps failing waits before its next

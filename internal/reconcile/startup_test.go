@@ -58,12 +58,11 @@ func TestStartupReconcilePages(t *testing.T) {
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]())
 	r := &Reconciler{
 		Store: st, Log: slog.New(slog.DiscardHandler),
-		started: time.Now().Add(time.Second),
-		queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": q},
-		caches:  map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
+		queues: map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": q},
+		caches: map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}},
 	}
 	defer q.ShutDown()
-	r.startupReconcile(t.Context(), "wharf")
+	r.startupReconcile(t.Context(), "wharf", time.Now().Add(time.Second))
 
 	if got := q.Len(); got != len(wantQueued) {
 		t.Errorf("queued %d keys, want %d", got, len(wantQueued))
@@ -127,11 +126,10 @@ func TestStartupNeverDispatchedRows(t *testing.T) {
 	defer q.ShutDown()
 	r := &Reconciler{
 		Store: st, Log: slog.New(slog.DiscardHandler),
-		started: time.Now().Add(time.Second),
-		queues:  map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": q},
-		caches:  map[string]podCache{"wharf": {indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), namespace: "loops"}},
+		queues: map[string]workqueue.TypedRateLimitingInterface[key]{"wharf": q},
+		caches: map[string]podCache{"wharf": {indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), namespace: "loops"}},
 	}
-	r.startupReconcile(t.Context(), "wharf")
+	r.startupReconcile(t.Context(), "wharf", time.Now().Add(time.Second))
 
 	want := map[string]struct {
 		state  store.State
