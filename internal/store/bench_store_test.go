@@ -24,8 +24,9 @@ import (
 // What that statement costs against a bare UPDATE (no state check, nothing
 // returned) is reported beside it, and so is UpdateWorkPod, the
 // read-modify-write transaction kept for updates that depend on more than
-// the state. One goroutine; store and raw alternate in chunks so drift
-// hits both alike.
+// the state, and a fenced TransitionWorkPod (a spoke owner's: the statement
+// also holds the spoke's epoch) against the unfenced one. One goroutine;
+// store and raw alternate in chunks so drift hits both alike.
 func BenchmarkStoreVsRawSQL(b *testing.B) {
 	const n, chunk = 2000, 100
 	for b.Loop() {
@@ -68,7 +69,7 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 	insertStmt, updateStmt, bareStmt := prepare(insert), prepare(update), prepare(bare)
 	defer func() { _, _, _ = insertStmt.Close(), updateStmt.Close(), bareStmt.Close() }()
 
-	var storeIns, rawIns, storeUpd, rawUpd, bareUpd, rmwUpd time.Duration
+	var storeIns, rawIns, storeUpd, rawUpd, bareUpd, rmwUpd, fencedUpd time.Duration
 	timed := func(total *time.Duration, from int, op func(i int) error) {
 		start := time.Now()
 		for i := from; i < from+chunk; i++ {
@@ -81,6 +82,12 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 	storeInsert := func(i int) error {
 		return st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("s-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending})
 	}
+	// The fenced transitions' rows, made untimed.
+	for i := range n {
+		if err := st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("f-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending}); err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+	}
 	rawInsert := func(i int) error {
 		now := time.Now().UnixNano()
 		_, err := insertStmt.ExecContext(ctx, fmt.Sprintf("r-%d", i), "wharf", now, "crucible", "turn", "pending", "", []byte{}, nil, "", false, now, nil)
@@ -89,6 +96,11 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 	pending := []store.State{store.StatePending}
 	storeUpdate := func(i int) error {
 		_, err := st.TransitionWorkPod(ctx, fmt.Sprintf("s-%d", i), store.Transition{From: pending, To: store.StateRunning})
+		return err
+	}
+	fenced := store.WithFence(ctx, "wharf", 1)
+	fencedUpdate := func(i int) error {
+		_, err := st.TransitionWorkPod(fenced, fmt.Sprintf("f-%d", i), store.Transition{From: pending, To: store.StateRunning})
 		return err
 	}
 	rmwUpdate := func(i int) error {
@@ -131,7 +143,9 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 		if from/chunk%2 == 0 {
 			timed(&rawUpd, from, rawUpdate)
 			timed(&storeUpd, from, storeUpdate)
+			timed(&fencedUpd, from, fencedUpdate)
 		} else {
+			timed(&fencedUpd, from, fencedUpdate)
 			timed(&storeUpd, from, storeUpdate)
 			timed(&rawUpd, from, rawUpdate)
 		}
@@ -139,8 +153,8 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 		timed(&bareUpd, from, bareUpdate)
 	}
 	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
-	b.Logf("%s: inserts %.0f/s (raw %.0f/s), state updates %.0f/s (raw, the same statement %.0f/s; a bare UPDATE %.0f/s), read-modify-write updates %.0f/s",
-		name, rate(storeIns), rate(rawIns), rate(storeUpd), rate(rawUpd), rate(bareUpd), rate(rmwUpd))
+	b.Logf("%s: inserts %.0f/s (raw %.0f/s), state updates %.0f/s (raw, the same statement %.0f/s; a bare UPDATE %.0f/s; fenced %.0f/s, %.2f× unfenced), read-modify-write updates %.0f/s",
+		name, rate(storeIns), rate(rawIns), rate(storeUpd), rate(rawUpd), rate(bareUpd), rate(fencedUpd), rate(fencedUpd)/rate(storeUpd), rate(rmwUpd))
 	method := fmt.Sprintf("%d work pods, one goroutine, store and raw SQL alternating in chunks of %d (which goes first alternating too) on the same database; both sides prepare their statements once", n, chunk)
 	if pg {
 		method += " (throwaway PostgreSQL server from pgtest, fsync off)"
@@ -166,6 +180,8 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 			Method: method + "; store: TransitionWorkPod pending → running; raw: UPDATE … SET state, updated_at WHERE id = ? (no state check, nothing returned)"}.WithBaseline("bare UPDATE", rate(bareUpd)),
 		benchreport.Record{ID: "store", Case: name + " read-modify-write updates (reported)", Unit: "updates/s", Value: rate(rmwUpd), Goal: "report",
 			Method: method + "; store: UpdateWorkPod running → succeeded (one transaction: read the row, call fn, write); raw: the bare UPDATE"}.WithBaseline("bare UPDATE", rate(bareUpd)),
+		benchreport.Record{ID: "store", Case: name + " fenced state updates (reported)", Unit: "updates/s", Value: rate(fencedUpd), Goal: "report",
+			Method: method + "; store: TransitionWorkPod pending → running under a spoke owner's fence (the same statement, also holding the spoke's epoch in spoke_epochs); baseline: the same transition unfenced"}.WithBaseline("unfenced", rate(storeUpd)),
 	}
 	for _, r := range reported {
 		if err := benchreport.Append(r); err != nil {

@@ -138,7 +138,7 @@ func (s *sqlStore) observePod(ctx context.Context, id string, o Observation) (Wo
 	if err := o.validate(); err != nil {
 		return WorkPod{}, false, err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, f, err := s.beginWrite(ctx)
 	if err != nil {
 		return WorkPod{}, false, err
 	}
@@ -153,6 +153,9 @@ func (s *sqlStore) observePod(ctx context.Context, id string, o Observation) (Wo
 		return WorkPod{}, false, ErrNotFound
 	}
 	if err != nil {
+		return WorkPod{}, false, err
+	}
+	if err := f.owns(id, p.Cluster); err != nil {
 		return WorkPod{}, false, err
 	}
 	now := s.clock.now()

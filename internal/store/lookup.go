@@ -61,13 +61,14 @@ func (s *sqlStore) getWorkPods(ctx context.Context, ids []string, out map[string
 // submitter's key is taken (checked first: a retried submit carries a new
 // id but the old key), else ErrConflict for the id. Rows are never deleted,
 // so the row that beat the insert is still there to be found; it is read
-// through the write pool, which saw the insert's conflict.
-func (s *sqlStore) conflictOf(ctx context.Context, p WorkPod) error {
+// through q, the write pool or the insert's transaction, which saw the
+// insert's conflict.
+func (s *sqlStore) conflictOf(ctx context.Context, q querier, p WorkPod) error {
 	if p.IdempotencyKey == "" {
 		return ErrConflict
 	}
 	var id string
-	err := s.w.QueryRowContext(ctx, s.d.rebind(`SELECT id FROM work_pods WHERE submitter = ? AND idempotency_key = ?`),
+	err := q.QueryRowContext(ctx, s.d.rebind(`SELECT id FROM work_pods WHERE submitter = ? AND idempotency_key = ?`),
 		p.Submitter, p.IdempotencyKey).Scan(&id)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

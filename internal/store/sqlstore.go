@@ -166,22 +166,71 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 		key = p.IdempotencyKey
 	}
 	args := append([]any{p.ID, p.Cluster, now, p.Submitter, key, p.RequestSHA256}, rest...)
-	// No conflict target: a taken id and a taken (submitter, key) both
-	// leave the insert a no-op, and conflictOf says which it was.
-	res, err := s.exec(ctx, s.w, s.d.rebind(`INSERT INTO work_pods
-		(id, cluster, created_at, submitter, idempotency_key, request_sha256, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`), args...)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			err = s.conflictOf(ctx, p)
-		}
+	if _, fenced := FenceFrom(ctx); fenced {
+		err = s.createFenced(ctx, p, args)
+	} else {
+		err = s.insertWorkPod(ctx, nil, p, args)
 	}
 	if err != nil {
 		return fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
 	return nil
+}
+
+// insertSQL has no conflict target: a taken id and a taken (submitter,
+// key) both leave the insert a no-op, and conflictOf says which it was.
+const insertSQL = `INSERT INTO work_pods
+	(id, cluster, created_at, submitter, idempotency_key, request_sha256, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING`
+
+// insertWorkPod runs insertSQL on the write pool, or in tx when it is not
+// nil.
+func (s *sqlStore) insertWorkPod(ctx context.Context, tx *sql.Tx, p WorkPod, args []any) error {
+	st, err := s.stmts.get(ctx, s.w, s.d.rebind(insertSQL))
+	if err != nil {
+		return err
+	}
+	var q querier = s.w
+	if tx != nil {
+		st, q = tx.StmtContext(ctx, st), tx
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	return s.conflictOf(ctx, q, p)
+}
+
+// createFenced inserts p in a transaction that first claims the fence's
+// epoch; a row created under a fence is the fence's cluster's.
+func (s *sqlStore) createFenced(ctx context.Context, p WorkPod, args []any) error {
+	// Prepared before the transaction: on SQLite it holds the only write
+	// connection, which a prepare inside it would wait for.
+	if _, err := s.stmts.get(ctx, s.w, s.d.rebind(insertSQL)); err != nil {
+		return err
+	}
+	tx, f, err := s.beginWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	if err := f.owns(p.ID, p.Cluster); err != nil {
+		return err
+	}
+	if err := s.insertWorkPod(ctx, tx, p, args); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// querier is what a lookup runs on: the write pool, or the transaction of
+// the write it explains.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error) {
@@ -258,7 +307,7 @@ func (s *sqlStore) UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 // with BEGIN IMMEDIATE and holds the database's write lock from the read on;
 // on PostgreSQL SELECT … FOR UPDATE locks the row against other replicas.
 func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, f, err := s.beginWrite(ctx)
 	if err != nil {
 		return WorkPod{}, err
 	}
@@ -273,6 +322,9 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, ErrNotFound
 	}
 	if err != nil {
+		return WorkPod{}, err
+	}
+	if err := f.owns(id, old.Cluster); err != nil {
 		return WorkPod{}, err
 	}
 	p := old
@@ -349,20 +401,23 @@ func (s *sqlStore) putArtifact(ctx context.Context, a Artifact, q Quota) (bool, 
 	case a.Source != SourceController && a.Source != SourcePod:
 		return false, fmt.Errorf("unknown source %q", a.Source)
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, f, err := s.beginWrite(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer func() { _ = tx.Rollback() }() // no-op after Commit
 
-	lock := `SELECT id FROM work_pods WHERE id = ?`
+	lock := `SELECT cluster FROM work_pods WHERE id = ?`
 	if s.d == dialectPostgres {
 		lock += ` FOR UPDATE`
 	}
-	var id string
-	if err := tx.QueryRowContext(ctx, s.d.rebind(lock), a.PodID).Scan(&id); errors.Is(err, sql.ErrNoRows) {
+	var cluster string
+	if err := tx.QueryRowContext(ctx, s.d.rebind(lock), a.PodID).Scan(&cluster); errors.Is(err, sql.ErrNoRows) {
 		return false, ErrNotFound
 	} else if err != nil {
+		return false, err
+	}
+	if err := f.owns(a.PodID, cluster); err != nil {
 		return false, err
 	}
 	have, err := scanArtifact(tx.QueryRowContext(ctx, s.d.rebind(`SELECT `+artifactColumns+`

@@ -80,15 +80,6 @@ func (s *sqlStore) query(ctx context.Context, db *sql.DB, query string, args ...
 	return st.QueryContext(ctx, args...)
 }
 
-// exec runs query (already rebound) on db as a prepared statement.
-func (s *sqlStore) exec(ctx context.Context, db *sql.DB, query string, args ...any) (sql.Result, error) {
-	st, err := s.stmts.get(ctx, db, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
 // errScanner is a row whose statement could not be prepared.
 type errScanner struct{ err error }
 

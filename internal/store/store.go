@@ -35,6 +35,12 @@ var (
 	// ErrSchemaTooNew: the database was migrated by a newer binary. Running an
 	// older binary against it could misread rows, so Open refuses.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrFenced: a fenced write (WithFence) or ClaimEpoch was refused and
+	// wrote nothing, because the fence's cluster has a higher epoch
+	// claimed (a newer owner: the writer has lost the spoke and must
+	// stop), or because the row is another cluster's (a caller bug;
+	// retrying cannot help either).
+	ErrFenced = errors.New("fenced")
 )
 
 // State is where a work pod is in its life.
@@ -172,6 +178,16 @@ type Quota struct {
 }
 
 // Store is the controller's state. Implementations are safe for concurrent use.
+//
+// A write whose ctx carries a Fence (WithFence) is fenced: it claims the
+// fence's epoch for its cluster, as ClaimEpoch does, and is refused with
+// ErrFenced, writing nothing, when the cluster has a higher epoch claimed
+// or its row is another cluster's. No fenced write of an epoch commits
+// after a higher epoch's claim did, also across replicas on PostgreSQL.
+// CreateWorkPod, UpdateWorkPod, TransitionWorkPod, ObservePod and
+// PutArtifact (held to its pod's cluster) are fenced so; reads ignore
+// fences. A fenced write that fails for another reason has still claimed
+// its epoch.
 type Store interface {
 	// CreateWorkPod inserts p. ErrConflict if the ID exists; ErrKeyTaken if
 	// p.IdempotencyKey is set and p.Submitter already has a row with that
@@ -199,12 +215,13 @@ type Store interface {
 	// CreatedAt (ErrImmutable) and must not call the
 	// Store: on SQLite it runs while holding the only write connection.
 	UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error)
-	// TransitionWorkPod applies t in one conditional statement and returns
-	// the row as written, with Spec nil (a transition never changes it):
-	// ErrConflict (and the row unchanged) when the row's
-	// state is not one of t.From, ErrNotFound when there is no row. The
-	// store sets UpdatedAt (and FinishedAt when t.Finish). Updates that
-	// depend on more than the state use UpdateWorkPod.
+	// TransitionWorkPod applies t in one conditional statement (fenced
+	// too: the statement holds the epoch) and returns the row as written,
+	// with Spec nil (a transition never changes it): ErrConflict (and the
+	// row unchanged) when the row's state is not one of t.From,
+	// ErrNotFound when there is no row. The store sets UpdatedAt (and
+	// FinishedAt when t.Finish). Updates that depend on more than the
+	// state use UpdateWorkPod.
 	TransitionWorkPod(ctx context.Context, id string, t Transition) (WorkPod, error)
 	// PutArtifact records an artifact. The same (PodID, Kind) with the same
 	// SHA256 and Source again is (false, nil), with a different SHA256
@@ -237,6 +254,12 @@ type Store interface {
 	// unknown pod). State changes are recorded by the store itself, in the
 	// statement that makes them, whoever makes them.
 	PodHistory(ctx context.Context, id string) ([]HistoryEntry, error)
+	// ClaimEpoch records epoch as cluster's, for a new owner of the
+	// cluster's loops to fence the old one off before it writes anything:
+	// ErrFenced when a higher epoch is claimed already; the same epoch
+	// again is no error. Epochs only grow, per cluster; they are never
+	// released.
+	ClaimEpoch(ctx context.Context, cluster string, epoch int64) error
 	Close() error
 }
 

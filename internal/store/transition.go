@@ -128,22 +128,66 @@ func (s *sqlStore) transitionWorkPod(ctx context.Context, id string, t Transitio
 	for _, st := range t.From {
 		args = append(args, string(st))
 	}
-	p, err := scanWorkPod(s.queryRow(ctx, s.w, s.transitionSQL(t), args...))
+	if f, fenced := FenceFrom(ctx); fenced {
+		return s.transitionFenced(ctx, id, t, args, f)
+	}
+	p, err := scanWorkPod(s.queryRow(ctx, s.w, s.transitionSQL(t, false), args...))
 	if errors.Is(err, sql.ErrNoRows) {
-		return WorkPod{}, s.transitionMiss(ctx, id, t.From)
+		return WorkPod{}, s.transitionMiss(ctx, nil, id, t.From)
 	}
 	return p, err
 }
 
-// transitionMiss says why no row matched: none with that id, or its state
-// is not one of from.
-func (s *sqlStore) transitionMiss(ctx context.Context, id string, from []State) error {
-	var state string
-	err := s.w.QueryRowContext(ctx, s.d.rebind(`SELECT state FROM work_pods WHERE id = ?`), id).Scan(&state)
+// transitionFenced runs the statement with the fence's condition: the row
+// is the fence's cluster's and the cluster's epoch is the fence's, read
+// (FOR SHARE on PostgreSQL) in the statement, so a fenced transition
+// costs one statement too (epochSQL says why that holds). A row that did
+// not match is looked at once more: when the cluster's epoch is lower the
+// epoch is raised and the statement run again; when it is the fence's the
+// statement is run again anyway, since it may have been raised between
+// the statement and the look (by another writer of the same owner); then
+// transitionMiss says why.
+func (s *sqlStore) transitionFenced(ctx context.Context, id string, t Transition, args []any, f Fence) (WorkPod, error) {
+	if err := f.validate(); err != nil {
+		return WorkPod{}, err
+	}
+	args = append(args, f.Cluster, f.Epoch)
+	q := s.transitionSQL(t, true)
+	for again := false; ; again = true {
+		p, err := scanWorkPod(s.queryRow(ctx, s.w, q, args...))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return p, err
+		}
+		held, err := scanEpoch(s.w.QueryRowContext(ctx, s.d.rebind(epochSQL), f.Cluster), f.Cluster)
+		switch {
+		case err != nil:
+			return WorkPod{}, err
+		case held > f.Epoch:
+			return WorkPod{}, fencedOff(f, held)
+		case again && held == f.Epoch:
+			return WorkPod{}, s.transitionMiss(ctx, &f, id, t.From)
+		case again: // epochs never fall, nor are their rows deleted
+			return WorkPod{}, fmt.Errorf("cluster %s: epoch %d claimed, then read back as %d", f.Cluster, f.Epoch, held)
+		case held < f.Epoch:
+			if err := s.raise(ctx, f); err != nil {
+				return WorkPod{}, err
+			}
+		}
+	}
+}
+
+// transitionMiss says why no row matched: none with that id, it is not
+// f's cluster's (when fenced), or its state is not one of from.
+func (s *sqlStore) transitionMiss(ctx context.Context, f *Fence, id string, from []State) error {
+	var state, cluster string
+	err := s.w.QueryRowContext(ctx, s.d.rebind(`SELECT state, cluster FROM work_pods WHERE id = ?`), id).Scan(&state, &cluster)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound
 	case err != nil:
+		return err
+	}
+	if err := f.owns(id, cluster); err != nil {
 		return err
 	}
 	return fmt.Errorf("%w: state is %s, not one of %v", ErrConflict, state, from)
@@ -152,14 +196,14 @@ func (s *sqlStore) transitionMiss(ctx context.Context, id string, from []State) 
 // transitionShape is what the statement of a transition depends on: which
 // columns it sets and how many states it accepts.
 type transitionShape struct {
-	to, uid, reason, exit, finish, logged, terminal bool
-	from                                            int
+	to, uid, reason, exit, finish, logged, terminal, fenced bool
+	from                                                    int
 }
 
 // transitionSQL returns t's statement, built once per shape and dialect: a
 // transition is on every pod's hot path, its few shapes repeat.
-func (s *sqlStore) transitionSQL(t Transition) string {
-	shape := transitionShape{t.To != "", t.PodUID != "", t.Reason != "", t.ExitCode != nil, t.Finish, t.LogCollected, t.To.Terminal(), len(t.From)}
+func (s *sqlStore) transitionSQL(t Transition, fenced bool) string {
+	shape := transitionShape{t.To != "", t.PodUID != "", t.Reason != "", t.ExitCode != nil, t.Finish, t.LogCollected, t.To.Terminal(), fenced, len(t.From)}
 	if q, ok := s.transitions.Load(shape); ok {
 		return q.(string)
 	}
@@ -179,6 +223,16 @@ func (s *sqlStore) transitionSQL(t Transition) string {
 	q.WriteString(` WHERE id = ?`)
 	if shape.from > 0 {
 		q.WriteString(` AND state IN (?` + strings.Repeat(`, ?`, shape.from-1) + `)`)
+	}
+	if shape.fenced {
+		// Correlated with the row, so that PostgreSQL's generic plan still
+		// finds the row by id: with "cluster = ?" beside the id it took
+		// the (cluster, state) index and filtered a cluster's pending rows.
+		q.WriteString(` AND EXISTS (SELECT 1 FROM spoke_epochs WHERE spoke_epochs.cluster = work_pods.cluster AND spoke_epochs.cluster = ? AND epoch = ?`)
+		if s.d == dialectPostgres {
+			q.WriteString(` FOR SHARE`)
+		}
+		q.WriteString(`)`)
 	}
 	q.WriteString(` RETURNING ` + podColumnsWithoutSpec)
 	stmt := s.d.rebind(q.String())

@@ -21,7 +21,7 @@ import (
 // a verdict on the request (SPEC R-C4's classification, for the store).
 func IsUnavailable(err error) bool {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrKeyTaken) ||
-		errors.Is(err, ErrImmutable) || errors.Is(err, ErrQuota) || errors.Is(err, ErrFull) {
+		errors.Is(err, ErrImmutable) || errors.Is(err, ErrQuota) || errors.Is(err, ErrFull) || errors.Is(err, ErrFenced) {
 		return false
 	}
 	if pg, ok := errors.AsType[*pgconn.PgError](err); ok {

@@ -29,6 +29,7 @@ func TestIsUnavailableClassifies(t *testing.T) {
 		"not found":               {fmt.Errorf("get: %w", store.ErrNotFound), false},
 		"conflict":                {store.ErrConflict, false},
 		"quota":                   {store.ErrQuota, false},
+		"fenced":                  {fmt.Errorf("transition: %w", store.ErrFenced), false},
 		"plain error":             {errors.New("boom"), false},
 		"canceled":                {context.Canceled, false},
 		"unique violation":        {&pgconn.PgError{Code: "23505"}, false},

@@ -32,7 +32,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory", "ClaimEpoch"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -161,4 +161,11 @@ func (f *Faulty) PodHistory(ctx context.Context, id string) ([]store.HistoryEntr
 		return nil, err
 	}
 	return f.Store.PodHistory(ctx, id)
+}
+
+func (f *Faulty) ClaimEpoch(ctx context.Context, cluster string, epoch int64) error {
+	if err := f.fault("ClaimEpoch"); err != nil {
+		return err
+	}
+	return f.Store.ClaimEpoch(ctx, cluster, epoch)
 }

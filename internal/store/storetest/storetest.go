@@ -68,6 +68,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WaitingCleared", testWaitingCleared},
 		{"HistoryBound", testHistoryBound},
 		{"HistoryConcurrent", testHistoryConcurrent},
+		{"FenceNewer", testFenceNewer},
+		{"FenceClaim", testFenceClaim},
+		{"FenceScope", testFenceScope},
+		{"FenceInvalid", testFenceInvalid},
+		{"FenceConcurrent", testFenceConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

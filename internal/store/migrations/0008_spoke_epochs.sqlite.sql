@@ -1,0 +1,12 @@
+-- The latest epoch claimed for each spoke: the owner of its reconcile loops
+-- (one replica at a time, chosen by a Lease per spoke on the hub) writes its
+-- rows under a fence (store.WithFence) carrying the Lease's epoch. A fenced
+-- write reads its own epoch here (raising it first when it is higher than
+-- the spoke's) and is refused when a higher one is here, so a replica that
+-- paused while another took its spoke over cannot overwrite the new
+-- owner's writes when it wakes.
+-- Rows are never deleted: an epoch, once claimed, fences off all below it.
+CREATE TABLE spoke_epochs (
+    cluster TEXT    NOT NULL PRIMARY KEY,
+    epoch   INTEGER NOT NULL CHECK (epoch >= 0)
+) STRICT;
