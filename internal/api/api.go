@@ -31,6 +31,9 @@ type Server struct {
 	// Profile is the profile in force, swapped by a reload: a handler
 	// reads it once (profile) and decides with that one.
 	Profile *fleet.Current
+	// Owners, with sharded loops, names the replica running each
+	// cluster's loops (GET /api/clusters); nil without.
+	Owners func() map[string]string
 	// Store, Dispatcher, Clients, Artifacts and Uploads are what the API
 	// uses of the store, the spokes and the drop-box, each as a small
 	// interface of this package (deps.go), so handlers are unit-tested

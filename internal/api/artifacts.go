@@ -151,17 +151,24 @@ type Cluster struct {
 	Default       bool   `json:"default"`
 	// Draining: the cluster was removed from the profile; nothing new is
 	// dispatched to it, and its live pods are followed until they end.
-	Draining bool         `json:"draining,omitempty"`
-	Health   fleet.Health `json:"health"`
+	Draining bool `json:"draining,omitempty"`
+	// Owner is the replica (its Lease identity) running the cluster's
+	// loops, with [leader_election] shard_spokes; "" while nobody does.
+	Owner  string       `json:"owner,omitempty"`
+	Health fleet.Health `json:"health"`
 }
 
 func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
 	def, _ := s.profile().Cluster("")
 	var out []Cluster
 	clients := s.clusterClients()
+	var owners map[string]string
+	if s.Owners != nil {
+		owners = s.Owners()
+	}
 	for _, c := range clients.All() {
 		out = append(out, Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
-			Default: c.Entry.Name == def.Name, Draining: clients.Draining(c.Entry.Name), Health: c.Health()})
+			Default: c.Entry.Name == def.Name, Draining: clients.Draining(c.Entry.Name), Owner: owners[c.Entry.Name], Health: c.Health()})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -30,6 +30,7 @@ import (
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/mirror"
 	"crucible.dev/crucible/internal/reconcile"
+	"crucible.dev/crucible/internal/shard"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/ui"
 )
@@ -183,6 +184,7 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 	}
 	c.rec.Uploads, apiSrv.Uploads = c.drop, c.drop // collecting or cancelling a pod closes its uploads
 	c.spokes = newSpokeLoops(c.rec, c.clients, p.Reconcile.DrainTimeout.Duration, c.syncDropBox, log.With("component", "reconcile"))
+	apiSrv.Owners = c.spokes.Owners
 	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
 	return c, nil
@@ -262,7 +264,7 @@ var (
 func (c *parts) runnables() []runnable {
 	ctl := c.p.Controller
 	rs := []runnable{
-		loops{run: c.spokes.run, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
+		loops{spokes: c.spokes, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
 		probes{clients: c.clients, every: c.p.Reconcile.HealthInterval.Duration},
 		listener{log: c.log, handler: c.internal, opts: httpserve.Options{Name: "internal", Addr: ctl.InternalListen,
 			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == "",
@@ -293,10 +295,11 @@ func metricsListener(ctl fleet.Controller, log *slog.Logger) listener {
 }
 
 // loops runs the reconciler (await, log collection, startup reconcile,
-// sweep) of every spoke once per deployment: here, or with leader election
-// only while this replica holds the Lease.
+// sweep) of every spoke once per deployment: here; with leader election
+// only while this replica holds the Lease; or, with shard_spokes, each
+// spoke's on the replica holding that spoke's Lease.
 type loops struct {
-	run      func(context.Context) error
+	spokes   *spokeLoops
 	elect    bool
 	hub      *rest.Config
 	election fleet.LeaderElection
@@ -304,11 +307,35 @@ type loops struct {
 }
 
 func (l loops) Start(ctx context.Context) error {
-	if !l.elect {
+	switch {
+	case !l.elect:
 		metrics.Leader.Set(1)
-		return l.run(ctx)
+		return l.spokes.run(ctx)
+	case l.election.ShardSpokes:
+		a, err := newAssigner(l.hub, l.election, l.log)
+		if err != nil {
+			return err
+		}
+		return l.spokes.runSharded(ctx, a)
 	}
-	return runAsLeader(ctx, l.hub, l.election, l.log, l.run)
+	return runAsLeader(ctx, l.hub, l.election, l.log, l.spokes.run)
+}
+
+// newAssigner shares the spokes out over the replicas through a Lease
+// per spoke on the hub, with [leader_election]'s durations.
+func newAssigner(hub *rest.Config, le fleet.LeaderElection, log *slog.Logger) (*shard.Assigner, error) {
+	cfg := rest.CopyConfig(hub)
+	// A renewal held back by the client's rate limiter counts against
+	// renew_deadline: every held spoke renews each retry_period.
+	cfg.QPS, cfg.Burst = 50, 100
+	_, kube, err := fleet.NewClientset("hub", cfg) // refuses redirects, as every hub client
+	if err != nil {
+		return nil, fmt.Errorf("spoke lease client: %w", err)
+	}
+	return shard.New(shard.Options{
+		Kube: kube, Namespace: le.LeaseNamespace, Prefix: le.LeaseName, Identity: leaderIdentity(),
+		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration, Log: log,
+	})
 }
 
 // probes keeps every cluster's health current.

@@ -4,18 +4,22 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/reconcile"
+	"crucible.dev/crucible/internal/shard"
+	"crucible.dev/crucible/internal/store"
 )
 
 // spokeLoops runs each spoke's reconcile loops (reconcile.RunCluster) and
 // keeps them in step with the fleet as reloads change it: a spoke added
 // gets its loops, a changed one has its old loops ended and new ones
 // started on its new client, and a removed one keeps its loops while it
-// drains, then they end and its client is forgotten.
+// drains, then they end and its client is forgotten. Which spokes run here
+// is all of them (run), or this replica's share (runSharded).
 type spokeLoops struct {
 	rec          *reconcile.Reconciler
 	clients      *fleet.Clients
@@ -25,129 +29,181 @@ type spokeLoops struct {
 	forgotten func()
 	log       *slog.Logger
 
-	changed chan struct{} // the fleet changed: sync
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change of the fleet
+	// owners, with sharding, says who runs each spoke (/api/clusters).
+	owners func() map[string]string
 }
 
 func newSpokeLoops(rec *reconcile.Reconciler, clients *fleet.Clients, drainTimeout time.Duration, forgotten func(), log *slog.Logger) *spokeLoops {
-	return &spokeLoops{rec: rec, clients: clients, drainTimeout: drainTimeout, forgotten: forgotten, log: log, changed: make(chan struct{}, 1)}
+	return &spokeLoops{rec: rec, clients: clients, drainTimeout: drainTimeout, forgotten: forgotten, log: log, changed: make(chan struct{})}
 }
 
-// fleetChanged asks a running run to sync with the clients; it never
-// blocks (a sync pending already covers this change too).
+// fleetChanged tells every spoke's loops, and run, that the clients
+// changed.
 func (s *spokeLoops) fleetChanged() {
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
-// spokeRun is one spoke's loops: on client, until ctx is cancelled; done
-// closes once RunCluster has returned. A drain runs under ctx too, so a
-// spoke listed again (a new client, new loops) stops its old drain.
-type spokeRun struct {
-	client   *fleet.Client
-	ctx      context.Context
-	cancel   context.CancelFunc
-	done     chan struct{}
-	draining bool
+// changes is closed at the next change of the fleet.
+func (s *spokeLoops) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Owners is who runs each spoke's loops, with sharding; nil without.
+func (s *spokeLoops) Owners() map[string]string {
+	s.mu.Lock()
+	owners := s.owners
+	s.mu.Unlock()
+	if owners == nil {
+		return nil
+	}
+	return owners()
 }
 
 // run runs every spoke's loops until ctx ends, then waits for them.
 func (s *spokeLoops) run(ctx context.Context) error {
-	runs := map[string]*spokeRun{}
-	drained := make(chan string)
-	defer func() {
-		for _, r := range runs {
-			r.cancel()
-		}
-		for _, r := range runs {
-			<-r.done
-		}
-		metrics.ClustersDraining.Set(0)
-	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	running := map[string]chan struct{}{} // spoke → closed when its runSpoke returned
 	for {
-		s.sync(ctx, runs, drained)
+		changes := s.changes()
+		for _, c := range s.clients.All() {
+			name := c.Entry.Name
+			if done, ok := running[name]; ok {
+				select {
+				case <-done: // drained and forgotten, and listed again
+				default:
+					continue
+				}
+			}
+			done := make(chan struct{})
+			running[name] = done
+			wg.Go(func() {
+				defer close(done)
+				s.runSpoke(ctx, name)
+			})
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.changed:
-		case name := <-drained:
-			if r, ok := runs[name]; ok && r.draining {
-				r.cancel()
-				<-r.done
-				delete(runs, name)
-				s.clients.Forget(name)
-				s.forgotten()
-				s.log.Info("cluster drained and forgotten", "cluster", name)
-			}
+		case <-changes:
 		}
 	}
 }
 
-// sync starts, restarts and drains loops until runs matches the clients.
-func (s *spokeLoops) sync(ctx context.Context, runs map[string]*spokeRun, drained chan<- string) {
-	listed := map[string]bool{}
-	draining := 0
-	for _, c := range s.clients.All() {
-		name := c.Entry.Name
-		listed[name] = true
-		r, ok := runs[name]
-		if ok && r.client != c {
-			s.log.Info("cluster changed: moving its loops to the new client", "cluster", name)
-			r.cancel()
-			<-r.done
-			ok = false
+// runSharded runs the loops of this replica's share of the spokes, each
+// only while it holds that spoke's Lease (package shard), every store
+// write of them fenced by the lease's epoch: a replica paused past its
+// lease and resumed cannot overwrite what the spoke's next owner wrote.
+func (s *spokeLoops) runSharded(ctx context.Context, a *shard.Assigner) error {
+	s.mu.Lock()
+	s.owners = a.Owners
+	s.mu.Unlock()
+	names := func() []string {
+		var out []string
+		for _, c := range s.clients.All() {
+			out = append(out, c.Entry.Name)
 		}
+		return out
+	}
+	return a.Run(ctx, names, func(ctx context.Context, spoke string, epoch int64) {
+		fenced := store.WithFence(ctx, spoke, epoch)
+		if err := s.rec.Store.ClaimEpoch(fenced, spoke, epoch); err != nil {
+			s.log.Error("cannot claim the spoke's epoch in the store: not running its loops", "cluster", spoke, "epoch", epoch, "error", err)
+			<-ctx.Done() // keep the lease: the next replica would fail alike; retried on the next hand-over
+			return
+		}
+		s.log.Info("running the spoke's loops", "cluster", spoke, "epoch", epoch)
+		s.runSpoke(fenced, spoke)
+		s.log.Info("stopped the spoke's loops", "cluster", spoke, "epoch", epoch)
+	})
+}
+
+// runSpoke runs the loops of spoke name until ctx ends: on its client,
+// moving to a new one when a reload changes its entry; while it drains,
+// until the drain ends, when its client is forgotten.
+func (s *spokeLoops) runSpoke(ctx context.Context, name string) {
+	metrics.SpokeLoops.WithLabelValues(name).Set(1)
+	defer metrics.SpokeLoops.WithLabelValues(name).Set(0)
+	for {
+		c, ok := s.clients.Get(name)
 		if !ok {
-			r = s.start(ctx, c)
-			runs[name] = r
+			return
 		}
-		if s.clients.Draining(name) {
-			draining++
-			if !r.draining {
-				r.draining = true
-				s.drain(r.ctx, name, drained)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := s.rec.RunCluster(rctx, c); err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Error("cluster loops ended", "cluster", name, "error", err)
 			}
+		}()
+		next := s.follow(rctx, name, c)
+		cancel()
+		<-done
+		switch next {
+		case spokeStop:
+			return
+		case spokeDrained:
+			s.clients.Forget(name)
+			s.forgotten()
+			s.log.Info("cluster drained and forgotten", "cluster", name)
+			return
 		}
+		s.log.Info("cluster changed: moving its loops to the new client", "cluster", name)
 	}
-	for name, r := range runs {
-		if !listed[name] {
-			r.cancel()
-			<-r.done
-			delete(runs, name)
-		}
-	}
-	metrics.ClustersDraining.Set(float64(draining))
 }
 
-// start runs c's loops in a goroutine of their own.
-func (s *spokeLoops) start(ctx context.Context, c *fleet.Client) *spokeRun {
-	rctx, cancel := context.WithCancel(ctx)
-	r := &spokeRun{client: c, ctx: rctx, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		if err := s.rec.RunCluster(rctx, c); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Error("cluster loops ended", "cluster", c.Entry.Name, "error", err)
+// spokeNext is what follow saw end a spoke's loops.
+type spokeNext int
+
+const (
+	spokeStop    spokeNext = iota // ctx ended
+	spokeMoved                    // a new client
+	spokeDrained                  // removed, and its rows ended
+)
+
+// follow waits while spoke name's loops run on client c: for ctx's end, a
+// new client, or, once the spoke is removed, the end of its drain.
+func (s *spokeLoops) follow(ctx context.Context, name string, c *fleet.Client) spokeNext {
+	var drained chan struct{}
+	defer func() {
+		if drained != nil {
+			metrics.ClustersDraining.Dec()
 		}
 	}()
-	return r
-}
-
-// drain follows a removed cluster's live rows to their end (or the drain
-// timeout), then reports it on drained; ctx is the cluster's run's.
-func (s *spokeLoops) drain(ctx context.Context, name string, drained chan<- string) {
-	s.log.Info("cluster removed from the profile: draining (no new dispatch; live pods followed to their end)", "cluster", name, "drain_timeout", s.drainTimeout)
-	go func() {
-		lost, err := s.rec.Drain(ctx, name, s.drainTimeout)
-		if err != nil {
-			return // ctx ended: so does run, which ends the loops
+	for {
+		changes := s.changes()
+		if now, ok := s.clients.Get(name); ok && now != c {
+			return spokeMoved
 		}
-		if lost > 0 {
-			s.log.Warn("drain timeout passed: live pods marked lost", "cluster", name, "lost", lost)
+		if drained == nil && s.clients.Draining(name) {
+			drained = make(chan struct{})
+			metrics.ClustersDraining.Inc()
+			s.log.Info("cluster removed from the profile: draining (no new dispatch; live pods followed to their end)", "cluster", name, "drain_timeout", s.drainTimeout)
+			go func() {
+				lost, err := s.rec.Drain(ctx, name, s.drainTimeout)
+				if err != nil {
+					return // ctx ended: a new client (listed again) or the end
+				}
+				if lost > 0 {
+					s.log.Warn("drain timeout passed: live pods marked lost", "cluster", name, "lost", lost)
+				}
+				close(drained)
+			}()
 		}
 		select {
-		case drained <- name:
 		case <-ctx.Done():
+			return spokeStop
+		case <-changes:
+		case <-drained:
+			return spokeDrained
 		}
-	}()
+	}
 }

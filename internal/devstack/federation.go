@@ -351,6 +351,9 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 	if s.opts.LeaderElect {
 		fmt.Fprintf(&b, "leader_elect = true\n\n[leader_election]\nlease_duration = %q\nrenew_deadline = %q\nretry_period = %q\n", s.lease().String(),
 			(s.lease() * 2 / 3).String(), (s.lease() / 6).String())
+		if s.opts.ShardSpokes {
+			b.WriteString("shard_spokes = true\n")
+		}
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "[hub]\nserver = %q\nca_file = %q\ntoken_file = %q\n\n", s.Hub.Server, s.CAFile, f.ControllerTokenFile)

@@ -49,7 +49,7 @@ func (s *Stack) lease() time.Duration {
 }
 
 // grantLease lets the controller's hub identity hold its leader Lease in
-// the hub namespace (get, create, update on leases), when the stack runs
+// the hub namespace (get, list, create, update, delete on leases), when the stack runs
 // leader election.
 func (s *Stack) grantLease(ctx context.Context) error {
 	if !s.opts.LeaderElect {
@@ -58,7 +58,7 @@ func (s *Stack) grantLease(ctx context.Context) error {
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: leaseRoleName, Namespace: HubNamespace},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			Verbs: []string{"get", "create", "update"}}},
+			Verbs: []string{"get", "list", "create", "update", "delete"}}},
 	}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: leaseRoleName, Namespace: HubNamespace},

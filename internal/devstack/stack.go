@@ -88,6 +88,9 @@ type Options struct {
 	// Lease; StartController adds replicas (see replica.go).
 	LeaderElect   bool
 	LeaseDuration time.Duration
+	// ShardSpokes, with LeaderElect, spreads the spokes' loops over the
+	// replicas ([leader_election] shard_spokes): a Lease per spoke.
+	ShardSpokes bool
 }
 
 // SpokeOptions configures one spoke cluster.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -28,6 +29,15 @@ type LeaderElection struct {
 	LeaseDuration Duration `toml:"lease_duration"`
 	RenewDeadline Duration `toml:"renew_deadline"`
 	RetryPeriod   Duration `toml:"retry_period"`
+	// ShardSpokes spreads the spokes over the replicas instead of running
+	// every spoke's loops on one leader: each spoke's loops run on the
+	// replica holding a Lease of that spoke (<lease_name>-spoke-<cluster>),
+	// with the same durations, spread evenly over the live replicas (each
+	// keeps a member Lease, <lease_name>-member-<hash>), and every store
+	// write of a spoke's rows carries its lease's epoch, which the store
+	// refuses once a newer owner has written. A replica that loses a
+	// spoke's lease stops that spoke's loops and goes on with the others.
+	ShardSpokes bool `toml:"shard_spokes"`
 }
 
 // validateLeader checks [leader_election] and that leader election has a
@@ -44,6 +54,14 @@ func validateLeader(p *Profile) field.ErrorList {
 	l, path := &p.LeaderElection, field.NewPath("leader_election")
 	for _, msg := range validation.IsDNS1123Subdomain(l.LeaseName) {
 		errs = append(errs, field.Invalid(path.Child("lease_name"), l.LeaseName, msg))
+	}
+	if l.ShardSpokes {
+		// It prefixes the spokes' and members' Lease names and is their
+		// label's value.
+		errs = append(errs, dnsLabel(path.Child("lease_name"), l.LeaseName)...)
+		if l.LeaseDuration.Duration%time.Second != 0 {
+			errs = append(errs, field.Invalid(path.Child("lease_duration"), l.LeaseDuration.Duration, "must be whole seconds with shard_spokes (a Lease records seconds)"))
+		}
 	}
 	errs = append(errs, dnsLabel(path.Child("lease_namespace"), l.LeaseNamespace)...)
 	errs = append(errs, positive(path.Child("lease_duration"), l.LeaseDuration)...)

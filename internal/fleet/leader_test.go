@@ -57,6 +57,18 @@ func TestLeaderElectionProblems(t *testing.T) {
 			},
 		},
 		{
+			name: "shard_spokes with a dotted lease name and a fractional lease",
+			edit: func(m map[string]any) {
+				table(m, "controller")["leader_elect"], table(m, "controller")["store"] = true, pgDSN
+				le := table(m, "leader_election")
+				le["shard_spokes"], le["lease_name"], le["lease_duration"] = true, "crucible.leader", "15500ms"
+			},
+			want: []string{
+				`leader_election.lease_name "crucible.leader": must be a DNS label`,
+				`leader_election.lease_duration "15.5s": must be whole seconds with shard_spokes (a Lease records seconds)`,
+			},
+		},
+		{
 			name: "unknown key",
 			edit: func(m map[string]any) { table(m, "leader_election")["lease"] = "x" },
 			want: []string{`leader_election.lease: unknown key`},

@@ -18,6 +18,15 @@ var (
 		Name: "crucible_clusters_draining",
 		Help: "Clusters removed from the profile whose live work pods are still followed until they end or the drain timeout.",
 	})
+
+	// SpokeLoops is 1 for each cluster whose reconcile loops run on this
+	// replica: with leader_elect, the spokes whose Lease it holds. Summed
+	// over the replicas it is 1 per cluster; 0 for longer than the lease
+	// duration means nobody follows that cluster's pods.
+	SpokeLoops = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "crucible_cluster_loops",
+		Help: "1 while this replica runs the cluster's reconcile loops (with leader election: holds its Lease), else 0.",
+	}, []string{"cluster"})
 )
 
-func init() { Registry.MustRegister(ProfileReloads, ClustersDraining) }
+func init() { Registry.MustRegister(ProfileReloads, ClustersDraining, SpokeLoops) }

@@ -33,7 +33,8 @@ const (
 //   - ClusterRole crucible-controller-discovery (get on the hub's two OIDC
 //     documents, which the discovery mirror proxies) and its binding: clusters
 //     grant this to every service account by default; this makes it explicit;
-//   - Role crucible-controller-leader-election (leases get, create, update)
+//   - Role crucible-controller-leader-election (leases get, list, create,
+//     update, delete: list and delete for shard_spokes' member Leases)
 //     in namespace, and its binding, for --leader-elect (R-C10);
 //   - example ClusterRoles for people, over crucible's own resource
 //     workpods.crucible.dev (the cluster is the resource name):
@@ -84,7 +85,7 @@ func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 		&rbacv1.Role{
 			TypeMeta:   typeMeta("Role"),
 			ObjectMeta: namespaced(HubLeaderName),
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "delete"}}},
 		},
 		&rbacv1.RoleBinding{
 			TypeMeta:   typeMeta("RoleBinding"),

@@ -209,9 +209,10 @@ func syntheticFleet(now time.Time) []synthetic {
 			hl.TokenExpiry = &exp
 		}
 		sy := synthetic{
-			Cluster: api.Cluster{Name: name, Server: fmt.Sprintf("https://%s.rack-%c.example:6443", name, 'a'+i%2), LoopNamespace: "crucible-loops", Health: hl},
-			Pods:    map[string]int{"pending": i % 4, "dispatched": i % 3 * 5, "running": i * 37 % 101},
-			Fail:    i == 11,
+			Cluster: api.Cluster{Name: name, Server: fmt.Sprintf("https://%s.rack-%c.example:6443", name, 'a'+i%2), LoopNamespace: "crucible-loops", Health: hl,
+				Owner: fmt.Sprintf("crucible-%d_5f0c8a2e-1b7d-4c9e-9a61-3d2f0e7b8c41", i%3), Draining: i == 3},
+			Pods: map[string]int{"pending": i % 4, "dispatched": i % 3 * 5, "running": i * 37 % 101},
+			Fail: i == 11,
 		}
 		if i == 25 {
 			sy.Pods = map[string]int{"running": 500}
@@ -265,6 +266,17 @@ func syntheticClusters(t *testing.T, b *browserSession, page context.Context, re
 	unread := extra[slices.IndexFunc(extra, func(sy synthetic) bool { return sy.Fail })].Cluster.Name
 	if got := eval[string](t, page, `document.querySelector('tr[data-cluster=`+unread+`] td[data-col=running]').textContent`); got != "—" {
 		t.Errorf("%s, whose pods cannot be read, shows running %q, want —", unread, got)
+	}
+	// The replica running a cluster's loops, by its host part; a draining
+	// cluster says so.
+	for _, sy := range extra[:3] {
+		want := strings.TrimSuffix(sy.Cluster.Owner, "_5f0c8a2e-1b7d-4c9e-9a61-3d2f0e7b8c41")
+		if sy.Cluster.Draining {
+			want += " draining"
+		}
+		if got := eval[string](t, page, `document.querySelector('tr[data-cluster=`+sy.Cluster.Name+`] td[data-col=owner]').textContent`); got != want {
+			t.Errorf("%s: owner cell %q, want %q", sy.Cluster.Name, got, want)
+		}
 	}
 	run(t, page, "sort by running again", chromedp.Click(chromedp.CSS(`button[data-sort=running]`)))
 	wantTable(t, page, "by running, ascending", all("running", false, ""))

@@ -22,10 +22,13 @@ const collator = new Intl.Collator(undefined, { numeric: true });
 
 // COLUMNS are the table's, in order: what a column sorts on (a number sorts
 // as one, null last in either direction) and its cell.
+// The owner column says which replica runs a cluster's loops with sharded
+// replicas ([leader_election] shard_spokes), "—" otherwise.
 const COLUMNS = [
   { key: 'name', label: 'Cluster', sort: (r) => r.c.name, cell: nameCell },
   { key: 'health', label: 'Health', sort: (r) => HEALTH.indexOf(r.health), cell: healthCell },
   { key: 'expiry', label: 'Token expires', sort: (r) => r.expiry, cell: expiryCell },
+  { key: 'owner', label: 'Loops on', sort: (r) => r.c.owner || null, cell: ownerCell },
   ...LIVE.map((s) => ({ key: s, label: s[0].toUpperCase() + s.slice(1), sort: (r) => (r.counts.n ? r.counts.n[s] : null), cell: (r) => countCell(r, s) })),
   { key: 'server', label: 'API server', sort: (r) => r.c.server, cell: (r) => h('td', { class: 'mono', title: r.c.server, text: r.c.server }) },
   { key: 'namespace', label: 'Loop namespace', sort: (r) => r.c.loop_namespace || null, cell: (r) => h('td', { class: 'mono', text: r.c.loop_namespace || '' }) },
@@ -215,6 +218,17 @@ function nameCell(r, ctx) {
   const button = h('button', { type: 'button', class: 'disclose', 'aria-expanded': String(ctx.open.has(name)), 'aria-controls': detailId(name),
     'data-focus': name + ':details', onclick: () => ctx.toggle(name, button) }, name);
   return h('td', {}, button, r.c.default ? [' ', h('span', { class: 'pill muted', text: 'default' })] : null);
+}
+
+// ownerCell names the replica running the cluster's loops (sharded
+// replicas; its host part, the whole Lease identity on hover) and says when
+// a cluster removed from the profile is draining.
+function ownerCell(r) {
+  const owner = r.c.owner || '';
+  const host = owner.includes('_') ? owner.slice(0, owner.lastIndexOf('_')) : owner;
+  return h('td', { class: 'mono', title: owner },
+    host || h('span', { class: 'muted', text: '—' }),
+    r.c.draining ? [' ', h('span', { class: 'pill bad', text: 'draining' })] : null);
 }
 
 function healthCell(r) {

@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+)
+
+// spokeLease is a spoke's Lease as the hub has it: its holder and epoch.
+type spokeLease struct {
+	holder string
+	epoch  int32
+}
+
+// spokeLeases reads the Lease of each spoke of shard_spokes from the hub.
+func spokeLeases(t *testing.T, s *devstack.Stack, spokes ...string) map[string]spokeLease {
+	t.Helper()
+	out := map[string]spokeLease{}
+	for _, name := range spokes {
+		l, err := s.Hub.Client.CoordinationV1().Leases(devstack.HubNamespace).Get(t.Context(), devstack.Instance+"-leader-spoke-"+name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = spokeLease{holder: ptr.Deref(l.Spec.HolderIdentity, ""), epoch: ptr.Deref(l.Spec.LeaseTransitions, 0)}
+	}
+	return out
+}
+
+// ownersVia is /api/clusters' owner of each cluster, on replica r.
+func ownersVia(t *testing.T, r devstack.Replica) map[string]string {
+	t.Helper()
+	code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil)
+	var cs []api.Cluster
+	if code != http.StatusOK || json.Unmarshal(body, &cs) != nil {
+		t.Fatalf("%s: /api/clusters %d %s", r.Process, code, body)
+	}
+	out := map[string]string{}
+	for _, c := range cs {
+		out[c.Name] = c.Owner
+	}
+	return out
+}
+
+// With [leader_election] shard_spokes, two replicas share three spokes:
+// every spoke's Lease has one holder, both replicas hold one or two, and
+// both APIs name the same owners. A replica SIGSTOPped past its leases
+// loses them (the Leases change holder, their epochs grow) and, resumed,
+// runs none of the spokes it lost; a replica SIGKILLed with pods in flight
+// hands its spokes over once its Leases expire (read from the Leases). Every
+// pod completes once: the pod uid it was dispatched with is the one that
+// ran, and its log is collected.
+func TestShardedReplicasShareSpokes(t *testing.T) {
+	spokes := []string{"wharf", "dock", "pier"}
+	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
+		Crucible: devstacktest.BuildCrucible, LeaderElect: true, ShardSpokes: true, LeaseDuration: haLease,
+		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
+		Spokes: devstack.NamedSpokes(spokes...),
+	})
+	a, b := devstacktest.Replicas(t, s)
+	byOwner := func(ls map[string]spokeLease) map[string]int {
+		n := map[string]int{}
+		for _, l := range ls {
+			n[l.holder]++
+		}
+		return n
+	}
+	var leases map[string]spokeLease
+	waitShared := func(what string, ok func(map[string]spokeLease) bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 3*haTakeover, true, func(context.Context) (bool, error) {
+			leases = spokeLeases(t, s, spokes...)
+			return ok(leases), nil
+		})
+		if err != nil {
+			t.Fatalf("spoke Leases never %s: %+v", what, leases)
+		}
+	}
+	balanced := func(ls map[string]spokeLease) bool {
+		n := byOwner(ls)
+		if len(ls) != len(spokes) || len(n) != 2 || n[""] != 0 {
+			return false
+		}
+		for _, c := range n {
+			if c < 1 || c > 2 {
+				return false
+			}
+		}
+		return true
+	}
+	waitShared("shared by both replicas", balanced)
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, haTakeover, true, func(context.Context) (bool, error) {
+		for _, r := range []devstack.Replica{a, b} {
+			owners := ownersVia(t, r)
+			for _, name := range spokes {
+				if owners[name] != spokeLeases(t, s, name)[name].holder {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the replicas' /api/clusters never named the Leases' holders: %v, %v; leases %+v", ownersVia(t, a), ownersVia(t, b), leases)
+	}
+	t.Logf("spokes shared: %+v", leases)
+
+	// SIGSTOP the replica running wharf past its leases: the other takes
+	// its spokes.
+	paused, pausedHolder := a, leases["wharf"].holder
+	if controllerMetricOf(t, b, `crucible_cluster_loops{cluster="wharf"}`) == 1 {
+		paused = b
+	}
+	before := leases
+	if err := s.PauseProcess(paused.Process); err != nil {
+		t.Fatal(err)
+	}
+	waitShared("all held by the running replica", func(ls map[string]spokeLease) bool {
+		n := byOwner(ls)
+		return len(ls) == len(spokes) && len(n) == 1 && n[pausedHolder] == 0 && n[""] == 0
+	})
+	for name, l := range leases {
+		if before[name].holder == pausedHolder && l.epoch <= before[name].epoch {
+			t.Errorf("%s changed holder with its epoch %d → %d: it must grow", name, before[name].epoch, l.epoch)
+		}
+	}
+	if err := s.ResumeProcess(paused.Process); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed, it acts on none of the spokes it lost until it wins one back.
+	for _, name := range spokes {
+		if before[name].holder != pausedHolder {
+			continue
+		}
+		if holder := spokeLeases(t, s, name)[name].holder; holder != pausedHolder && controllerMetricOf(t, paused, `crucible_cluster_loops{cluster="`+name+`"}`) == 1 {
+			t.Errorf("%s, resumed, runs %s's loops while the Lease names another holder", paused.Process, name)
+		}
+	}
+	waitShared("shared again after the resume", balanced)
+
+	// 30 pods in flight over the three spokes, through both replicas; then
+	// the replica holding wharf is SIGKILLed.
+	const pods = 30
+	ids, uids := make([]string, pods), make([]string, pods)
+	errs := make([]error, pods)
+	var wg sync.WaitGroup
+	for i := range pods {
+		via := []devstack.Replica{a, b}[i%2]
+		wg.Go(func() {
+			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: spokes[i%len(spokes)], Image: "x",
+				Command: []string{"sh", "-c", "echo start; sleep 4; echo done"}})
+			var wp api.WorkPod
+			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
+				return
+			}
+			ids[i], uids[i] = wp.ID, wp.PodUID
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim, survivor := a, b
+	if controllerMetricOf(t, b, `crucible_cluster_loops{cluster="wharf"}`) == 1 {
+		victim, survivor = b, a
+	}
+	victimHolder := spokeLeases(t, s, "wharf")["wharf"].holder
+	if err := s.KillProcess(victim.Process); err != nil {
+		t.Fatal(err)
+	}
+	waitShared("taken over from the killed replica", func(ls map[string]spokeLease) bool {
+		n := byOwner(ls)
+		return len(ls) == len(spokes) && len(n) == 1 && n[victimHolder] == 0 && n[""] == 0
+	})
+	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		for _, id := range ids {
+			code, body := haCall(t, survivor, http.MethodGet, "/api/pods/"+id, nil)
+			var wp api.WorkPod
+			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not every pod completed with its log through %s: %v", survivor.Process, err)
+	}
+	for i, id := range ids {
+		code, body := haCall(t, survivor, http.MethodGet, "/api/pods/"+id, nil)
+		var wp api.WorkPod
+		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", id, code, body)
+		}
+		if wp.State != "succeeded" || wp.PodUID != uids[i] {
+			t.Errorf("%s on %s: %s (%s), pod uid %s, dispatched as %s: want succeeded once", id, wp.Cluster, wp.State, wp.Reason, wp.PodUID, uids[i])
+		}
+	}
+}
+
+// controllerMetricOf is the value of series (a metric name with its
+// labels, exactly as exposed) on replica r, 0 while it is absent.
+func controllerMetricOf(t *testing.T, r devstack.Replica, series string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, line := range strings.Split(getBody(t, ctx, http.DefaultClient, r.MetricsURL+"/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", r.Process, line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
