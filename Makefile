@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 30m
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
 
-.PHONY: all tools dev-tools deps build image test unit lint bench chaos interop fuzz dev vet clean
+.PHONY: all tools dev-tools deps build image test unit lint bench chaos interop fleet fuzz dev vet clean
 
 all: build
 
@@ -72,6 +72,11 @@ test: tools deps
 ##          worker per spoke) dispatching Jobs through crucible's federation (about 3 minutes)
 interop: tools
 	$(GO) test -tags interop -count=1 -timeout 20m -run 'TestMultiKueue' -v ./test/e2e/
+
+## fleet: ten spokes and one controller on the dev stack: 1,000 turn pods over all of them, a spoke removed
+##        (drained) and an eleventh added by a profile reload mid-run, no restart (about 6 minutes)
+fleet: tools
+	$(GO) test -tags fleet -count=1 -timeout 30m -run 'TestFleetOfTenSpokes' -v ./test/e2e/
 
 ## lint: go vet and golangci-lint (.golangci.yml); go.mod must be tidy
 lint: tools

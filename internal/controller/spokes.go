@@ -114,15 +114,43 @@ func (s *spokeLoops) runSharded(ctx context.Context, a *shard.Assigner) error {
 	}
 	return a.Run(ctx, names, func(ctx context.Context, spoke string, epoch int64) {
 		fenced := store.WithFence(ctx, spoke, epoch)
-		if err := s.rec.Store.ClaimEpoch(fenced, spoke, epoch); err != nil {
-			s.log.Error("cannot claim the spoke's epoch in the store: not running its loops", "cluster", spoke, "epoch", epoch, "error", err)
-			<-ctx.Done() // keep the lease: the next replica would fail alike; retried on the next hand-over
+		if !s.claim(fenced, spoke, epoch) {
 			return
 		}
 		s.log.Info("running the spoke's loops", "cluster", spoke, "epoch", epoch)
 		s.runSpoke(fenced, spoke)
 		s.log.Info("stopped the spoke's loops", "cluster", spoke, "epoch", epoch)
 	})
+}
+
+// claimRetry is how soon a claim of a spoke's epoch that the store could
+// not answer is tried again.
+const claimRetry = 2 * time.Second
+
+// claim records a won spoke's epoch in the store before its loops write
+// anything: from then on the previous owner's writes are refused. A store
+// that cannot answer is asked again until ctx ends (the lease is kept
+// meanwhile: another replica would meet the same store); a newer epoch
+// there means this lease is stale, and the spoke is given up.
+func (s *spokeLoops) claim(ctx context.Context, spoke string, epoch int64) bool {
+	for {
+		err := s.rec.Store.ClaimEpoch(ctx, spoke, epoch)
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, store.ErrFenced):
+			s.log.Error("the store has a newer epoch of the spoke: giving it up", "cluster", spoke, "epoch", epoch, "error", err)
+			return false
+		}
+		s.log.Warn("cannot claim the spoke's epoch in the store; retrying", "cluster", spoke, "epoch", epoch, "error", err)
+		t := time.NewTimer(claimRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // runSpoke runs the loops of spoke name until ctx ends: on its client,
