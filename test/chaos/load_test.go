@@ -55,6 +55,9 @@ type wave struct {
 	// command is each pod's work (default command): it must print done once
 	// and push the result artifact with its CHAOS_KEY.
 	command []string
+	// target, if set, picks submit i's cluster (default: the stack's
+	// spokes in turn); a scenario that removes a spoke steers around it.
+	target func(i int) string
 	// notes and problems are what a scenario's injection observed beside
 	// the wave's own counts; problems fail the scenario.
 	notes, problems []string
@@ -138,6 +141,9 @@ func (w *wave) start(ctx context.Context, tag string) {
 // non-201 answer is counted and submitted again as a new pod (a new key).
 func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 	cluster := w.s.Spokes[i%len(w.s.Spokes)].Name
+	if w.target != nil {
+		cluster = w.target(i)
+	}
 	key := fmt.Sprintf("%s-%d", tag, i)
 	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []workpod.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
 	gen := 0
