@@ -52,11 +52,30 @@ func BenchmarkDispatch10000(b *testing.B) { benchDispatch(b, 10_000, true) }
 var holdSelector = map[string]string{"crucible.dev/bench": "held"}
 
 func benchDispatch(b *testing.B, n int, hold bool) {
+	dispatchOver(b, n, hold, []string{"wharf", "dock"}, false)
+}
+
+// BenchmarkFleet is BenchmarkDispatch10000 over ten spokes from one
+// controller (issue 26's fleet benchmark): 10,000 turns held unscheduled,
+// crucible's rate against the raw client-go loop over the same ten spokes,
+// the controller's RSS per spoke (its whole RSS over ten: an upper bound of
+// what a spoke beyond the first costs), and the time from writing a
+// profile that adds an eleventh spoke to that spoke's first dispatched
+// pod, the controller running on.
+func BenchmarkFleet(b *testing.B) { dispatchOver(b, 10_000, true, devstack.SpokeNames(10), true) }
+
+// dispatchOver is the dispatch benchmark over spokes; fleet makes it the
+// fleet benchmark (its row, and an eleventh spoke added by a reload).
+func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool) {
 	const workers = 16
-	spokes := []string{"wharf", "dock"}
+	stackSpokes := devstack.NamedSpokes(spokes...)
+	added := "spoke-11"
+	if fleetRow {
+		stackSpokes = append(stackSpokes, devstack.SpokeOptions{Name: added, Unlisted: true})
+	}
 	s := devstacktest.Start(b, devstack.Options{
 		Crucible:      devstacktest.CrucibleBinary(b),
-		Spokes:        []devstack.SpokeOptions{{Name: spokes[0]}, {Name: spokes[1]}},
+		Spokes:        stackSpokes,
 		SweepInterval: 5 * time.Second,
 	})
 	ctx := b.Context()
@@ -95,7 +114,7 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 	command := sleeps("1s") // the dev runtime runs it
 
 	rawSet := func(ctx context.Context, i int) error {
-		spoke := spokes[i%2]
+		spoke := spokes[i%len(spokes)]
 		w, errs := workpod.Check(workpod.WorkPod{ID: fmt.Sprintf("raw-%d", i), Kind: "turn", Image: "x", Command: command, Files: files, SecretFiles: secrets, Shape: shape})
 		if len(errs) > 0 {
 			return errs.ToAggregate()
@@ -166,6 +185,23 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 		} else {
 			method += "pods run by the dev runtime; crucible's run starts once the raw loop's pods have finished; time until every row is terminal"
 			extra["s_until_terminal"] = allTerminal.Seconds()
+		}
+		if fleetRow {
+			perSpoke := rss / float64(len(spokes))
+			addTime := addSpokeTime(b, s, added)
+			b.Logf("fleet: controller RSS %.0f MiB over %d spokes (%.1f MiB a spoke at most), %s from the profile adding %s to its first dispatched pod",
+				rss, len(spokes), perSpoke, addTime.Round(10*time.Millisecond), added)
+			extra["controller_rss_mib_per_spoke_at_most"] = perSpoke
+			extra["s_add_spoke_to_first_pod"] = addTime.Seconds()
+			rec := benchreport.Record{ID: "fleet", Case: fmt.Sprintf("%d turn pods over %d spokes", n, len(spokes)), Unit: "pods/s", Value: crucibleRate,
+				Goal: "≥ 0.9×, RSS ≤ 15 MiB a spoke beyond the first", Extra: extra,
+				Method: strings.Replace(method, "alternating the 2 spokes", fmt.Sprintf("over the %d spokes in turn", len(spokes)), 1) +
+					fmt.Sprintf("; RSS per spoke is the controller's whole RSS over %d (an upper bound of a spoke beyond the first); then a profile adding %s is written and its first POST /api/pods answered 201 timed from the write (the controller checks the file every 2 s); kube-apiserver %s", len(spokes), added, devstack.KubernetesVersion),
+			}.WithBaseline("raw client-go create loop over the same spokes", rawRate)
+			if err := benchreport.Append(rec.Judged(rec.Ratio >= 0.9 && perSpoke <= 15)); err != nil {
+				b.Fatal(err)
+			}
+			continue
 		}
 		rec := benchreport.Record{ID: "dispatch", Case: fmt.Sprintf("%d turn pods", n), Unit: "pods/s", Value: crucibleRate,
 			Goal: "≥ 0.95×, RSS ≤ 150 MB", Extra: extra, Method: method + "; kube-apiserver " + devstack.KubernetesVersion,
@@ -335,4 +371,37 @@ func rssMiB(b testing.TB, pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// addSpokeTime adds spoke added to the controller's profile (the file as
+// it is, with the [[clusters]] entry the stack renders for added appended)
+// and returns how long from the write until a submit to added is answered
+// 201: the reload, the new client, its dispatch.
+func addSpokeTime(b *testing.B, s *devstack.Stack, added string) time.Duration {
+	b.Helper()
+	path := s.Federation.ProfileFile
+	current, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	alone, err := s.ControllerProfile(added)
+	if err != nil {
+		b.Fatal(err)
+	}
+	entry := alone[strings.Index(alone, "\n[[clusters]]"):]
+	if err := os.WriteFile(path+".new", append(current, entry...), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	written := time.Now()
+	if err := os.Rename(path+".new", path); err != nil {
+		b.Fatal(err)
+	}
+	submit := submitTurns(s.Federation.ControllerInternalURL, []string{added}, api.SubmitRequest{Image: "x", Command: sleeps("1s")})
+	err = wait.PollUntilContextTimeout(b.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return submit(ctx, 0) == nil, nil
+	})
+	if err != nil {
+		b.Fatalf("%s never took a pod after the reload: %v", added, err)
+	}
+	return time.Since(written)
 }

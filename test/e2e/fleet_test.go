@@ -174,3 +174,169 @@ func processRSS(t *testing.T, pid int) int64 {
 	t.Fatalf("no VmRSS for pid %d", pid)
 	return 0
 }
+
+// Three replicas share ten spokes ([leader_election] shard_spokes, one
+// PostgreSQL; issue 26's acceptance): each runs the loops of 3 or 4, as
+// the Leases on the hub say. With 300 pods in flight one replica is
+// SIGKILLed: its spokes' Leases change holder once they expire (read from
+// the Lease objects), and every pod completes once with its log. A fourth
+// replica joining takes some spokes; one SIGSTOPped past its leases and
+// resumed runs none of the spokes it lost.
+func TestFleetShardedOverThreeReplicas(t *testing.T) {
+	names := devstack.SpokeNames(10)
+	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
+		Crucible: devstacktest.BuildCrucible, LeaderElect: true, ShardSpokes: true, LeaseDuration: haLease,
+		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
+		Spokes: devstack.NamedSpokes(names...),
+	})
+	a, b := devstacktest.Replicas(t, s)
+	c, err := s.StartController(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := []devstack.Replica{a, b, *c}
+	var leases map[string]spokeLease
+	shared := func(what string, ok func(map[string]int) bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 4*haTakeover, true, func(context.Context) (bool, error) {
+			leases = spokeLeases(t, s, names...)
+			n := map[string]int{}
+			for _, l := range leases {
+				n[l.holder]++
+			}
+			return len(leases) == len(names) && n[""] == 0 && ok(n), nil
+		})
+		if err != nil {
+			t.Fatalf("spoke Leases never %s: %+v", what, leases)
+		}
+	}
+	each := func(lo, hi, holders int) func(map[string]int) bool {
+		return func(n map[string]int) bool {
+			if len(n) != holders {
+				return false
+			}
+			for _, k := range n {
+				if k < lo || k > hi {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	shared("3-4 on each of three replicas", each(3, 4, 3))
+	t.Logf("three replicas: %+v", leases)
+
+	// 300 pods in flight through all three, then the replica running wharf
+	// is killed.
+	const pods = 300
+	ids, uids := make([]string, pods), make([]string, pods)
+	errs := make([]error, pods)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range pods {
+		via := replicas[i%3]
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: names[i%len(names)], Image: "x",
+				Command: []string{"sh", "-c", "echo start; sleep 3; echo done"}})
+			var wp api.WorkPod
+			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
+				return
+			}
+			ids[i], uids[i] = wp.ID, wp.PodUID
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := replicas[0]
+	for _, r := range replicas {
+		if controllerMetricOf(t, r, `crucible_cluster_loops{cluster="wharf"}`) == 1 {
+			victim = r
+		}
+	}
+	victimHolder := leases["wharf"].holder
+	if err := s.KillProcess(victim.Process); err != nil {
+		t.Fatal(err)
+	}
+	var survivors []devstack.Replica
+	for _, r := range replicas {
+		if r != victim {
+			survivors = append(survivors, r)
+		}
+	}
+	shared("taken over by the two survivors", func(n map[string]int) bool { return n[victimHolder] == 0 && each(5, 5, 2)(n) })
+	err = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+		for _, id := range ids {
+			code, body := haCall(t, survivors[0], http.MethodGet, "/api/pods/"+id, nil)
+			var wp api.WorkPod
+			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not every pod completed with its log after %s's SIGKILL: %v", victim.Process, err)
+	}
+	for i, id := range ids {
+		code, body := haCall(t, survivors[0], http.MethodGet, "/api/pods/"+id, nil)
+		var wp api.WorkPod
+		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", id, code, body)
+		}
+		if wp.State != "succeeded" || wp.PodUID != uids[i] {
+			t.Errorf("%s on %s: %s (%s), pod uid %s, dispatched as %s: want succeeded once", id, wp.Cluster, wp.State, wp.Reason, wp.PodUID, uids[i])
+		}
+	}
+
+	// A fourth replica joins and takes some spokes.
+	d, err := s.StartController(t.Context(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared("3-4 on each of three replicas again, the new one among them", func(n map[string]int) bool {
+		return each(3, 4, 3)(n) && runsSome(t, *d, names)
+	})
+
+	// One SIGSTOPped past its leases loses them; resumed, it runs none of
+	// them until it wins some back.
+	paused := *d
+	var held []string
+	for _, n := range names {
+		if controllerMetricOf(t, paused, `crucible_cluster_loops{cluster="`+n+`"}`) == 1 {
+			held = append(held, n)
+		}
+	}
+	pausedHolder := leases[held[0]].holder
+	if err := s.PauseProcess(paused.Process); err != nil {
+		t.Fatal(err)
+	}
+	shared("taken from the paused replica", func(n map[string]int) bool { return n[pausedHolder] == 0 && each(5, 5, 2)(n) })
+	if err := s.ResumeProcess(paused.Process); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range held {
+		if controllerMetricOf(t, paused, `crucible_cluster_loops{cluster="`+n+`"}`) == 1 && spokeLeases(t, s, n)[n].holder != pausedHolder {
+			t.Errorf("%s, resumed, runs %s's loops while its Lease names another holder", paused.Process, n)
+		}
+	}
+	t.Logf("sharded fleet: %d pods over %d spokes through 3 replicas, all succeeded once after %s's SIGKILL; spokes after the pause: %+v", pods, len(names), victim.Process, spokeLeases(t, s, names...))
+}
+
+// runsSome reports whether replica r runs the loops of at least one of
+// spokes.
+func runsSome(t *testing.T, r devstack.Replica, spokes []string) bool {
+	t.Helper()
+	for _, n := range spokes {
+		if controllerMetricOf(t, r, `crucible_cluster_loops{cluster="`+n+`"}`) == 1 {
+			return true
+		}
+	}
+	return false
+}
