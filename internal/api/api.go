@@ -31,7 +31,7 @@ type Server struct {
 	// Profile is the profile in force, swapped by a reload: a handler
 	// reads it once (profile) and decides with that one.
 	Profile *fleet.Current
-	// Owners, with sharded loops, names the replica running each
+	// Owners, with leader election, names the replica running each
 	// cluster's loops (GET /api/clusters); nil without.
 	Owners func() map[string]string
 	// Store, Dispatcher, Clients, Artifacts and Uploads are what the API

@@ -153,7 +153,7 @@ type Cluster struct {
 	// dispatched to it, and its live pods are followed until they end.
 	Draining bool `json:"draining,omitempty"`
 	// Owner is the replica (its Lease identity) running the cluster's
-	// loops, with [leader_election] shard_spokes; "" while nobody does.
+	// loops, with leader election; "" while nobody does (or without one).
 	Owner  string       `json:"owner,omitempty"`
 	Health fleet.Health `json:"health"`
 }

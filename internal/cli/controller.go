@@ -39,10 +39,12 @@ as its discoveryURL, because the hub's issuer is not publicly discoverable.
 
 Several replicas (HA) share one PostgreSQL store with --leader-elect (or
 [controller] leader_elect): every replica serves the API, the drop-box, the mirror
-and live logs, and keeps artifacts in PostgreSQL; the replica holding the hub Lease
-[leader_election] runs await, log collection, startup reconcile and the sweep. A
-leader that loses its lease stops those loops and exits non-zero, to restart as a
-follower. SQLite serves one replica only.
+and live logs, and keeps artifacts in PostgreSQL; each spoke's await, log collection,
+startup reconcile and sweep run on the replica holding that spoke's hub Lease
+(<lease_name>-spoke-<cluster>), the spokes spread evenly over the live replicas, every
+store write of them fenced by the Lease's epoch. A replica that loses a spoke's Lease
+stops that spoke's loops. With [leader_election] single_leader one replica, the holder
+of one Lease, runs them all, and exits if it loses it. SQLite serves one replica only.
 
 The profile is reloaded when the file changes (checked every 2 s) and on SIGHUP.
 A reload applies [[clusters]], default_cluster and [[pods.classes]] only: a spoke
@@ -90,7 +92,7 @@ port-forward, e.g.
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "crucible.toml", "the controller's profile (TOML)")
-	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "run the reconcile loops only while holding the hub Lease (several replicas on PostgreSQL); same as [controller] leader_elect")
+	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "share the spokes' reconcile loops with the other replicas by a hub Lease per spoke (several replicas on PostgreSQL); same as [controller] leader_elect")
 	cmd.Flags().StringVar(&pprofListen, "pprof-listen", "", "loopback HOST:PORT to serve Go's profiler (/debug/pprof/) on, plain HTTP; off when empty")
 	return cmd
 }

@@ -296,8 +296,8 @@ func metricsListener(ctl fleet.Controller, log *slog.Logger) listener {
 
 // loops runs the reconciler (await, log collection, startup reconcile,
 // sweep) of every spoke once per deployment: here; with leader election
-// only while this replica holds the Lease; or, with shard_spokes, each
-// spoke's on the replica holding that spoke's Lease.
+// each spoke's on the replica holding that spoke's Lease; or, with
+// single_leader, all of them while this replica holds the one Lease.
 type loops struct {
 	spokes   *spokeLoops
 	elect    bool
@@ -311,14 +311,14 @@ func (l loops) Start(ctx context.Context) error {
 	case !l.elect:
 		metrics.Leader.Set(1)
 		return l.spokes.run(ctx)
-	case l.election.ShardSpokes:
-		a, err := newAssigner(l.hub, l.election, l.log)
-		if err != nil {
-			return err
-		}
-		return l.spokes.runSharded(ctx, a)
+	case l.election.SingleLeader:
+		return runAsLeader(ctx, l.hub, l.election, l.log, l.spokes.run)
 	}
-	return runAsLeader(ctx, l.hub, l.election, l.log, l.spokes.run)
+	a, err := newAssigner(l.hub, l.election, l.log)
+	if err != nil {
+		return err
+	}
+	return l.spokes.runSharded(ctx, a)
 }
 
 // newAssigner shares the spokes out over the replicas through a Lease

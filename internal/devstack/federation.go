@@ -351,8 +351,8 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 	if s.opts.LeaderElect {
 		fmt.Fprintf(&b, "leader_elect = true\n\n[leader_election]\nlease_duration = %q\nrenew_deadline = %q\nretry_period = %q\n", s.lease().String(),
 			(s.lease() * 2 / 3).String(), (s.lease() / 6).String())
-		if s.opts.ShardSpokes {
-			b.WriteString("shard_spokes = true\n")
+		if s.opts.SingleLeader {
+			b.WriteString("single_leader = true\n")
 		}
 	}
 	b.WriteString("\n")

@@ -88,9 +88,10 @@ type Options struct {
 	// Lease; StartController adds replicas (see replica.go).
 	LeaderElect   bool
 	LeaseDuration time.Duration
-	// ShardSpokes, with LeaderElect, spreads the spokes' loops over the
-	// replicas ([leader_election] shard_spokes): a Lease per spoke.
-	ShardSpokes bool
+	// SingleLeader, with LeaderElect, runs every spoke's loops on one
+	// leader ([leader_election] single_leader) instead of a Lease per
+	// spoke.
+	SingleLeader bool
 }
 
 // SpokeOptions configures one spoke cluster.

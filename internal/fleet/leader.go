@@ -29,15 +29,17 @@ type LeaderElection struct {
 	LeaseDuration Duration `toml:"lease_duration"`
 	RenewDeadline Duration `toml:"renew_deadline"`
 	RetryPeriod   Duration `toml:"retry_period"`
-	// ShardSpokes spreads the spokes over the replicas instead of running
-	// every spoke's loops on one leader: each spoke's loops run on the
-	// replica holding a Lease of that spoke (<lease_name>-spoke-<cluster>),
-	// with the same durations, spread evenly over the live replicas (each
-	// keeps a member Lease, <lease_name>-member-<hash>), and every store
-	// write of a spoke's rows carries its lease's epoch, which the store
-	// refuses once a newer owner has written. A replica that loses a
-	// spoke's lease stops that spoke's loops and goes on with the others.
-	ShardSpokes bool `toml:"shard_spokes"`
+	// SingleLeader runs every spoke's loops on one leader, the holder of
+	// the Lease lease_name, as before spokes were shared out (R-C10).
+	// Without it (the default, R-FL1) each spoke's loops run on the replica
+	// holding a Lease of that spoke (<lease_name>-spoke-<cluster>), with the
+	// same durations, spread evenly over the live replicas (each keeps a
+	// member Lease, <lease_name>-member-<hash>), and every store write of a
+	// spoke's rows carries its lease's epoch, which the store refuses once
+	// a newer owner has written; a replica that loses a spoke's lease stops
+	// that spoke's loops and goes on with the others. The two ways must not
+	// run side by side: a single leader's writes carry no epoch.
+	SingleLeader bool `toml:"single_leader"`
 }
 
 // validateLeader checks [leader_election] and that leader election has a
@@ -55,12 +57,12 @@ func validateLeader(p *Profile) field.ErrorList {
 	for _, msg := range validation.IsDNS1123Subdomain(l.LeaseName) {
 		errs = append(errs, field.Invalid(path.Child("lease_name"), l.LeaseName, msg))
 	}
-	if l.ShardSpokes {
+	if !l.SingleLeader {
 		// It prefixes the spokes' and members' Lease names and is their
-		// label's value.
+		// label's value (or set single_leader).
 		errs = append(errs, dnsLabel(path.Child("lease_name"), l.LeaseName)...)
 		if l.LeaseDuration.Duration%time.Second != 0 {
-			errs = append(errs, field.Invalid(path.Child("lease_duration"), l.LeaseDuration.Duration, "must be whole seconds with shard_spokes (a Lease records seconds)"))
+			errs = append(errs, field.Invalid(path.Child("lease_duration"), l.LeaseDuration.Duration, "must be whole seconds: each spoke's Lease records seconds (or set single_leader)"))
 		}
 	}
 	errs = append(errs, dnsLabel(path.Child("lease_namespace"), l.LeaseNamespace)...)

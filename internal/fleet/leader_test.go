@@ -52,20 +52,21 @@ func TestLeaderElectionProblems(t *testing.T) {
 			},
 			want: []string{
 				`leader_election.lease_name "Leader/1": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+				`leader_election.lease_name "Leader/1": must be a DNS label`,
 				`leader_election.lease_namespace "a.b": must be a DNS label`,
 				`leader_election.retry_period "-2s": must be positive`,
 			},
 		},
 		{
-			name: "shard_spokes with a dotted lease name and a fractional lease",
+			name: "sharded spokes with a dotted lease name and a fractional lease",
 			edit: func(m map[string]any) {
 				table(m, "controller")["leader_elect"], table(m, "controller")["store"] = true, pgDSN
 				le := table(m, "leader_election")
-				le["shard_spokes"], le["lease_name"], le["lease_duration"] = true, "crucible.leader", "15500ms"
+				le["lease_name"], le["lease_duration"] = "crucible.leader", "15500ms"
 			},
 			want: []string{
 				`leader_election.lease_name "crucible.leader": must be a DNS label`,
-				`leader_election.lease_duration "15.5s": must be whole seconds with shard_spokes (a Lease records seconds)`,
+				`leader_election.lease_duration "15.5s": must be whole seconds: each spoke's Lease records seconds (or set single_leader)`,
 			},
 		},
 		{

@@ -34,7 +34,7 @@ const (
 //     documents, which the discovery mirror proxies) and its binding: clusters
 //     grant this to every service account by default; this makes it explicit;
 //   - Role crucible-controller-leader-election (leases get, list, create,
-//     update, delete: list and delete for shard_spokes' member Leases)
+//     update, delete: list and delete for the replicas' member Leases)
 //     in namespace, and its binding, for --leader-elect (R-C10);
 //   - example ClusterRoles for people, over crucible's own resource
 //     workpods.crucible.dev (the cluster is the resource name):

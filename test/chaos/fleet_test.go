@@ -21,7 +21,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
-// spokeHolder is the holder of spoke's Lease of shard_spokes on the hub.
+// spokeHolder is the holder of spoke's Lease on the hub.
 func spokeHolder(ctx context.Context, s *devstack.Stack, spoke string) (string, error) {
 	l, err := s.Hub.Client.CoordinationV1().Leases(devstack.HubNamespace).Get(ctx, devstack.Instance+"-leader-spoke-"+spoke, metav1.GetOptions{})
 	if err != nil {
@@ -36,7 +36,7 @@ func runsSpoke(ctx context.Context, r devstack.Replica, spoke string) bool {
 	return err == nil && sums[`crucible_cluster_loops{cluster="`+spoke+`"}`] == 1
 }
 
-// Two replicas share the spokes ([leader_election] shard_spokes), one
+// Two replicas share the spokes (a Lease each), one
 // PostgreSQL, submits to both in turn. The replica running wharf's loops
 // is SIGKILLed; once wharf's Lease has expired the other takes it (read
 // from the Lease), and the killed one is started again. No pod runs twice,
@@ -51,7 +51,7 @@ func TestChaos13ShardedReplicaKilled(t *testing.T) {
 		stack: func(t *testing.T) *devstack.Stack {
 			opts := stackOptions()
 			opts.Progress = func(string, ...any) {}
-			opts.LeaderElect, opts.ShardSpokes, opts.LeaseDuration = true, true, haLease
+			opts.LeaderElect, opts.LeaseDuration = true, haLease
 			s, _ := devstacktest.StartOnPostgres(t, opts)
 			a, b := devstacktest.Replicas(t, s)
 			ms = []devstack.Replica{a, b}

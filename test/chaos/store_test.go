@@ -32,6 +32,7 @@ func pgStack(t *testing.T, leaderElect bool, lease time.Duration) (*devstack.Sta
 		// Its own tests' progress lines would drown the scenario's.
 		Progress:      func(string, ...any) {},
 		LeaderElect:   leaderElect,
+		SingleLeader:  leaderElect, // scenario 10: the one leader killed
 		LeaseDuration: lease,
 	})
 }

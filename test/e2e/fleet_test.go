@@ -175,7 +175,7 @@ func processRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// Three replicas share ten spokes ([leader_election] shard_spokes, one
+// Three replicas share ten spokes (a Lease each, one
 // PostgreSQL; issue 26's acceptance): each runs the loops of 3 or 4, as
 // the Leases on the hub say. With 300 pods in flight one replica is
 // SIGKILLed: its spokes' Leases change holder once they expire (read from
@@ -185,7 +185,7 @@ func processRSS(t *testing.T, pid int) int64 {
 func TestFleetShardedOverThreeReplicas(t *testing.T) {
 	names := devstack.SpokeNames(10)
 	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
-		Crucible: devstacktest.BuildCrucible, LeaderElect: true, ShardSpokes: true, LeaseDuration: haLease,
+		Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
 		Spokes: devstack.NamedSpokes(names...),
 	})

@@ -62,7 +62,7 @@ func haCall(t *testing.T, r devstack.Replica, method, path string, body any) (in
 // dispatched twice, no row lost, every log collected.
 func TestHATwoControllersOnePostgres(t *testing.T) {
 	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
-		Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,
+		Crucible: devstacktest.BuildCrucible, LeaderElect: true, SingleLeader: true, LeaseDuration: haLease,
 		// The sweep would delete collected pods: keep them to count them.
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
 	})

@@ -27,7 +27,7 @@ type spokeLease struct {
 	epoch  int32
 }
 
-// spokeLeases reads the Lease of each spoke of shard_spokes from the hub.
+// spokeLeases reads the Lease of each spoke from the hub.
 func spokeLeases(t *testing.T, s *devstack.Stack, spokes ...string) map[string]spokeLease {
 	t.Helper()
 	out := map[string]spokeLease{}
@@ -59,7 +59,7 @@ func ownersVia(t *testing.T, r devstack.Replica) map[string]string {
 	return out
 }
 
-// With [leader_election] shard_spokes, two replicas share three spokes:
+// With leader election, two replicas share three spokes:
 // every spoke's Lease has one holder, both replicas hold one or two, and
 // both APIs name the same owners. A replica SIGSTOPped past its leases
 // loses them (the Leases change holder, their epochs grow) and, resumed,
@@ -70,7 +70,7 @@ func ownersVia(t *testing.T, r devstack.Replica) map[string]string {
 func TestShardedReplicasShareSpokes(t *testing.T) {
 	spokes := []string{"wharf", "dock", "pier"}
 	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
-		Crucible: devstacktest.BuildCrucible, LeaderElect: true, ShardSpokes: true, LeaseDuration: haLease,
+		Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
 		Spokes: devstack.NamedSpokes(spokes...),
 	})

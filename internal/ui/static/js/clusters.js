@@ -22,8 +22,8 @@ const collator = new Intl.Collator(undefined, { numeric: true });
 
 // COLUMNS are the table's, in order: what a column sorts on (a number sorts
 // as one, null last in either direction) and its cell.
-// The owner column says which replica runs a cluster's loops with sharded
-// replicas ([leader_election] shard_spokes), "—" otherwise.
+// The owner column says which replica runs a cluster's loops with leader
+// election (a Lease per spoke), "—" otherwise.
 const COLUMNS = [
   { key: 'name', label: 'Cluster', sort: (r) => r.c.name, cell: nameCell },
   { key: 'health', label: 'Health', sort: (r) => HEALTH.indexOf(r.health), cell: healthCell },
