@@ -64,8 +64,8 @@ func benchDispatch(b *testing.B, n int, hold bool) {
 // pod, the controller running on.
 func BenchmarkFleet(b *testing.B) { dispatchOver(b, 10_000, true, devstack.SpokeNames(10), true) }
 
-// dispatchOver is the dispatch benchmark over spokes; fleet makes it the
-// fleet benchmark (its row, and an eleventh spoke added by a reload).
+// dispatchOver is the dispatch benchmark over spokes, and the
+// fleet benchmark (its row, and an eleventh spoke added by a reload) when fleetRow.
 func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool) {
 	const workers = 16
 	stackSpokes := devstack.NamedSpokes(spokes...)
