@@ -85,7 +85,7 @@ func (s *Stack) prepareCluster(c *Cluster, certs pki) error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := s.freePort()
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 // startEtcd runs the one etcd that every API server of the stack shares, each
 // under its own key prefix. fsync is off: the data is thrown away anyway.
 func (s *Stack) startEtcd(ctx context.Context) error {
-	ports, err := freePorts(2)
+	ports, err := s.freePorts(2)
 	if err != nil {
 		return err
 	}

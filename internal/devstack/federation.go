@@ -78,7 +78,7 @@ func (s *Stack) planFederation() error {
 		return nil
 	}
 	n := len(s.opts.Spokes)
-	ports, err := freePorts(2 + 2*n)
+	ports, err := s.freePorts(2 + 2*n)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Stack) planFederation() error {
 		webhookPorts:          map[string]int{},
 		webhookMetricsPorts:   map[string]int{},
 	}
-	metrics, err := freePorts(1)
+	metrics, err := s.freePorts(1)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ var kwokStages embed.FS
 // leases) and the dev runtime (the nodes' kubelet: it runs their pods and
 // serves pods/log on the one kubelet port all of the spoke's nodes name).
 func (s *Stack) startNodes(ctx context.Context) error {
-	kubeletPorts, err := freePorts(len(s.Spokes))
+	kubeletPorts, err := s.freePorts(len(s.Spokes))
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (s *Stack) startNodes(ctx context.Context) error {
 
 func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort int) error {
 	certs := filepath.Join(s.Dir, "pki")
-	ports, err := freePorts(3)
+	ports, err := s.freePorts(3)
 	if err != nil {
 		return err
 	}

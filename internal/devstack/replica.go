@@ -82,7 +82,7 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 	if f == nil {
 		return nil, fmt.Errorf("start controller %s: the stack runs no federation", name)
 	}
-	ports, err := freePorts(3)
+	ports, err := s.freePorts(3)
 	if err != nil {
 		return nil, err
 	}

@@ -167,6 +167,9 @@ type Stack struct {
 	procs       []*process
 	removeDir   bool
 	stopOnce    sync.Once
+	// ports are the ports this stack claimed (freePorts), released by Stop.
+	portsMu sync.Mutex
+	ports   []int
 }
 
 // Cluster is one running kube-apiserver and, for spokes, what runs its pods.
@@ -401,6 +404,10 @@ func (s *Stack) Stop() {
 		if s.removeDir {
 			_ = os.RemoveAll(s.Dir)
 		}
+		s.portsMu.Lock()
+		releasePorts(s.ports)
+		s.ports = nil
+		s.portsMu.Unlock()
 	})
 }
 
