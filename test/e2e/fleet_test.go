@@ -322,9 +322,7 @@ func TestFleetShardedOverThreeReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range held {
-		if controllerMetricOf(t, paused, `crucible_cluster_loops{cluster="`+n+`"}`) == 1 && spokeLeases(t, s, n)[n].holder != pausedHolder {
-			t.Errorf("%s, resumed, runs %s's loops while its Lease names another holder", paused.Process, n)
-		}
+		waitStopped(t, s, paused, pausedHolder, n)
 	}
 	t.Logf("sharded fleet: %d pods over %d spokes through 3 replicas, all succeeded once after %s's SIGKILL; spokes after the pause: %+v", pods, len(names), victim.Process, spokeLeases(t, s, names...))
 }
