@@ -229,31 +229,9 @@ func TestFleetShardedOverThreeReplicas(t *testing.T) {
 	// 300 pods in flight through all three, then the replica running wharf
 	// is killed.
 	const pods = 300
-	ids, uids := make([]string, pods), make([]string, pods)
-	errs := make([]error, pods)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range pods {
-		via := replicas[i%3]
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: names[i%len(names)], Image: "x",
-				Command: []string{"sh", "-c", "echo start; sleep 3; echo done"}})
-			var wp api.WorkPod
-			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
-				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
-				return
-			}
-			ids[i], uids[i] = wp.ID, wp.PodUID
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids, uids := submitVia(t, replicas, pods, 8, func(i int) api.SubmitRequest {
+		return api.SubmitRequest{Cluster: names[i%len(names)], Image: "x", Command: []string{"sh", "-c", "echo start; sleep 3; echo done"}}
+	})
 	victim := replicas[0]
 	for _, r := range replicas {
 		if controllerMetricOf(t, r, `crucible_cluster_loops{cluster="wharf"}`) == 1 {

@@ -89,28 +89,9 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 
 	// 50 pods in flight, submitted through both replicas at once.
 	const pods = 50
-	ids := make([]string, pods)
-	uids := make([]string, pods)
-	var wg sync.WaitGroup
-	errs := make([]error, pods)
-	for i := range pods {
-		via := []devstack.Replica{a, b}[i%2]
-		wg.Go(func() {
-			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "echo start $0; sleep 5; echo done"}})
-			var wp api.WorkPod
-			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
-				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
-				return
-			}
-			ids[i], uids[i] = wp.ID, wp.PodUID
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids, uids := submitVia(t, []devstack.Replica{a, b}, pods, 0, func(int) api.SubmitRequest {
+		return api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "echo start $0; sleep 5; echo done"}}
+	})
 
 	killed := time.Now()
 	if err := s.KillProcess(leader.Process); err != nil {
@@ -266,4 +247,39 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other devstack.R
 		t.Errorf("downloaded from %s: %d bytes sha256 %s (header %s), pushed %d bytes sha256 %s", other.Process, n, got,
 			resp.Header.Get("X-Crucible-SHA256"), len(content), want)
 	}
+}
+
+// submitVia submits n pods, pod i as req(i) through replicas[i%len], at
+// most limit at once (0: all at once), failing the test on any answer but
+// 201; it returns their ids and the pod uids they were dispatched with.
+func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func(i int) api.SubmitRequest) (ids, uids []string) {
+	t.Helper()
+	if limit <= 0 {
+		limit = n
+	}
+	ids, uids = make([]string, n), make([]string, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		via := replicas[i%len(replicas)]
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			code, body := haCall(t, via, http.MethodPost, "/api/pods", req(i))
+			var wp api.WorkPod
+			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
+				return
+			}
+			ids[i], uids[i] = wp.ID, wp.PodUID
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids, uids
 }

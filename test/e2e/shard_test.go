@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,28 +155,9 @@ func TestShardedReplicasShareSpokes(t *testing.T) {
 	// 30 pods in flight over the three spokes, through both replicas; then
 	// the replica holding wharf is SIGKILLed.
 	const pods = 30
-	ids, uids := make([]string, pods), make([]string, pods)
-	errs := make([]error, pods)
-	var wg sync.WaitGroup
-	for i := range pods {
-		via := []devstack.Replica{a, b}[i%2]
-		wg.Go(func() {
-			code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: spokes[i%len(spokes)], Image: "x",
-				Command: []string{"sh", "-c", "echo start; sleep 4; echo done"}})
-			var wp api.WorkPod
-			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
-				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
-				return
-			}
-			ids[i], uids[i] = wp.ID, wp.PodUID
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids, uids := submitVia(t, []devstack.Replica{a, b}, pods, 0, func(i int) api.SubmitRequest {
+		return api.SubmitRequest{Cluster: spokes[i%len(spokes)], Image: "x", Command: []string{"sh", "-c", "echo start; sleep 4; echo done"}}
+	})
 	victim, survivor := a, b
 	if controllerMetricOf(t, b, `crucible_cluster_loops{cluster="wharf"}`) == 1 {
 		victim, survivor = b, a
