@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -368,6 +369,16 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 	fmt.Fprintf(&b, "\n[ingest]\ntrusted_proxies = [\"127.0.0.0/8\", \"%s/32\"]\n", PodGateway)
 	if s.opts.IngestMinFreeBytes > 0 {
 		fmt.Fprintf(&b, "min_free_bytes = %d\n", s.opts.IngestMinFreeBytes)
+	}
+	if len(s.opts.PodNodeSelector) > 0 {
+		b.WriteString("\n[pods]\nnode_selector = {")
+		for i, k := range slices.Sorted(maps.Keys(s.opts.PodNodeSelector)) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %q = %q", k, s.opts.PodNodeSelector[k])
+		}
+		b.WriteString(" }\n")
 	}
 	b.WriteString(podClasses)
 	for _, c := range spokes {

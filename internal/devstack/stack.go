@@ -92,6 +92,11 @@ type Options struct {
 	// leader ([leader_election] single_leader) instead of a Lease per
 	// spoke.
 	SingleLeader bool
+	// PodNodeSelector is the profile's [pods] node_selector, in every
+	// controller's profile: the benchmarks name a label no node has, so
+	// the pods they dispatch stay unscheduled and cost the spokes no
+	// running.
+	PodNodeSelector map[string]string
 }
 
 // SpokeOptions configures one spoke cluster.

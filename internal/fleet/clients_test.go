@@ -186,6 +186,8 @@ func TestNewClientsConfig(t *testing.T) {
 		QPS:             7,
 		Burst:           9,
 		UserAgent:       "crucible/dock",
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf",
+			AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"},
 	}
 	// BearerToken and BearerTokenFile stay empty: the token comes from the
 	// file through WrapTransport (TestProbeTokenRotation checks it).
