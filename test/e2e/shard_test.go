@@ -26,7 +26,7 @@ type spokeLease struct {
 }
 
 // spokeLeases reads the Lease of each spoke from the hub.
-func spokeLeases(t *testing.T, s *devstack.Stack, spokes ...string) map[string]spokeLease {
+func spokeLeases(t testing.TB, s *devstack.Stack, spokes ...string) map[string]spokeLease {
 	t.Helper()
 	out := map[string]spokeLease{}
 	for _, name := range spokes {
