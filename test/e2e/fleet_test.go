@@ -249,29 +249,7 @@ func TestFleetShardedOverThreeReplicas(t *testing.T) {
 		}
 	}
 	shared("taken over by the two survivors", func(n map[string]int) bool { return n[victimHolder] == 0 && each(5, 5, 2)(n) })
-	err = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
-		for _, id := range ids {
-			code, body := haCall(t, survivors[0], http.MethodGet, "/api/pods/"+id, nil)
-			var wp api.WorkPod
-			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("not every pod completed with its log after %s's SIGKILL: %v", victim.Process, err)
-	}
-	for i, id := range ids {
-		code, body := haCall(t, survivors[0], http.MethodGet, "/api/pods/"+id, nil)
-		var wp api.WorkPod
-		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
-			t.Fatalf("%s: %d %s", id, code, body)
-		}
-		if wp.State != "succeeded" || wp.PodUID != uids[i] {
-			t.Errorf("%s on %s: %s (%s), pod uid %s, dispatched as %s: want succeeded once", id, wp.Cluster, wp.State, wp.Reason, wp.PodUID, uids[i])
-		}
-	}
+	awaitSucceededOnce(t, survivors[0], ids, uids, 5*time.Minute)
 
 	// A fourth replica joins and takes some spokes.
 	d, err := s.StartController(t.Context(), "d")

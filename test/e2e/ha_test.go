@@ -283,3 +283,34 @@ func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func
 	}
 	return ids, uids
 }
+
+// awaitSucceededOnce waits (within) until every work pod of ids has its log
+// collected, read through replica via, then checks each succeeded with
+// the pod uid it was dispatched with (uids, as submitVia returns them): it
+// ran once, never dispatched again by a new owner of its spoke.
+func awaitSucceededOnce(t *testing.T, via devstack.Replica, ids, uids []string, within time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, within, true, func(context.Context) (bool, error) {
+		for _, id := range ids {
+			code, body := haCall(t, via, http.MethodGet, "/api/pods/"+id, nil)
+			var wp api.WorkPod
+			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not every pod completed with its log (read through %s): %v", via.Process, err)
+	}
+	for i, id := range ids {
+		code, body := haCall(t, via, http.MethodGet, "/api/pods/"+id, nil)
+		var wp api.WorkPod
+		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", id, code, body)
+		}
+		if wp.State != "succeeded" || wp.PodUID != uids[i] {
+			t.Errorf("%s on %s: %s (%s), pod uid %s, dispatched as %s: want succeeded once", id, wp.Cluster, wp.State, wp.Reason, wp.PodUID, uids[i])
+		}
+	}
+}

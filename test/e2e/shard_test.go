@@ -170,29 +170,7 @@ func TestShardedReplicasShareSpokes(t *testing.T) {
 		n := byOwner(ls)
 		return len(ls) == len(spokes) && len(n) == 1 && n[victimHolder] == 0 && n[""] == 0
 	})
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-		for _, id := range ids {
-			code, body := haCall(t, survivor, http.MethodGet, "/api/pods/"+id, nil)
-			var wp api.WorkPod
-			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("not every pod completed with its log through %s: %v", survivor.Process, err)
-	}
-	for i, id := range ids {
-		code, body := haCall(t, survivor, http.MethodGet, "/api/pods/"+id, nil)
-		var wp api.WorkPod
-		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
-			t.Fatalf("%s: %d %s", id, code, body)
-		}
-		if wp.State != "succeeded" || wp.PodUID != uids[i] {
-			t.Errorf("%s on %s: %s (%s), pod uid %s, dispatched as %s: want succeeded once", id, wp.Cluster, wp.State, wp.Reason, wp.PodUID, uids[i])
-		}
-	}
+	awaitSucceededOnce(t, survivor, ids, uids, 3*time.Minute)
 }
 
 // waitStopped waits until replica r, whose Lease identity is holder, runs
