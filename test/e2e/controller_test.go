@@ -366,7 +366,11 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 	var code int
 	var body []byte
 	_ = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		code, body = apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Files: map[string]string{"a": "b"}})
+		// With a command: without one the dev runtime fails the pod at once
+		// (DevRuntimeNeedsCommand), and in the moment between its create and
+		// the dispatcher's delete the watch could record that failure first
+		// (ci17). With one it waits for its ConfigMap, which never comes.
+		code, body = apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: sleeps("1s"), Files: map[string]string{"a": "b"}})
 		return code != http.StatusCreated, nil
 	})
 	if code != http.StatusBadGateway || !strings.Contains(string(body), `cannot create resource \"configmaps\"`) {
