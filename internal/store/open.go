@@ -54,6 +54,9 @@ const (
 	// sqliteReaders is the read pool size: WAL lets readers run beside the
 	// writer, and API reads should not wait behind a reconcile.
 	sqliteReaders = 4
+	// walRetry spaces the attempts of a first open that lost the race to
+	// put a fresh file in WAL mode; the winner holds it for milliseconds.
+	walRetry = 20 * time.Millisecond
 	// postgresConns caps the connections per replica; UpdateWorkPod holds one
 	// for the length of its callback.
 	postgresConns = 10
@@ -113,7 +116,7 @@ func openSQLite(ctx context.Context, dsn string) (*sqlStore, error) {
 	// _txlock=immediate makes every transaction BEGIN IMMEDIATE: a
 	// read-modify-write takes the write lock before it reads, so it can never
 	// fail to upgrade a read lock half-way.
-	writer := base + "?" + join(query, busy, "_pragma=journal_mode(WAL)", "_pragma=synchronous(NORMAL)", "_pragma=foreign_keys(1)", "_txlock=immediate")
+	writer := base + "?" + join(query, busy, "_pragma=synchronous(NORMAL)", "_pragma=foreign_keys(1)", "_txlock=immediate")
 	reader := base + "?" + join(query, busy, "_pragma=foreign_keys(1)", "_pragma=query_only(1)")
 
 	w, err := sql.Open("sqlite", writer)
@@ -130,8 +133,11 @@ func openSQLite(ctx context.Context, dsn string) (*sqlStore, error) {
 	r.SetMaxOpenConns(sqliteReaders)
 	r.SetMaxIdleConns(sqliteReaders)
 	s := &sqlStore{d: dialectSQLite, w: w, r: r}
-	// init migrates through w before r opens a connection, so readers never
-	// see the file before it is in WAL mode.
+	// The file is in WAL mode before init migrates it and before r opens a
+	// connection, so readers never see it in any other mode.
+	if err := enterWAL(ctx, w); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	if err := s.init(ctx); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -139,6 +145,33 @@ func openSQLite(ctx context.Context, dsn string) (*sqlStore, error) {
 		return nil, errors.Join(fmt.Errorf("connect reader: %w", err), s.Close())
 	}
 	return s, nil
+}
+
+// enterWAL switches the file to WAL mode, which then stays with the file.
+// It is a statement of its own, not a connection parameter, because it must
+// be retried: when several processes open a fresh file at once, each reads
+// it and then needs it exclusively to change its journal mode, and SQLite
+// answers all but one SQLITE_BUSY at once rather than let them wait on each
+// other past the busy timeout (a deadlock). The loser tries again once the
+// winner is done, until ctx (the open timeout) ends.
+func enterWAL(ctx context.Context, w *sql.DB) error {
+	for {
+		var mode string
+		err := w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		switch {
+		case err == nil && strings.EqualFold(mode, "wal"):
+			return nil
+		case err == nil:
+			return fmt.Errorf("connect: journal mode stays %q, WAL is needed", mode)
+		case !isBusy(err):
+			return fmt.Errorf("connect: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("connect: %w (and %w)", err, context.Cause(ctx))
+		case <-time.After(walRetry):
+		}
+	}
 }
 
 // init checks the connection and applies the migrations.

@@ -27,12 +27,8 @@ func IsUnavailable(err error) bool {
 	if pg, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return pgUnavailable(pg.Code)
 	}
-	if se, ok := errors.AsType[*sqlite.Error](err); ok {
-		switch se.Code() & 0xff { // the primary code; extended codes add high bits
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return true
-		}
-		return false
+	if _, ok := errors.AsType[*sqlite.Error](err); ok {
+		return isBusy(err)
 	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return true
@@ -52,6 +48,19 @@ func pgUnavailable(code string) bool {
 	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"):
 		return true
 	case code == "57P01", code == "57P02", code == "57P03":
+		return true
+	}
+	return false
+}
+
+// isBusy reports whether err is SQLite's "another connection holds the lock".
+func isBusy(err error) bool {
+	se, ok := errors.AsType[*sqlite.Error](err)
+	if !ok {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary code; extended codes add high bits
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		return true
 	}
 	return false
