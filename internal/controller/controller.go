@@ -312,13 +312,28 @@ func (l loops) Start(ctx context.Context) error {
 		metrics.Leader.Set(1)
 		return l.spokes.run(ctx)
 	case l.election.SingleLeader:
-		return runAsLeader(ctx, l.hub, l.election, l.log, l.spokes.run)
+		return l.followThenLead(ctx)
 	}
 	a, err := newAssigner(l.hub, l.election, l.log)
 	if err != nil {
 		return err
 	}
+	// A removed spoke drains on the replica holding its Lease; the others
+	// forget it when that drain has ended, as a follower does.
+	defer l.spokes.startForgetting(ctx)()
 	return l.spokes.runSharded(ctx, a)
+}
+
+// followThenLead runs, while this replica follows, the follower's part of
+// a removed spoke's drain (spokeLoops.forgetDrained), and once it leads,
+// every spoke's loops instead.
+func (l loops) followThenLead(ctx context.Context) error {
+	stopFollowing := l.spokes.startForgetting(ctx)
+	defer stopFollowing()
+	return runAsLeader(ctx, l.hub, l.election, l.log, func(lctx context.Context) error {
+		stopFollowing()
+		return l.spokes.run(lctx)
+	})
 }
 
 // newAssigner shares the spokes out over the replicas through a Lease

@@ -188,6 +188,66 @@ func (s *spokeLoops) runSpoke(ctx context.Context, name string) {
 	}
 }
 
+// followerDrainPoll is how often a follower asks the store whether the
+// leader's drain of a removed spoke has ended.
+const followerDrainPoll = 2 * time.Second
+
+// startForgetting runs forgetDrained until ctx ends or stop is called;
+// stop waits for it to return, and may be called more than once.
+func (s *spokeLoops) startForgetting(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.forgetDrained(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// forgetDrained is the part of a removed spoke's drain on a replica that
+// does not run that spoke's loops (a single_leader follower, or with
+// sharding a replica not holding the spoke's Lease). No drain ends there,
+// yet it serves the API and the drop-box: without this it would list the
+// spoke as draining, and accept its pods' uploads, until it restarted. It forgets the
+// spoke once the store holds no live row of it, which is how the leader's
+// drain ends (its pods ended, or were marked lost past the drain timeout).
+// It only reads: ending rows is the leader's.
+func (s *spokeLoops) forgetDrained(ctx context.Context) {
+	t := time.NewTicker(followerDrainPoll)
+	defer t.Stop()
+	for {
+		changes := s.changes()
+		for _, c := range s.clients.All() {
+			name := c.Entry.Name
+			if !s.clients.Draining(name) {
+				continue
+			}
+			rows, err := s.rec.Store.ListWorkPods(ctx, store.Filter{Cluster: name, States: store.LiveStates, WithoutSpec: true, Limit: 1})
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				s.log.Warn("cannot ask the store whether a removed cluster's drain ended; asking again", "cluster", name, "error", err)
+			case len(rows) == 0:
+				// Forget does nothing if a reload listed the spoke again
+				// since Draining said yes.
+				s.clients.Forget(name)
+				s.forgotten()
+				s.log.Info("cluster drained by the leader and forgotten", "cluster", name)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-changes:
+		}
+	}
+}
+
 // spokeNext is what follow saw end a spoke's loops.
 type spokeNext int
 

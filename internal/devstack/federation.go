@@ -313,9 +313,17 @@ func (s *Stack) listed() []*Cluster {
 // that order: what a test writes over Federation.ProfileFile to add, remove
 // or reorder spokes of the running controller.
 func (s *Stack) ControllerProfile(spokes ...string) (string, error) {
-	f := s.Federation
-	if f == nil {
+	if s.Federation == nil {
 		return "", errors.New("the stack runs no controller")
+	}
+	return s.ReplicaProfile(s.Controller(), spokes...)
+}
+
+// ReplicaProfile is ControllerProfile for replica r (Controller or one
+// StartController added), to be written over r.ProfileFile.
+func (s *Stack) ReplicaProfile(r Replica, spokes ...string) (string, error) {
+	if s.Federation == nil || r.ProfileFile == "" {
+		return "", errors.New("the stack runs no such controller")
 	}
 	var cs []*Cluster
 	for _, name := range spokes {
@@ -325,8 +333,7 @@ func (s *Stack) ControllerProfile(spokes ...string) (string, error) {
 		}
 		cs = append(cs, c)
 	}
-	main := replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}
-	return s.profile(filepath.Dir(f.ProfileFile), main, cs), nil
+	return s.profile(filepath.Dir(r.ProfileFile), r.ports, cs), nil
 }
 
 // profile renders a controller's crucible.toml for this stack: the stack's

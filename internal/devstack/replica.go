@@ -39,6 +39,20 @@ type Replica struct {
 	InternalURL, ExternalURL, MetricsURL string
 	// ProfileFile is its crucible.toml.
 	ProfileFile string
+
+	ports replicaPorts // what ReplicaProfile renders
+}
+
+// Controller is the stack's own controller as a Replica, beside those
+// StartController adds.
+func (s *Stack) Controller() Replica {
+	f := s.Federation
+	if f == nil {
+		return Replica{}
+	}
+	return Replica{Process: "crucible-controller", InternalURL: f.ControllerInternalURL, ExternalURL: f.ControllerExternalURL,
+		MetricsURL: f.ControllerMetricsURL, ProfileFile: f.ProfileFile,
+		ports: replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}}
 }
 
 func (s *Stack) lease() time.Duration {
@@ -93,7 +107,7 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 		return nil, err
 	}
 	r := &Replica{
-		Process: "crucible-controller-" + name, ProfileFile: profile, ExternalURL: rp.externalURL,
+		Process: "crucible-controller-" + name, ProfileFile: profile, ExternalURL: rp.externalURL, ports: rp,
 		InternalURL: "http://127.0.0.1:" + strconv.Itoa(rp.internal), MetricsURL: "http://127.0.0.1:" + strconv.Itoa(rp.metrics),
 	}
 	p, err := s.start(r.Process, s.opts.Crucible, []string{"controller", "--config=" + profile})

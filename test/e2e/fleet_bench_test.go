@@ -31,9 +31,7 @@ func BenchmarkFleetReplicas(b *testing.B) {
 		SweepInterval: fleet.DefaultSweepInterval, PodNodeSelector: holdSelector,
 		Spokes: devstack.NamedSpokes(names...),
 	})
-	f := s.Federation
-	main := devstack.Replica{Process: "crucible-controller", InternalURL: f.ControllerInternalURL,
-		ExternalURL: f.ControllerExternalURL, MetricsURL: f.ControllerMetricsURL, ProfileFile: f.ProfileFile}
+	main := s.Controller()
 	held := func(what string, ok func(holders map[string]int) bool) {
 		b.Helper()
 		var leases map[string]spokeLease

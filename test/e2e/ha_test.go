@@ -65,6 +65,7 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 		Crucible: devstacktest.BuildCrucible, LeaderElect: true, SingleLeader: true, LeaseDuration: haLease,
 		// The sweep would delete collected pods: keep them to count them.
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
+		Spokes: devstack.NamedSpokes("wharf", "dock"),
 	})
 	a, b := devstacktest.Replicas(t, s)
 
@@ -85,6 +86,9 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 
 	t.Run("artifact pushed through one replica downloads from the other", func(t *testing.T) {
 		crossReplicaArtifact(t, s, follower, leader)
+	})
+	t.Run("a spoke removed from both profiles leaves the follower too", func(t *testing.T) {
+		removedSpokeLeavesEveryReplica(t, s, leader, follower)
 	})
 
 	// 50 pods in flight, submitted through both replicas at once.
@@ -160,6 +164,66 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 			t.Errorf("%s after its lease was taken: exit code %d, log says lease lost: %v", follower.Process, code, strings.Contains(string(logs), "leader lease lost"))
 		}
 	})
+}
+
+// removedSpokeLeavesEveryReplica removes dock from both replicas' profiles
+// while a pod runs there. The leader drains it; the follower, which runs no
+// loops, lists it as draining until the store has no live row of dock, and
+// then forgets it as the leader does, without a restart.
+func removedSpokeLeavesEveryReplica(t *testing.T, s *devstack.Stack, leader, follower devstack.Replica) {
+	code, body := haCall(t, leader, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Cluster: "dock", Command: sleeps("8s")})
+	var wp api.WorkPod
+	if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+		t.Fatalf("submit to dock: %d %s", code, body)
+	}
+	pids := s.Processes()
+	for _, r := range []devstack.Replica{leader, follower} {
+		text, err := s.ReplicaProfile(r, "wharf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(r.ProfileFile+".new", []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(r.ProfileFile+".new", r.ProfileFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dock := func(r devstack.Replica) (api.Cluster, bool) {
+		code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil)
+		var clusters []api.Cluster
+		if code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
+			t.Fatalf("%s: /api/clusters = %d %s", r.Process, code, body)
+		}
+		return clusterNamed(clusters, "dock")
+	}
+	// Seen draining on the follower while dock's pod still runs.
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		c, ok := dock(follower)
+		return ok && c.Draining, nil
+	})
+	if err != nil {
+		t.Fatalf("%s never listed dock as draining: %v", follower.Process, err)
+	}
+	for _, r := range []devstack.Replica{leader, follower} {
+		err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+			_, ok := dock(r)
+			return !ok, nil
+		})
+		if err != nil {
+			c, _ := dock(r)
+			t.Fatalf("%s still lists dock after its drain: %+v", r.Process, c)
+		}
+	}
+	code, body = haCall(t, follower, http.MethodGet, "/api/pods/"+wp.ID, nil)
+	if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || wp.State != "succeeded" || !wp.LogCollected {
+		t.Errorf("dock's pod after the drain: %d %s; want succeeded with its log", code, body)
+	}
+	for _, r := range []devstack.Replica{leader, follower} {
+		if now := s.Processes()[r.Process]; now != pids[r.Process] {
+			t.Errorf("%s was restarted (pid %d → %d)", r.Process, pids[r.Process], now)
+		}
+	}
 }
 
 // stealLease makes another holder take the stack's leader Lease, as a

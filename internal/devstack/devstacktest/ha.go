@@ -49,14 +49,11 @@ func StartOnPostgres(tb testing.TB, opts devstack.Options) (*devstack.Stack, *pg
 // PostgreSQL (Options.LeaderElect, StartOnPostgres).
 func Replicas(tb testing.TB, s *devstack.Stack) (a, b devstack.Replica) {
 	tb.Helper()
-	f := s.Federation
-	a = devstack.Replica{Process: "crucible-controller", InternalURL: f.ControllerInternalURL,
-		ExternalURL: f.ControllerExternalURL, MetricsURL: f.ControllerMetricsURL, ProfileFile: f.ProfileFile}
 	rb, err := s.StartController(tb.Context(), "b")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return a, *rb
+	return s.Controller(), *rb
 }
 
 // leaderScrape bounds one read of a replica's metrics: a replica that
