@@ -188,8 +188,8 @@ func (s *spokeLoops) runSpoke(ctx context.Context, name string) {
 	}
 }
 
-// followerDrainPoll is how often a follower asks the store whether the
-// leader's drain of a removed spoke has ended.
+// followerDrainPoll is how often a replica asks the store whether the
+// drain of a removed spoke that runs elsewhere has ended.
 const followerDrainPoll = 2 * time.Second
 
 // startForgetting runs forgetDrained until ctx ends or stop is called;
@@ -211,10 +211,10 @@ func (s *spokeLoops) startForgetting(ctx context.Context) (stop func()) {
 // does not run that spoke's loops (a single_leader follower, or with
 // sharding a replica not holding the spoke's Lease). No drain ends there,
 // yet it serves the API and the drop-box: without this it would list the
-// spoke as draining, and accept its pods' uploads, until it restarted. It forgets the
-// spoke once the store holds no live row of it, which is how the leader's
-// drain ends (its pods ended, or were marked lost past the drain timeout).
-// It only reads: ending rows is the leader's.
+// spoke as draining, and accept its pods' uploads, until it restarted. It
+// forgets the spoke once the store holds no live row of it, which is how
+// the drain where the loops run ends (its pods ended, or were marked lost
+// past the drain timeout). It only reads: ending rows is that replica's.
 func (s *spokeLoops) forgetDrained(ctx context.Context) {
 	t := time.NewTicker(followerDrainPoll)
 	defer t.Stop()
@@ -236,7 +236,7 @@ func (s *spokeLoops) forgetDrained(ctx context.Context) {
 				// since Draining said yes.
 				s.clients.Forget(name)
 				s.forgotten()
-				s.log.Info("cluster drained by the leader and forgotten", "cluster", name)
+				s.log.Info("cluster drained where its loops ran, and forgotten", "cluster", name)
 			}
 		}
 		select {
