@@ -102,13 +102,12 @@ func hubDown(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand,
 	})
 	between(ctx, r, 3*time.Second, 5*time.Second)
 	tokens("hub down, within the bound")
-	var closedAt time.Time // when the first 503 was asked for
-	var closed mirrorAnswer
+	var closed mirrorAnswer // the first 503
 	_ = retryUntil(ctx, func() (bool, error) {
 		closed = mp.firstClosed()
-		closedAt = closed.at
-		return !closedAt.IsZero() || time.Since(stopped) > outage, nil
+		return !closed.at.IsZero() || time.Since(stopped) > outage, nil
 	})
+	closedAt := closed.at // when it was asked for
 	nClosed := acked()
 	if !closedAt.IsZero() {
 		tokens("hub down, past the bound")

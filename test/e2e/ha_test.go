@@ -182,12 +182,7 @@ func removedSpokeLeavesEveryReplica(t *testing.T, s *devstack.Stack, leader, fol
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(r.ProfileFile+".new", []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(r.ProfileFile+".new", r.ProfileFile); err != nil {
-			t.Fatal(err)
-		}
+		replaceProfile(t, r.ProfileFile, text)
 	}
 	dock := func(r devstack.Replica) (api.Cluster, bool) {
 		code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil)

@@ -21,7 +21,12 @@ import (
 // volume's update does: a new file renamed over the old one.
 func writeProfile(t *testing.T, s *devstack.Stack, text string) {
 	t.Helper()
-	path := s.Federation.ProfileFile
+	replaceProfile(t, s.Federation.ProfileFile, text)
+}
+
+// replaceProfile is writeProfile for the profile at path (any replica's).
+func replaceProfile(t *testing.T, path, text string) {
+	t.Helper()
 	if err := os.WriteFile(path+".new", []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
