@@ -88,6 +88,18 @@ func hubDown(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand,
 		return len(w.acked)
 	}
 	tokens("before the outage")
+	// The outage begins once the mirror serves a fresh document, so that
+	// its bound runs from a fetch this scenario saw. A scenario before this
+	// one on the shared stack may leave the mirror's hub client holding a
+	// revoked token (scenario 6): its next fetch is refused (401), client-go
+	// rereads the token file, and the mirror serves its stale copy through
+	// the failure's backoff before it fetches again.
+	upCtx, cancelUp := context.WithTimeout(ctx, 30*time.Second)
+	err = retryUntil(upCtx, func() (bool, error) { return mp.freshSince(time.Time{}), nil })
+	cancelUp()
+	if err != nil {
+		w.problem("with the hub up, the mirror served no fresh document within 30s: %v", err)
+	}
 	outage := 40*time.Second + time.Duration(r.Int64N(int64(5*time.Second)))
 	nStop := acked()
 	if err := s.StopAPIServer(s.Hub); err != nil {
