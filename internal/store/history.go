@@ -138,17 +138,21 @@ func (s *sqlStore) observePod(ctx context.Context, id string, o Observation) (Wo
 	if err := o.validate(); err != nil {
 		return WorkPod{}, false, err
 	}
+	q := `SELECT ` + podColumnsWithoutSpec + ` FROM work_pods WHERE id = ?`
+	if s.d == dialectPostgres {
+		q += ` FOR UPDATE`
+	}
+	sts, err := s.prepareWrite(ctx, s.d.rebind(q), s.d.rebind(observeSQL), s.d.rebind(lastSeqSQL), s.d.rebind(historySQL))
+	if err != nil {
+		return WorkPod{}, false, err
+	}
 	tx, f, err := s.beginWrite(ctx)
 	if err != nil {
 		return WorkPod{}, false, err
 	}
 	defer func() { _ = tx.Rollback() }() // no-op after Commit
 
-	q := `SELECT ` + podColumnsWithoutSpec + ` FROM work_pods WHERE id = ?`
-	if s.d == dialectPostgres {
-		q += ` FOR UPDATE`
-	}
-	p, err := scanWorkPod(tx.QueryRowContext(ctx, s.d.rebind(q), id))
+	p, err := scanWorkPod(tx.StmtContext(ctx, sts[0]).QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkPod{}, false, ErrNotFound
 	}
@@ -164,12 +168,10 @@ func (s *sqlStore) observePod(ctx context.Context, id string, o Observation) (Wo
 		return p, false, nil
 	}
 	reason, message, since := waitingArgs(p.Waiting)
-	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE work_pods SET node = ?, progress = ?,
-		waiting_reason = ?, waiting_message = ?, waiting_since = ?, updated_at = ? WHERE id = ?`),
-		p.Node, string(p.Progress), reason, message, since, now, id); err != nil {
+	if _, err := tx.StmtContext(ctx, sts[1]).ExecContext(ctx, p.Node, string(p.Progress), reason, message, since, now, id); err != nil {
 		return WorkPod{}, false, err
 	}
-	if err := s.appendHistory(ctx, tx, id, entries); err != nil {
+	if err := appendHistory(ctx, tx, sts[2], sts[3], id, entries); err != nil {
 		return WorkPod{}, false, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -179,19 +181,29 @@ func (s *sqlStore) observePod(ctx context.Context, id string, o Observation) (Wo
 	return p, true, nil
 }
 
+// The statements of an observation: the row's observed columns, and the
+// history it appends.
+const (
+	observeSQL = `UPDATE work_pods SET node = ?, progress = ?,
+		waiting_reason = ?, waiting_message = ?, waiting_since = ?, updated_at = ? WHERE id = ?`
+	lastSeqSQL = `SELECT COALESCE(MAX(seq), 0) FROM pod_history WHERE pod_id = ?`
+	historySQL = `INSERT INTO pod_history (pod_id, seq, occurred_at, event, state, reason, message) VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
+
 // appendHistory adds entries after the pod's last one, inside the
-// transaction that holds its row; the bound is the triggers'.
-func (s *sqlStore) appendHistory(ctx context.Context, tx *sql.Tx, id string, entries []HistoryEntry) error {
+// transaction that holds its row, through lastSeq and insert (lastSeqSQL
+// and historySQL prepared on the write pool); the bound is the triggers'.
+func appendHistory(ctx context.Context, tx *sql.Tx, lastSeq, insert *sql.Stmt, id string, entries []HistoryEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	var last int64
-	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COALESCE(MAX(seq), 0) FROM pod_history WHERE pod_id = ?`), id).Scan(&last); err != nil {
+	if err := tx.StmtContext(ctx, lastSeq).QueryRowContext(ctx, id).Scan(&last); err != nil {
 		return fmt.Errorf("read history: %w", err)
 	}
-	insert := s.d.rebind(`INSERT INTO pod_history (pod_id, seq, occurred_at, event, state, reason, message) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	ins := tx.StmtContext(ctx, insert)
 	for i, e := range entries {
-		if _, err := tx.ExecContext(ctx, insert, id, last+int64(i)+1, e.At.UnixNano(), string(e.Event), string(e.State), e.Reason, e.Message); err != nil {
+		if _, err := ins.ExecContext(ctx, id, last+int64(i)+1, e.At.UnixNano(), string(e.Event), string(e.State), e.Reason, e.Message); err != nil {
 			return fmt.Errorf("record history: %w", err)
 		}
 	}

@@ -303,21 +303,31 @@ func (s *sqlStore) UpdateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 	return p, nil
 }
 
+// updateSQL writes every mutable column of a row.
+const updateSQL = `UPDATE work_pods SET
+	namespace = ?, kind = ?, state = ?, pod_uid = ?, spec = ?, exit_code = ?, reason = ?,
+	log_collected = ?, updated_at = ?, finished_at = ?, waiting_reason = ?, waiting_message = ?, waiting_since = ?
+	WHERE id = ?`
+
 // updateWorkPod is the read-modify-write. On SQLite the transaction began
 // with BEGIN IMMEDIATE and holds the database's write lock from the read on;
 // on PostgreSQL SELECT … FOR UPDATE locks the row against other replicas.
 func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPod) error) (WorkPod, error) {
+	q := `SELECT ` + podColumns + ` FROM work_pods WHERE id = ?`
+	if s.d == dialectPostgres {
+		q += ` FOR UPDATE`
+	}
+	sts, err := s.prepareWrite(ctx, s.d.rebind(q), s.d.rebind(updateSQL))
+	if err != nil {
+		return WorkPod{}, err
+	}
 	tx, f, err := s.beginWrite(ctx)
 	if err != nil {
 		return WorkPod{}, err
 	}
 	defer func() { _ = tx.Rollback() }() // no-op after Commit; also covers a panicking fn
 
-	q := `SELECT ` + podColumns + ` FROM work_pods WHERE id = ?`
-	if s.d == dialectPostgres {
-		q += ` FOR UPDATE`
-	}
-	old, err := scanWorkPod(tx.QueryRowContext(ctx, s.d.rebind(q), id))
+	old, err := scanWorkPod(tx.StmtContext(ctx, sts[0]).QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkPod{}, ErrNotFound
 	}
@@ -361,10 +371,7 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, err
 	}
 	reason, message, since := waitingArgs(p.Waiting)
-	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE work_pods SET
-		namespace = ?, kind = ?, state = ?, pod_uid = ?, spec = ?, exit_code = ?, reason = ?,
-		log_collected = ?, updated_at = ?, finished_at = ?, waiting_reason = ?, waiting_message = ?, waiting_since = ?
-		WHERE id = ?`), append(args, reason, message, since, id)...)
+	_, err = tx.StmtContext(ctx, sts[1]).ExecContext(ctx, append(args, reason, message, since, id)...)
 	if err != nil {
 		return WorkPod{}, err
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // stmts keeps the prepared form of the store's hot statements (a row by id,
-// an insert, a transition, an artifact lookup). Neither driver keeps one on
+// an insert, a transition, an observation, an artifact lookup). Neither driver keeps one on
 // its own for SQLite: modernc.org/sqlite parses the SQL of every call again,
 // which was an eighth of the controller's CPU while dispatching. A
 // *sql.Stmt is prepared on each pooled connection as it is first used there
@@ -60,6 +60,23 @@ func (c *stmts) close() error {
 	}
 	c.m = nil
 	return errors.Join(errs...)
+}
+
+// prepareWrite returns queries (already rebound) prepared on the write pool,
+// for a write transaction to run through tx.StmtContext, which reuses the
+// form prepared on the transaction's connection. Call it before the
+// transaction begins: on SQLite the transaction holds the only write
+// connection, which a prepare inside it would wait for.
+func (s *sqlStore) prepareWrite(ctx context.Context, queries ...string) ([]*sql.Stmt, error) {
+	sts := make([]*sql.Stmt, len(queries))
+	for i, q := range queries {
+		st, err := s.stmts.get(ctx, s.w, q)
+		if err != nil {
+			return nil, err
+		}
+		sts[i] = st
+	}
+	return sts, nil
 }
 
 // queryRow runs query (already rebound) on db as a prepared statement.

@@ -180,7 +180,7 @@ func (s *sqlStore) transitionFenced(ctx context.Context, id string, t Transition
 // f's cluster's (when fenced), or its state is not one of from.
 func (s *sqlStore) transitionMiss(ctx context.Context, f *Fence, id string, from []State) error {
 	var state, cluster string
-	err := s.w.QueryRowContext(ctx, s.d.rebind(`SELECT state, cluster FROM work_pods WHERE id = ?`), id).Scan(&state, &cluster)
+	err := s.queryRow(ctx, s.w, s.d.rebind(`SELECT state, cluster FROM work_pods WHERE id = ?`), id).Scan(&state, &cluster)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound
