@@ -8,11 +8,12 @@ import (
 )
 
 // stmts keeps the prepared form of the store's hot statements (a row by id,
-// an insert, a transition, an observation, an artifact lookup). Neither driver keeps one on
-// its own for SQLite: modernc.org/sqlite parses the SQL of every call again,
-// which was an eighth of the controller's CPU while dispatching. A
-// *sql.Stmt is prepared on each pooled connection as it is first used there
-// and again on a new one after a lost connection (database/sql does both).
+// an insert, a transition, an observation, an artifact lookup). Neither
+// driver keeps one on its own for SQLite: modernc.org/sqlite parses the SQL
+// of every call again, which was an eighth of the controller's CPU while
+// dispatching. A *sql.Stmt is prepared on each pooled connection as it is
+// first used there and again on a new one after a lost connection
+// (database/sql does both).
 type stmts struct {
 	mu sync.Mutex
 	m  map[stmtKey]*sql.Stmt
