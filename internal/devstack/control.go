@@ -25,7 +25,7 @@ func (s *Stack) StopAPIServer(c *Cluster) error {
 	if p == nil {
 		return fmt.Errorf("no kube-apiserver for %s", c.Name)
 	}
-	p.stop(stopGrace)
+	p.stop(apiserverStopGrace)
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (s *Stack) restart(ctx context.Context, name string, args []string, ready f
 		return fmt.Errorf("no process %s", name)
 	}
 	old := s.procs[i]
-	old.stop(stopGrace)
+	old.stop(stopGraceOf(name))
 	if args == nil {
 		args = old.args
 	}
@@ -123,6 +123,7 @@ func (s *Stack) restart(ctx context.Context, name string, args []string, ready f
 	if err != nil {
 		return err
 	}
+	p.ready = ready
 	s.procs[i] = p
 	if err := p.waitReady(ctx, startTimeout, ready); err != nil {
 		return err
@@ -183,29 +184,59 @@ func (s *Stack) signal(name string, sig syscall.Signal) error {
 	return nil
 }
 
-// settleTimeout bounds SettleSpoke: the node agents' reconnect backoff after
-// repeated outages reaches a minute (client-go's reflector: 30 s, jittered up
-// to twice that), and a loaded machine adds to it.
+// settleTimeout bounds SettleSpoke: its restarts and probe pods take
+// seconds, but the dev runtime still backs off after failures other than a
+// refused connection (an API server answering before it is ready), up to a
+// minute after many in a row, and a loaded machine adds to that.
 const settleTimeout = 3 * time.Minute
 
 // SettleSpoke waits until spoke c works as a whole again after its API
 // server was restarted. /readyz alone does not say so: a restarted
 // kube-apiserver may still refuse the controller's identity for a moment
 // (its RBAC cache has not synced; crucible answers its callers 503 then),
-// and the spoke's scheduler, kwok and dev runtime reconnect with client-go's
-// backoff, which after a few outages in a row holds a new pod for up to a
-// minute. Tests sharing a stack call it after restarting a spoke, so the
-// next test finds the spoke as it would at any other time. Every node of
-// the spoke runs a probe pod.
+// and the spoke's node agents lost their watches (restartStaleAgents).
+// Tests sharing a stack call it after restarting a spoke, so the next test
+// finds the spoke as it would at any other time. Every node of the spoke
+// runs a probe pod.
 func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
+	if err := s.restartStaleAgents(ctx, c); err != nil {
+		return err
+	}
 	if s.Federation != nil {
 		if err := s.controllerServed(ctx, c); err != nil {
 			return err
 		}
 	}
 	return each(c.Nodes, func(n NodeSpec) error { return s.settleNode(ctx, c, n) })
+}
+
+// restartStaleAgents restarts those of spoke c's node agents (kwok,
+// kube-scheduler, kube-controller-manager) that have run since before c's
+// kube-apiserver last started. Each lost its watches to that restart and
+// reconnects with client-go's reflector backoff, which after an outage or
+// two in a row keeps it away for up to a minute (30 s, jittered up to twice
+// that) — a probe pod waited 40 s to be scheduled — while a fresh one lists
+// at once. Crucible's tests observe none of them directly; the dev runtime,
+// whose pods they do observe, is not restarted: it waits out an API server
+// restart by itself (dialPatiently). An agent that ended by itself is left
+// for Died to report.
+func (s *Stack) restartStaleAgents(ctx context.Context, c *Cluster) error {
+	api := s.proc("kube-apiserver-" + c.Name)
+	if api == nil {
+		return nil
+	}
+	for _, prefix := range []string{"kwok-", "kube-scheduler-", "kube-controller-manager-"} {
+		p := s.proc(prefix + c.Name)
+		if p == nil || p.exited() || p.ready == nil || !p.started.Before(api.started) {
+			continue
+		}
+		if err := s.restart(ctx, p.Name, nil, p.ready); err != nil {
+			return fmt.Errorf("settle %s: %w", c.Name, err)
+		}
+	}
+	return nil
 }
 
 // settleNode runs a probe pod on node n of spoke c — through the scheduler,

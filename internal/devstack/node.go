@@ -113,10 +113,25 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort in
 			return err
 		}
 		if a.port == 0 {
+			// kwok serves nothing worth probing; what it does shows in its
+			// nodes (waitSpokeReady), and a restart waits for that.
+			p.ready = func(ctx context.Context) error { return nodesSchedulable(ctx, c) }
 			continue
 		}
 		url := fmt.Sprintf("https://127.0.0.1:%d/healthz", a.port)
-		if err := p.waitReady(ctx, startTimeout, func(ctx context.Context) error { return get(ctx, selfSignedClient, url) }); err != nil {
+		p.ready = func(ctx context.Context) error { return get(ctx, selfSignedClient, url) }
+		if err := p.waitReady(ctx, startTimeout, p.ready); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodesSchedulable reports the first of spoke c's nodes that is not Ready
+// or still carries the not-ready taint.
+func nodesSchedulable(ctx context.Context, c *Cluster) error {
+	for _, n := range c.Nodes {
+		if err := nodeSchedulable(ctx, c, n.Name); err != nil {
 			return err
 		}
 	}
@@ -135,10 +150,8 @@ func (s *Stack) waitSpokeReady(ctx context.Context, c *Cluster) error {
 	began := time.Now()
 	kwok := s.proc("kwok-" + c.Name)
 	err := kwok.waitReady(ctx, startTimeout, func(ctx context.Context) error {
-		for _, n := range c.Nodes {
-			if err := nodeSchedulable(ctx, c, n.Name); err != nil {
-				return err
-			}
+		if err := nodesSchedulable(ctx, c); err != nil {
+			return err
 		}
 		if _, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			return fmt.Errorf("default service account: %w", err)

@@ -23,6 +23,13 @@ type process struct {
 	done    chan struct{}
 	waitErr error
 	ended   atomic.Bool // the stack stopped or killed it (not a crash)
+	// started is when this process (not its name's first one) began: an
+	// agent started before its API server was restarted lost its watches to
+	// that restart (restartStaleAgents).
+	started time.Time
+	// ready is the check it was started with, which a restart waits on
+	// again; nil for a process nothing waited on.
+	ready func(context.Context) error
 }
 
 // ErrProcessExited is returned when a process dies before it became ready.
@@ -48,7 +55,7 @@ func startProcess(name, path string, args []string, logFile string, detached boo
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s (%s): %w", name, path, err)
 	}
-	p := &process{Name: name, LogFile: logFile, path: path, args: args, cmd: cmd, done: make(chan struct{})}
+	p := &process{Name: name, LogFile: logFile, path: path, args: args, cmd: cmd, done: make(chan struct{}), started: time.Now()}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -164,6 +165,7 @@ func newNodeRuntime(ctx context.Context, cfg RuntimeConfig, sp RuntimeSpoke, log
 		return nil, fmt.Errorf("runtime for %s: %w", sp.Name, err)
 	}
 	rc.QPS, rc.Burst = 100, 200
+	rc.Dial = dialPatiently
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -319,6 +321,27 @@ func writeCABundle(dir, caFile string) (string, error) {
 		return "", fmt.Errorf("write the pods' CA bundle: %w", err)
 	}
 	return path, nil
+}
+
+// dialPatiently dials address again every 100 ms while it is refused, until
+// ctx ends: the runtime then waits out its spoke's API server restarting
+// inside one request, as its pod informers' next list. Were the refusals
+// failures, client-go's reflector would back off after each, and after an
+// outage or two in a row hold the runtime away from the restarted spoke for
+// up to a minute (30 s, jittered up to twice that), its pods unstarted.
+func dialPatiently(ctx context.Context, network, address string) (net.Conn, error) {
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, network, address)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // watch follows the pods of the spoke's nodes and waits for their first

@@ -30,6 +30,12 @@ const (
 	hubName             = "hub"
 	startTimeout        = 90 * time.Second
 	stopGrace           = 10 * time.Second
+	// apiserverStopGrace is a kube-apiserver's: on SIGTERM it stops listening
+	// and drains its short requests within milliseconds here, then holds its
+	// open watch streams until --request-timeout (a minute) runs out. Every
+	// client of the stack re-watches anyway, so waiting longer only slows
+	// each outage a test makes and each restart.
+	apiserverStopGrace = 2 * time.Second
 )
 
 // Options says what stack to start. The zero value starts a hub and one spoke
@@ -401,7 +407,7 @@ func (s *Stack) Stop() {
 		for rank := range stopRanks {
 			for _, p := range s.procs {
 				if stopRank(p.Name) == rank {
-					wg.Go(func() { p.stop(stopGrace) })
+					wg.Go(func() { p.stop(stopGraceOf(p.Name)) })
 				}
 			}
 			wg.Wait()
@@ -414,6 +420,15 @@ func (s *Stack) Stop() {
 		s.ports = nil
 		s.portsMu.Unlock()
 	})
+}
+
+// stopGraceOf is how long the process called name is given to end after
+// SIGTERM before it is killed.
+func stopGraceOf(name string) time.Duration {
+	if strings.HasPrefix(name, "kube-apiserver-") {
+		return apiserverStopGrace
+	}
+	return stopGrace
 }
 
 // stopRank orders shutdown: node agents and crucible first, then the API
