@@ -25,7 +25,7 @@ func (s *Stack) StopAPIServer(c *Cluster) error {
 	if p == nil {
 		return fmt.Errorf("no kube-apiserver for %s", c.Name)
 	}
-	p.stop(apiserverStopGrace)
+	p.stop()
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (s *Stack) restart(ctx context.Context, name string, args []string, ready f
 		return fmt.Errorf("no process %s", name)
 	}
 	old := s.procs[i]
-	old.stop(stopGraceOf(name))
+	old.stop()
 	if args == nil {
 		args = old.args
 	}

@@ -102,8 +102,10 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration, check fu
 	}
 }
 
-// stop ends the process: SIGTERM, then SIGKILL if it has not gone after grace.
-func (p *process) stop(grace time.Duration) {
+// stop ends the process: SIGTERM, then SIGKILL if it has not gone after its
+// grace (stopGraceOf).
+func (p *process) stop() {
+	grace := stopGraceOf(p.Name)
 	if p.exited() {
 		return
 	}

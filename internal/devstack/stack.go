@@ -407,7 +407,7 @@ func (s *Stack) Stop() {
 		for rank := range stopRanks {
 			for _, p := range s.procs {
 				if stopRank(p.Name) == rank {
-					wg.Go(func() { p.stop(stopGraceOf(p.Name)) })
+					wg.Go(p.stop)
 				}
 			}
 			wg.Wait()
