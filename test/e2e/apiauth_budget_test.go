@@ -30,6 +30,7 @@ import (
 // proxy_client_ca the identity headers count only with the proxy's client
 // certificate.
 func TestAPIAuthBudgets(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	s := devstacktest.Start(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second,

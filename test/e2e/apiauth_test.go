@@ -27,6 +27,7 @@ import (
 // every-mode protections, a hub outage, 10,000 rows, the SSO proxy mode, and
 // auth "none" refusing a non-loopback listener.
 func TestAPIAuth(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	s := devstacktest.Start(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second, SweepInterval: 2 * time.Second,

@@ -31,6 +31,7 @@ import (
 // time); and the cap+1-th event stream of one caller is 429 with
 // Retry-After, counted under its budget.
 func TestStreamsRecheckTheirCallerAndAreCapped(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	const perIdentity = 2
 	s := devstacktest.Start(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},

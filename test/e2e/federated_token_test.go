@@ -68,6 +68,7 @@ func (a access) do(ctx context.Context, c kubernetes.Interface) error {
 //
 // The stack is the test's own: it rewrites wharf's webhook configuration.
 func TestFederatedTokenHasExactlyItsRBAC(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	s := devstacktest.Start(t, stackOptions())
 	ctx, wharf := t.Context(), s.Spoke("wharf")
 

@@ -61,6 +61,7 @@ func haCall(t *testing.T, r devstack.Replica, method, path string, body any) (in
 // the other within the lease, and every pod completes once — no pod
 // dispatched twice, no row lost, every log collected.
 func TestHATwoControllersOnePostgres(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, LeaderElect: true, SingleLeader: true, LeaseDuration: haLease,
 		// The sweep would delete collected pods: keep them to count them.

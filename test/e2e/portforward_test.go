@@ -342,6 +342,7 @@ func TestPortForwardRefusalsAndEndings(t *testing.T) {
 // auth "kubernetes": a viewer without workpods/portforward is 403, and one
 // with it on dock but not wharf is 403 for wharf's pods.
 func TestPortForwardRunLiveOffAndPermissions(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	s := devstacktest.Start(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock", NoRunLive: true}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second, SweepInterval: 2 * time.Second,

@@ -119,6 +119,7 @@ func clusterNamed(clusters []api.Cluster, name string) (api.Cluster, bool) {
 // that changes a key only a restart applies, are refused naming the key,
 // and the fleet is left as it was; SIGHUP reloads the file again.
 func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	s := devstacktest.Start(t, devstack.Options{Crucible: devstacktest.BuildCrucible, DrainTimeout: 20 * time.Second,
 		Spokes: []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}, {Name: "pier", TokenRequest: true, Unlisted: true}}})
 	pid := s.Processes()["crucible-controller"]

@@ -66,6 +66,7 @@ func ownersVia(t *testing.T, r devstack.Replica) map[string]string {
 // pod completes once: the pod uid it was dispatched with is the one that
 // ran, and its log is collected.
 func TestShardedReplicasShareSpokes(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	spokes := []string{"wharf", "dock", "pier"}
 	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,

@@ -63,6 +63,7 @@ func waitHealth(t *testing.T, s *devstack.Stack, name string, what string, ok fu
 // --token-request` it fails closed, at once, naming the permission; granted
 // again, the spoke recovers without a restart.
 func TestSpokeTokenFromTokenRequest(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
 	began := time.Now()
 	s := devstacktest.Start(t, devstack.Options{Crucible: devstacktest.BuildCrucible,
 		Spokes: []devstack.SpokeOptions{{Name: "wharf", TokenRequest: true}}})
