@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,11 +213,17 @@ func hubTokenReviews(t *testing.T, s *devstack.Stack) int {
 // metric name with its labels, exactly as exposed), 0 while it is absent.
 func controllerMetricValue(t *testing.T, s *devstack.Stack, series string) float64 {
 	t.Helper()
-	body := getBody(t, t.Context(), caClientFor(t, s), s.Federation.ControllerMetricsURL+"/metrics")
+	return seriesValue(t, getBody(t, t.Context(), caClientFor(t, s), s.Federation.ControllerMetricsURL+"/metrics"), series)
+}
+
+// seriesValue is the value of series (a metric name with its labels, exactly
+// as exposed) in the Prometheus text body, 0 while it is absent.
+func seriesValue(t *testing.T, body, series string) float64 {
+	t.Helper()
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			var f float64
-			if _, err := fmt.Sscan(v, &f); err != nil {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
 				t.Fatalf("%s: %v", line, err)
 			}
 			return f

@@ -474,5 +474,3 @@ func TestFailedPodRecordsExitCode(t *testing.T) {
 		t.Errorf("failed pod = %+v, want exit code 7 with its log collected", done)
 	}
 }
-
-var _ = fmt.Sprint

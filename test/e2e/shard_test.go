@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -194,14 +192,5 @@ func controllerMetricOf(t *testing.T, r devstack.Replica, series string) float64
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	for _, line := range strings.Split(getBody(t, ctx, http.DefaultClient, r.MetricsURL+"/metrics"), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", r.Process, line, err)
-			}
-			return f
-		}
-	}
-	return 0
+	return seriesValue(t, getBody(t, ctx, http.DefaultClient, r.MetricsURL+"/metrics"), series)
 }
