@@ -4,5 +4,7 @@
 // submitted, completed, duplicated and lost, artifacts pushed and stored,
 // requests by status. `make chaos` runs every scenario at full load and writes
 // chaos/results.md and chaos/results.json; `make test` runs a reduced,
-// deterministic subset. Seeds are printed (CRUCIBLE_CHAOS_SEED replays one).
+// deterministic subset, where the scenarios on stacks of their own run side
+// by side (see scenario.stack). Seeds are printed (CRUCIBLE_CHAOS_SEED
+// replays one).
 package chaos

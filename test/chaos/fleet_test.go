@@ -45,6 +45,7 @@ func TestChaos13ShardedReplicaKilled(t *testing.T) {
 	var ms []devstack.Replica
 	scenario{
 		num: 13, name: "HA: a replica killed while the spokes are sharded",
+		alone:    true,
 		injected: fmt.Sprintf("two replicas sharing the spokes by a Lease each (lease %s, one PostgreSQL); SIGKILL of the replica running wharf at a seeded moment of the wave, restarted once the other holds wharf's Lease", haLease),
 		expected: "wharf's Lease changes holder once it expires and its loops run on the other replica; every accepted pod runs once, ends succeeded with its log and artifact; only submits in flight at the kill go unanswered",
 		spread:   time.Duration(faultsFor(10, 40)) * time.Second,

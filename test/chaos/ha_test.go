@@ -122,6 +122,7 @@ func TestChaos10LeaderKilled(t *testing.T) {
 	var followerProblems []string
 	scenario{
 		num: 10, name: "HA: the leader killed under load",
+		alone:    true,
 		injected: fmt.Sprintf("two controller replicas on one PostgreSQL (lease %s); SIGKILL of the leader at a seeded moment of the wave, then restarted once the other led", haLease),
 		expected: "the other replica takes over within the lease; a replica that never led does no loop work (no transitions, log collections, sweeps); every accepted pod runs once, ends succeeded with its log and artifact; only submits in flight at the kill go unanswered",
 		spread:   time.Duration(faultsFor(10, 40)) * time.Second,

@@ -35,8 +35,16 @@ type scenario struct {
 	inject func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error)
 
 	// stack starts a stack of the scenario's own, for a fault that must not
-	// reach the other scenarios (nil: the package's shared one).
+	// reach the other scenarios (nil: the package's shared one). In the
+	// reduced subset (make test) such a scenario runs beside the others of
+	// its kind (t.Parallel: after the shared-stack scenarios, two at a time),
+	// so that their waits overlap; at full load (make chaos) every scenario
+	// runs alone, and the report measures one fault at a time.
 	stack func(t *testing.T) *devstack.Stack
+	// alone keeps a scenario of its own stack alone in the subset too: its
+	// bounds are replicas' lease renewals and takeovers, which the load of a
+	// second stack beside it would delay.
+	alone bool
 	// setup adjusts the wave before it starts (more controller URLs); check
 	// adds the scenario's own checks and counts once the wave finished (it
 	// may also report through w's note and problem, as inject does); load
@@ -88,6 +96,9 @@ func between(ctx context.Context, r *rand.Rand, lo, hi time.Duration) {
 // run runs the scenario: baseline, wave plus faults, checks, baseline again;
 // it records the result and fails the test on any shortfall.
 func (sc scenario) run(t *testing.T) {
+	if sc.stack != nil && !sc.alone && !cfg.Full {
+		t.Parallel()
+	}
 	s := sc.stackFor(t)
 	if died := s.Died(); len(died) > 0 {
 		// A shared stack that lost a process fails every scenario after
