@@ -67,11 +67,12 @@ test: tools deps
 	$(GO) vet ./...
 	$(LINT) run --allow-parallel-runners ./...
 	@# go test starts packages in the order named, two at a time on two cores: the longest first (the
-	@# end-to-end package, the chaos subset, then the two longest of the rest, each on a stack of its
-	@# own), so that the short ones fill whichever slot frees last instead of a long one starting late.
+	@# end-to-end package, the chaos subset, then the two longest of the rest, on stacks of their own;
+	@# test/ui before internal/devstack, since the chaos subset ends first), so that the short ones
+	@# fill whichever slot frees last instead of a long one starting late.
 	@# go vet ./... has just run every analyzer on every package, tests included: -vet=off spares go
 	@# test its repeat of a subset of them.
-	$(GO) test -count=1 -shuffle=on -vet=off -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos ./internal/devstack ./test/ui ./...
+	$(GO) test -count=1 -shuffle=on -vet=off -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos ./test/ui ./internal/devstack ./...
 
 ## interop: code nobody here wrote on the dev stack: Kueue v0.17.0's MultiKueue (manager on the hub, a
 ##          worker per spoke) dispatching Jobs through crucible's federation (about 3 minutes)
