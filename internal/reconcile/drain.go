@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -18,8 +20,11 @@ const drainPoll = 2 * time.Second
 // outcome and their logs are collected, while nothing new is dispatched
 // to it (it is in no profile the API reads). Once timeout has passed since
 // the drain began, the rows still live are marked lost, with a reason that
-// says so. It returns the number lost when no live row is left, or ctx's
-// error.
+// says so, and their pods deleted: the sweep would delete a lost row's pod
+// (an orphan), but it ends with the drain and the cluster's client, and a
+// pod left running user code (holding a GPU) on a spoke nobody watches any
+// more is one nothing would ever remove. It returns the number lost when
+// no live row is left, or ctx's error.
 func (r *Reconciler) Drain(ctx context.Context, cluster string, timeout time.Duration) (lost int, err error) {
 	deadline := time.Now().Add(timeout)
 	reason := fmt.Sprintf("cluster %s was removed from the profile and this pod did not end within its drain timeout (%s)", cluster, timeout)
@@ -34,11 +39,16 @@ func (r *Reconciler) Drain(ctx context.Context, cluster string, timeout time.Dur
 			return lost, nil
 		case !time.Now().Before(deadline):
 			for _, row := range rows {
-				if err := r.markLost(ctx, row.ID, reason); err != nil {
+				marked, err := r.markLost(ctx, row.ID, reason)
+				if err != nil {
 					r.logger().Error("drain: mark lost", "cluster", cluster, "pod", row.ID, "error", err)
 					continue
 				}
+				if !marked {
+					continue // ended meanwhile: its loops collect it
+				}
 				lost++
+				r.deleteDrained(ctx, cluster, row)
 			}
 		}
 		t := time.NewTimer(drainPoll)
@@ -49,4 +59,21 @@ func (r *Reconciler) Drain(ctx context.Context, cluster string, timeout time.Dur
 		case <-t.C:
 		}
 	}
+}
+
+// deleteDrained deletes the pod of a row its drain marked lost, if it had
+// one (a pod uid: created), as the sweep deletes an orphan: bounded, and
+// only that pod (the uid precondition). A failure is logged and left: the
+// row's verdict stands either way.
+func (r *Reconciler) deleteDrained(ctx context.Context, cluster string, row store.WorkPod) {
+	if row.PodUID == "" {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
+	defer cancel()
+	if err := r.Dispatcher.Delete(dctx, cluster, row.Namespace, row.ID, types.UID(row.PodUID)); err != nil {
+		r.logger().Warn("drain: delete the pod of a row marked lost", "cluster", cluster, "pod", row.ID, "error", err)
+		return
+	}
+	r.logger().Info("drain deleted the pod of a row marked lost", "cluster", cluster, "pod", row.ID)
 }

@@ -340,7 +340,7 @@ func (r *Reconciler) judgeAbsent(ctx context.Context, cluster string, row store.
 		}
 		return absentRedispatched
 	}
-	if err := r.markLost(ctx, row.ID, reason); err != nil {
+	if _, err := r.markLost(ctx, row.ID, reason); err != nil {
 		r.Log.Error("mark lost", "cluster", cluster, "pod", row.ID, "error", err)
 		return absentFailed
 	}
@@ -431,17 +431,19 @@ func (r *Reconciler) next(ctx context.Context, q workqueue.TypedRateLimitingInte
 	return true
 }
 
-func (r *Reconciler) markLost(ctx context.Context, id, reason string) error {
+// markLost ends a live row lost for reason; false when it had ended
+// meanwhile, and keeps that verdict.
+func (r *Reconciler) markLost(ctx context.Context, id, reason string) (bool, error) {
 	row, err := r.Store.TransitionWorkPod(ctx, id, lose(reason))
 	if errors.Is(err, store.ErrConflict) {
-		return nil // finished meanwhile: it keeps that verdict
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	metrics.ReconcileLost.WithLabelValues(row.Cluster).Inc()
 	metrics.PodTransitions.WithLabelValues(row.Cluster, string(store.StateLost)).Inc()
-	return nil
+	return true, nil
 }
 
 // errSkip aborts an UpdateWorkPod whose row needs no change.

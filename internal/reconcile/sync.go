@@ -78,7 +78,8 @@ func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 	}
 	switch a := decideSync(f); a.Op {
 	case syncLose:
-		return r.markLost(ctx, f.Row.ID, a.Reason)
+		_, err := r.markLost(ctx, f.Row.ID, a.Reason)
+		return err
 	case syncFinish:
 		return r.finish(ctx, *f.Row, f.Pod)
 	case syncAdvance:

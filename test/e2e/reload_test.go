@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/api"
@@ -167,6 +169,15 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	lost := waitState(t, s, stuck.ID, "lost", 2*time.Minute)
 	if !strings.Contains(lost.Reason, "cluster dock was removed from the profile") || !strings.Contains(lost.Reason, "drain timeout (20s)") {
 		t.Errorf("the pod past dock's drain: reason %q", lost.Reason)
+	}
+	// Its pod goes with the verdict: nothing else would remove it from a
+	// spoke the controller no longer watches.
+	dockPods := s.Spoke("dock").Client.CoreV1().Pods(devstack.SpokeNamespace)
+	if err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := dockPods.Get(ctx, stuck.ID, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the pod of %s, lost past dock's drain, is still on dock: %v", stuck.ID, err)
 	}
 	waitClusters(t, s, "without dock", func(cs []api.Cluster) bool {
 		_, ok := clusterNamed(cs, "dock")
