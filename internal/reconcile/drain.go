@@ -38,18 +38,19 @@ func (r *Reconciler) Drain(ctx context.Context, cluster string, timeout time.Dur
 		case len(rows) == 0:
 			return lost, nil
 		case !time.Now().Before(deadline):
+			var marked []store.WorkPod
 			for _, row := range rows {
-				marked, err := r.markLost(ctx, row.ID, reason)
+				ok, err := r.markLost(ctx, row.ID, reason)
 				if err != nil {
 					r.logger().Error("drain: mark lost", "cluster", cluster, "pod", row.ID, "error", err)
 					continue
 				}
-				if !marked {
-					continue // ended meanwhile: its loops collect it
+				if ok { // else it ended meanwhile: its loops collect it
+					lost++
+					marked = append(marked, row)
 				}
-				lost++
-				r.deleteDrained(ctx, cluster, row)
 			}
+			r.deleteDrained(ctx, cluster, marked)
 		}
 		t := time.NewTimer(drainPoll)
 		select {
@@ -61,19 +62,26 @@ func (r *Reconciler) Drain(ctx context.Context, cluster string, timeout time.Dur
 	}
 }
 
-// deleteDrained deletes the pod of a row its drain marked lost, if it had
-// one (a pod uid: created), as the sweep deletes an orphan: bounded, and
-// only that pod (the uid precondition). A failure is logged and left: the
-// row's verdict stands either way.
-func (r *Reconciler) deleteDrained(ctx context.Context, cluster string, row store.WorkPod) {
-	if row.PodUID == "" {
-		return
+// deleteDrained deletes the pods of rows its drain marked lost, those that
+// had one (a pod uid: created), as the sweep deletes an orphan: each delete
+// bounded, and only that pod (the uid precondition). The rows are marked
+// first and the deletes stop at the first failure, logging what is left: a
+// spoke is often removed because it no longer answers, and a delete per
+// pod waiting out its bound would hold the drain (and the spoke's client)
+// for minutes. The rows' verdicts stand either way.
+func (r *Reconciler) deleteDrained(ctx context.Context, cluster string, rows []store.WorkPod) {
+	for i, row := range rows {
+		if row.PodUID == "" {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
+		err := r.Dispatcher.Delete(dctx, cluster, row.Namespace, row.ID, types.UID(row.PodUID))
+		cancel()
+		if err != nil {
+			r.logger().Warn("drain: cannot delete the pods of rows marked lost; leaving them", "cluster", cluster,
+				"pod", row.ID, "left", len(rows)-i, "error", err)
+			return
+		}
+		r.logger().Info("drain deleted the pod of a row marked lost", "cluster", cluster, "pod", row.ID)
 	}
-	dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
-	defer cancel()
-	if err := r.Dispatcher.Delete(dctx, cluster, row.Namespace, row.ID, types.UID(row.PodUID)); err != nil {
-		r.logger().Warn("drain: delete the pod of a row marked lost", "cluster", cluster, "pod", row.ID, "error", err)
-		return
-	}
-	r.logger().Info("drain deleted the pod of a row marked lost", "cluster", cluster, "pod", row.ID)
 }

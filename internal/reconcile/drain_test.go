@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
@@ -63,5 +66,53 @@ func TestDrain(t *testing.T) {
 	// Nothing live is left: the next drain returns at once, losing none.
 	if lost, err := r.Drain(t.Context(), "dock", 0); err != nil || lost != 0 {
 		t.Errorf("Drain of a drained cluster = %d, %v", lost, err)
+	}
+}
+
+// The rows a drain marks lost have their pods deleted, each by its uid; a
+// row without a pod (never created) has none to delete. A spoke that refuses
+// the first delete gets no more: the rows are lost all the same, and the
+// drain does not wait out a delete per pod on a spoke that does not answer.
+func TestDrainDeletesThePodsItLoses(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deleted", true: "refused"}[refused], func(t *testing.T) {
+			st := storetest.SQLite(t)
+			rows := []store.WorkPod{
+				{ID: "a", Cluster: "dock", State: store.StateRunning, PodUID: "uid-a"},
+				{ID: "b", Cluster: "dock", State: store.StateDispatched, PodUID: "uid-b"},
+				{ID: "unborn", Cluster: "dock", State: store.StatePending},
+			}
+			for _, row := range rows {
+				row.Namespace, row.Kind = "loops", "turn"
+				if err := st.CreateWorkPod(t.Context(), row); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spoke := newDeleteSpoke(t)
+			spoke.refuse(refused)
+			r := &Reconciler{Store: st, Log: slog.New(slog.DiscardHandler),
+				Dispatcher: &dispatch.Dispatcher{Clients: spoke.clients(t, "dock"), Retry: retry.Policy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, Budget: time.Second}}}
+			lost, err := r.Drain(t.Context(), "dock", 0)
+			if err != nil || lost != 3 {
+				t.Fatalf("Drain = %d, %v; want 3 lost", lost, err)
+			}
+			for _, row := range rows {
+				if got, err := st.GetWorkPod(t.Context(), row.ID); err != nil || got.State != store.StateLost {
+					t.Errorf("%s: %s, %v; want lost", row.ID, got.State, err)
+				}
+			}
+			got := spoke.deletes()
+			slices.Sort(got)
+			want := []string{"a uid-a", "b uid-b"}
+			if refused {
+				if len(got) != 1 || !slices.Contains(want, got[0]) {
+					t.Errorf("deletes on a refusing spoke: %q, want one of %q, then none", got, want)
+				}
+				return
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("deletes: %q, want %q", got, want)
+			}
+		})
 	}
 }
