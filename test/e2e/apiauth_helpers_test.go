@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -174,6 +175,13 @@ func applyRBAC(t testing.TB, c *devstack.Cluster, objs ...runtime.Object) {
 
 // grant binds a ClusterRole to a subject with a RoleBinding in the API's
 // namespace (the default api.namespace is the controller's, "crucible").
+// grant binds ClusterRole role to subject in the hub's namespace and waits
+// until the hub's authorizer honours the binding. RBAC reads bindings
+// through an informer, so a request right after the create may still be
+// denied, and the controller keeps a denial for access_deny_ttl: a loaded CI
+// run saw a group granted crucible-submitter refused twice in a row. The
+// probe is a SubjectAccessReview for the role's first rule, which the
+// subject must hold through this binding only.
 func grant(t *testing.T, s *devstack.Stack, name, role string, subject rbacv1.Subject) {
 	t.Helper()
 	applyHub(t, s, &rbacv1.RoleBinding{
@@ -181,6 +189,40 @@ func grant(t *testing.T, s *devstack.Stack, name, role string, subject rbacv1.Su
 		Subjects:   []rbacv1.Subject{subject},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 	})
+	cr, err := s.Hub.Client.RbacV1().ClusterRoles().Get(t.Context(), role, metav1.GetOptions{})
+	if err != nil || len(cr.Rules) == 0 || len(cr.Rules[0].Resources) == 0 {
+		t.Fatalf("ClusterRole %s: %v; want one with a resource rule first", role, err)
+	}
+	rule := cr.Rules[0]
+	resource, subresource, _ := strings.Cut(rule.Resources[0], "/")
+	attrs := &authorizationv1.ResourceAttributes{Namespace: devstack.HubNamespace, Verb: rule.Verbs[0],
+		Group: rule.APIGroups[0], Resource: resource, Subresource: subresource}
+	if len(rule.ResourceNames) > 0 {
+		attrs.Name = rule.ResourceNames[0]
+	}
+	spec := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: attrs}
+	switch subject.Kind {
+	case rbacv1.UserKind:
+		spec.User = subject.Name
+	case rbacv1.GroupKind:
+		spec.User, spec.Groups = "grant-probe", []string{subject.Name}
+	case rbacv1.ServiceAccountKind:
+		spec.User = "system:serviceaccount:" + subject.Namespace + ":" + subject.Name
+	default:
+		t.Fatalf("grant: subject kind %q", subject.Kind)
+	}
+	var last *authorizationv1.SubjectAccessReview
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		r, err := s.Hub.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = r
+		return r.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("the hub does not honour RoleBinding %s (%s for %s %s) a minute after its create: last review %+v", name, role, subject.Kind, subject.Name, last)
+	}
 }
 
 func hubServiceAccount(t *testing.T, s *devstack.Stack, name string) *corev1.ServiceAccount {
