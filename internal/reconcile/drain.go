@@ -63,21 +63,17 @@ func (r *Reconciler) Drain(ctx context.Context, cluster string, timeout time.Dur
 }
 
 // deleteDrained deletes the pods of rows its drain marked lost, those that
-// had one (a pod uid: created), as the sweep deletes an orphan: each delete
-// bounded, and only that pod (the uid precondition). The rows are marked
-// first and the deletes stop at the first failure, logging what is left: a
-// spoke is often removed because it no longer answers, and a delete per
-// pod waiting out its bound would hold the drain (and the spoke's client)
-// for minutes. The rows' verdicts stand either way.
+// had one (a pod uid: created), as the sweep deletes an orphan (deletePod).
+// The rows are marked first and the deletes stop at the first failure,
+// logging what is left: a spoke is often removed because it no longer
+// answers, and a delete per pod waiting out its bound would hold the drain
+// (and the spoke's client) for minutes. The rows' verdicts stand either way.
 func (r *Reconciler) deleteDrained(ctx context.Context, cluster string, rows []store.WorkPod) {
 	for i, row := range rows {
 		if row.PodUID == "" {
 			continue
 		}
-		dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
-		err := r.Dispatcher.Delete(dctx, cluster, row.Namespace, row.ID, types.UID(row.PodUID))
-		cancel()
-		if err != nil {
+		if _, err := r.deletePod(ctx, cluster, row.Namespace, row.ID, types.UID(row.PodUID)); err != nil {
 			r.logger().Warn("drain: cannot delete the pods of rows marked lost; leaving them", "cluster", cluster,
 				"pod", row.ID, "left", len(rows)-i, "error", err)
 			return

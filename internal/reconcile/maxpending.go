@@ -111,9 +111,7 @@ func (r *Reconciler) failUnschedulable(ctx context.Context, f syncFacts, reason 
 	if f.Pod != nil {
 		uid = f.Pod.UID
 	}
-	dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
-	defer cancel()
-	if err := r.Dispatcher.Delete(dctx, row.Cluster, row.Namespace, row.ID, uid); err != nil {
+	if _, err := r.deletePod(ctx, row.Cluster, row.Namespace, row.ID, uid); err != nil {
 		return fmt.Errorf("delete unschedulable pod %s on %s: %w", row.ID, row.Cluster, err)
 	}
 	_, err := r.Store.TransitionWorkPod(ctx, row.ID, store.Transition{From: store.LiveStates, To: store.StateFailed, Reason: reason, Finish: true})

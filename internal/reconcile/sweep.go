@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
@@ -19,6 +20,16 @@ const sweepListTimeout = 15 * time.Second
 // API server that stops answering between the list and a delete would
 // otherwise hold the delete until the connection's health check gives up.
 const sweepDeleteTimeout = 10 * time.Second
+
+// deletePod deletes the pod name if it is still the one with uid, within
+// sweepDeleteTimeout (retries included), as the sweep, max_pending and a
+// drain delete pods; timedOut says the bound (or ctx) ended it.
+func (r *Reconciler) deletePod(ctx context.Context, cluster, namespace, name string, uid types.UID) (timedOut bool, err error) {
+	dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
+	defer cancel()
+	err = r.Dispatcher.Delete(dctx, cluster, namespace, name, uid)
+	return err != nil && dctx.Err() != nil, err
+}
 
 // sweepLoop sweeps one cluster every SweepInterval. Each cluster has a loop
 // of its own: one whose API server hangs never delays the sweep of another.
@@ -97,11 +108,9 @@ func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.P
 	if reason == sweepKeep {
 		return true
 	}
-	dctx, cancel := context.WithTimeout(ctx, sweepDeleteTimeout)
-	defer cancel()
-	if err := r.Dispatcher.Delete(dctx, cluster, pod.Namespace, pod.Name, pod.UID); err != nil {
+	if timedOut, err := r.deletePod(ctx, cluster, pod.Namespace, pod.Name, pod.UID); err != nil {
 		r.Log.Warn("sweep: delete failed", "cluster", cluster, "pod", pod.Name, "error", err)
-		return dctx.Err() == nil
+		return !timedOut
 	}
 	metrics.SweepDeletions.WithLabelValues(cluster, string(reason)).Inc()
 	r.Log.Info("sweep deleted pod", "cluster", cluster, "pod", pod.Name, "reason", reason)
