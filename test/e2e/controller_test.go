@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -91,6 +92,17 @@ func getPod(t *testing.T, s *devstack.Stack, id string) api.WorkPod {
 		t.Fatal(err)
 	}
 	return wp
+}
+
+// waitPodGone waits until spoke has no pod name in the work pods'
+// namespace (deleted and reaped), for at most within.
+func waitPodGone(t *testing.T, spoke *devstack.Cluster, name string, within time.Duration) error {
+	t.Helper()
+	pods := spoke.Client.CoreV1().Pods(devstack.SpokeNamespace)
+	return wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		_, err := pods.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // waitState polls the API until the work pod reaches a terminal state, and

@@ -5,19 +5,13 @@ package e2e
 // scheduler has not placed for 10 s.
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"crucible.dev/crucible/internal/api"
-	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/store"
 )
@@ -50,12 +44,7 @@ func TestMaxPendingFailsUnschedulablePod(t *testing.T) {
 	}
 	checkTimes(t, failed)
 
-	pods := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace)
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := pods.Get(ctx, wp.ID, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
+	if err := waitPodGone(t, s.Spoke("wharf"), wp.ID, 30*time.Second); err != nil {
 		t.Errorf("pod %s still on wharf after its row failed for max_pending: %v", wp.ID, err)
 	}
 

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/api"
@@ -172,11 +170,7 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	}
 	// Its pod goes with the verdict: nothing else would remove it from a
 	// spoke the controller no longer watches.
-	dockPods := s.Spoke("dock").Client.CoreV1().Pods(devstack.SpokeNamespace)
-	if err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := dockPods.Get(ctx, stuck.ID, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
+	if err := waitPodGone(t, s.Spoke("dock"), stuck.ID, time.Minute); err != nil {
 		t.Errorf("the pod of %s, lost past dock's drain, is still on dock: %v", stuck.ID, err)
 	}
 	waitClusters(t, s, "without dock", func(cs []api.Cluster) bool {
