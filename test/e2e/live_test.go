@@ -424,7 +424,8 @@ func apiCallTB(t testing.TB, s *devstack.Stack, method, path string) (int, []byt
 
 // `crucible logs -f` prints each line while the pod still runs, in order,
 // and ends with the pod's end state. The pod prints its second line only
-// once the test saw the first, and ends only once it saw the second.
+// once the test saw the first and the row running, and ends only once it
+// saw the second.
 func TestLogsFollowCommand(t *testing.T) {
 	s := devstacktest.Shared(t)
 	g := newGate(t)
@@ -441,9 +442,13 @@ func TestLogsFollowCommand(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q never printed: %q", line, out.String())
 		}
-		if st := getPod(t, s, p.ID).State; st != "running" {
-			t.Fatalf("pod %s when %q was printed, want running", st, line)
-		}
+		// The line proves the process runs; the row learns it from the spoke's
+		// pod watch, another stream, which may come a moment later (the dev
+		// runtime, like a kubelet, starts the container before the status
+		// update that says Running). What crucible promises is the order on
+		// each stream, so the row must reach running while the gate still
+		// holds the pod: before it can have ended.
+		waitRunning(t, s, p.ID)
 		g.open(t, strconv.Itoa(i+1))
 	}
 	select {
