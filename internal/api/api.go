@@ -75,10 +75,10 @@ type Server struct {
 	// change into it (events.Store). nil: a bus nobody publishes to.
 	Events     *podevents.Bus
 	eventsOnce sync.Once
+	eventsErr  error // why Events could not be made
 	// digest is the store's digest key once read (digestKey).
-	digest    []byte
-	digestMu  sync.Mutex
-	eventsErr error // why Events could not be made
+	digest   []byte
+	digestMu sync.Mutex
 	// budgets counts live-log and event streams against [live]'s and
 	// [events]' caps (budget.go).
 	budgets budgets
