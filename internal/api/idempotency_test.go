@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -423,5 +425,22 @@ func TestSubmitDigestKeyed(t *testing.T) {
 	other := f.submitKeyed(t, "tok-admin", "old", `{"image":"busybox","command":["true"],"secret_files":{"pin":"1235"}}`)
 	if other.Code != http.StatusUnprocessableEntity {
 		t.Fatalf("another request with a bare-SHA-256 row's key: %d %s, want 422", other.Code, other.Body)
+	}
+}
+
+// A store that cannot give the digest key right now makes a submit 503,
+// records nothing, and the next submit reads the key once it can.
+func TestSubmitDigestKeyUnavailable(t *testing.T) {
+	f := newFixture(t)
+	f.st.Fail(fmt.Errorf("read: %w", syscall.ECONNREFUSED), "DigestKey")
+	if w := f.submitKeyed(t, "tok-admin", "k", `{"image":"busybox"}`); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("submit without the digest key: %d %s, want 503", w.Code, w.Body)
+	}
+	if n := f.rowCount(t); n != 0 {
+		t.Errorf("%d rows recorded without the digest key", n)
+	}
+	f.st.Fail(nil)
+	if w := f.submitKeyed(t, "tok-admin", "k", `{"image":"busybox"}`); w.Code != http.StatusCreated {
+		t.Fatalf("submit once the key is readable: %d %s", w.Code, w.Body)
 	}
 }
