@@ -102,12 +102,12 @@ func validateClusters(clusters []ClusterEntry, path *field.Path) field.ErrorList
 	return append(errs, validateTokenAudiences(clusters, path)...)
 }
 
-// HubAPIAudiences are the audiences the hub API accepts as its own that a
+// hubAPIAudiences are the audiences the hub API accepts as its own that a
 // profile can know of: a kube-apiserver's --api-audiences defaults to its
 // --service-account-issuer, which in-cluster is one of these. The profile
 // does not name the hub's actual --api-audiences, so an installation with
 // another issuer is checked against these alone.
-var HubAPIAudiences = []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local"}
+var hubAPIAudiences = []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local"}
 
 // validateTokenAudiences keeps each requested spoke token for its own
 // spoke: a token_audience shared by two spokes is a token one spoke could
@@ -141,7 +141,7 @@ func validateTokenAudiences(clusters []ClusterEntry, path *field.Path) field.Err
 			errs = append(errs, field.Invalid(aud, c.TokenAudience,
 				"must differ from "+path.Index(j).Child("ingest_audience").String()+": the drop-box would accept this spoke's token"))
 		}
-		if slices.Contains(HubAPIAudiences, c.TokenAudience) {
+		if slices.Contains(hubAPIAudiences, c.TokenAudience) {
 			errs = append(errs, field.Invalid(aud, c.TokenAudience, "must not be one of the hub API's audiences: the token would be a hub credential"))
 		}
 	}
