@@ -73,7 +73,7 @@ func clientOptions(p *fleet.Profile, hubCfg *rest.Config, tokenFile string, log 
 		log.Warn("requested spoke tokens are bound to no pod: the controller's hub token names none (not running in a pod), so a leaked one lives out its lifetime",
 			"namespace", acct.Namespace, "service_account", acct.Name)
 	} else {
-		log.Info("requested spoke tokens are bound to the controller's pod: they stop working when it is deleted", "pod", acct.Pod.Name, "pod_uid", acct.Pod.UID)
+		log.Info("requested spoke tokens are bound to the controller's pod: the hub refuses them once it is deleted", "pod", acct.Pod.Name, "pod_uid", acct.Pod.UID)
 	}
 	return []fleet.Option{fleet.WithHubAccount(acct)}, nil
 }
