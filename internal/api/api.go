@@ -76,6 +76,9 @@ type Server struct {
 	Events     *podevents.Bus
 	eventsOnce sync.Once
 	eventsErr  error // why Events could not be made
+	// digest is the store's digest key once read (digestKey).
+	digest   []byte
+	digestMu sync.Mutex
 	// budgets counts live-log and event streams against [live]'s and
 	// [events]' caps (budget.go).
 	budgets budgets

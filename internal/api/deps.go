@@ -28,6 +28,7 @@ type Store interface {
 	PodHistory(ctx context.Context, id string) ([]store.HistoryEntry, error)
 	GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error)
 	ListArtifacts(ctx context.Context, podID string) ([]store.Artifact, error)
+	DigestKey(ctx context.Context) ([]byte, error)
 }
 
 // Dispatcher is the spoke side of submit, cancel and the live log

@@ -1,8 +1,7 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // Idempotent submits (the Idempotency-Key header of Stripe's API and of the
@@ -68,17 +68,33 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return vs[0], nil
 }
 
-// requestDigest is the hex SHA-256 of req's canonical JSON (struct field
-// order, map keys sorted), so a retry that encodes the same request with
-// other spacing or key order is the same request. req has its defaults
-// applied (kind, cluster) so that leaving one out and spelling it match.
-func requestDigest(req SubmitRequest) (string, error) {
+// requestJSON is req's canonical JSON (struct field order, map keys
+// sorted), what its digest is of, so a retry that encodes the same request
+// with other spacing or key order is the same request. req has its
+// defaults applied (kind, cluster) so that leaving one out and spelling it
+// match. The digest is keyed (workpod.Digest): the request carries the
+// secret files' values.
+func requestJSON(req SubmitRequest) ([]byte, error) {
 	data, err := json.Marshal(req)
 	if err != nil {
-		return "", fmt.Errorf("encode request: %w", err)
+		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
+	return data, nil
+}
+
+// digestKey is the store's digest key, read on the first submit that needs
+// it and kept: it never changes.
+func (s *Server) digestKey(ctx context.Context) ([]byte, error) {
+	s.digestMu.Lock()
+	defer s.digestMu.Unlock()
+	if s.digest == nil {
+		key, err := s.Store.DigestKey(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the digest key: %w", err)
+		}
+		s.digest = key
+	}
+	return s.digest, nil
 }
 
 // replaySubmit answers a submit whose key the submitter used before: the row that
@@ -91,19 +107,19 @@ func requestDigest(req SubmitRequest) (string, error) {
 // runs (the startup reconcile dispatches one without). The same key with
 // another request is refused: answering that row would tell the client its
 // new request ran.
-func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key string, req SubmitRequest, digest string) error {
+func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key string, req SubmitRequest, sub submission) error {
 	p, err := s.Store.GetWorkPodByKey(r.Context(), identity(r).User, key)
 	if err != nil {
 		return fmt.Errorf("read the row of an idempotency key: %w", err)
 	}
-	if p.RequestSHA256 != digest {
+	if !workpod.DigestMatches(sub.digestKey, sub.request, p.RequestSHA256) {
 		return &httperr.Error{Code: http.StatusUnprocessableEntity, Field: IdempotencyKeyHeader,
 			Msg: fmt.Sprintf("%s was used for work pod %s with a different request; repeat that request, or use a new key for a new one",
 				IdempotencyKeyHeader, p.ID)}
 	}
 	s.Log.Info("submit replayed", "pod", p.ID, "state", p.State, "user", identity(r).User)
 	if p.State == store.StatePending && p.PodUID == "" && time.Since(p.CreatedAt) >= s.DispatchTimeout {
-		sub, err := newSubmission(s.profile(), req, identity(r), key, func(string) string { return p.ID })
+		sub, err := newSubmission(s.profile(), req, identity(r), key, sub.digestKey, func(string) string { return p.ID })
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,16 @@
 package api
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +71,7 @@ func TestSubmitReplay(t *testing.T) {
 	}
 	wp := workPodOf(t, again)
 	row, err := f.st.GetWorkPod(t.Context(), wp.ID)
-	if err != nil || row.IdempotencyKey != "key-1" || len(row.RequestSHA256) != 64 {
+	if err != nil || row.IdempotencyKey != "key-1" || !strings.HasPrefix(row.RequestSHA256, "hmac-sha256:") || len(row.RequestSHA256) != len("hmac-sha256:")+64 {
 		t.Errorf("row %s: key %q digest %q, %v", wp.ID, row.IdempotencyKey, row.RequestSHA256, err)
 	}
 	// Without a key, the same request is a new work pod, as always.
@@ -283,7 +288,11 @@ func (f *fixture) cutSubmit(t *testing.T, key, body string) store.WorkPod {
 	if err := json.Unmarshal([]byte(body), &sr); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := newSubmission(f.srv.Profile.Load(), sr, apiauth.Identity{User: "admin"}, key, newID)
+	digestKey, err := f.st.DigestKey(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := newSubmission(f.srv.Profile.Load(), sr, apiauth.Identity{User: "admin"}, key, digestKey, newID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,4 +375,72 @@ func TestSubmitReplayDispatchesACutSubmit(t *testing.T) {
 			t.Errorf("dispatched %v for a request the key did not make", calls)
 		}
 	})
+}
+
+// A keyed submit's row keeps the request's HMAC under the store's digest
+// key, never its bare SHA-256 (which a reader of the store could test
+// guesses of a short secret file against); a row written before the key,
+// with the bare SHA-256, still replays its own request and still refuses
+// another one.
+func TestSubmitDigestKeyed(t *testing.T) {
+	f := newFixture(t)
+	const body = `{"image":"busybox","command":["true"],"secret_files":{"pin":"1234"}}`
+	// As dispatched: the default kind and cluster filled in.
+	canonical, err := json.Marshal(SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox", Command: []string{"true"}, SecretFiles: map[string]string{"pin": "1234"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := sha256.Sum256(canonical)
+	key, err := f.st.DigestKey(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(canonical)
+	keyed := "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+
+	if w := f.submitKeyed(t, "tok-admin", "new", body); w.Code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", w.Code, w.Body)
+	}
+	row, err := f.st.GetWorkPodByKey(t.Context(), "admin", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.RequestSHA256 != keyed {
+		t.Errorf("request digest %q, want the HMAC %q (bare SHA-256 %x)", row.RequestSHA256, keyed, bare)
+	}
+	if strings.Contains(string(row.Spec), "1234") || strings.Contains(string(row.Spec), hex.EncodeToString(bare[:])) {
+		t.Errorf("row spec %s holds the secret or a bare digest", row.Spec)
+	}
+
+	old := store.WorkPod{ID: "turn-old", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateSucceeded,
+		Submitter: "admin", IdempotencyKey: "old", RequestSHA256: hex.EncodeToString(bare[:])}
+	if err := f.st.CreateWorkPod(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	again := f.submitKeyed(t, "tok-admin", "old", body)
+	if again.Code != http.StatusCreated || again.Header().Get(ReplayedHeader) != "true" || workPodOf(t, again).ID != "turn-old" {
+		t.Fatalf("replay of a bare-SHA-256 row: %d %q %s", again.Code, again.Header().Get(ReplayedHeader), again.Body)
+	}
+	other := f.submitKeyed(t, "tok-admin", "old", `{"image":"busybox","command":["true"],"secret_files":{"pin":"1235"}}`)
+	if other.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("another request with a bare-SHA-256 row's key: %d %s, want 422", other.Code, other.Body)
+	}
+}
+
+// A store that cannot give the digest key right now makes a submit 503,
+// records nothing, and the next submit reads the key once it can.
+func TestSubmitDigestKeyUnavailable(t *testing.T) {
+	f := newFixture(t)
+	f.st.Fail(fmt.Errorf("read: %w", syscall.ECONNREFUSED), "DigestKey")
+	if w := f.submitKeyed(t, "tok-admin", "k", `{"image":"busybox"}`); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("submit without the digest key: %d %s, want 503", w.Code, w.Body)
+	}
+	if n := f.rowCount(t); n != 0 {
+		t.Errorf("%d rows recorded without the digest key", n)
+	}
+	f.st.Fail(nil)
+	if w := f.submitKeyed(t, "tok-admin", "k", `{"image":"busybox"}`); w.Code != http.StatusCreated {
+		t.Fatalf("submit once the key is readable: %d %s", w.Code, w.Body)
+	}
 }

@@ -174,14 +174,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(p, req.Cluster)}); err != nil {
 		return err
 	}
-	sub, err := newSubmission(p, req, identity(r), key, newID)
+	digestKey, err := s.digestKey(r.Context())
+	if err != nil {
+		return err
+	}
+	sub, err := newSubmission(p, req, identity(r), key, digestKey, newID)
 	if err != nil {
 		return err
 	}
 	// With a key, the insert itself decides which of several requests
 	// carrying it (retries, also on other replicas) makes the row.
 	if err := s.Store.CreateWorkPod(r.Context(), sub.row); errors.Is(err, store.ErrKeyTaken) {
-		return s.replaySubmit(w, r, key, req, sub.row.RequestSHA256)
+		return s.replaySubmit(w, r, key, req, sub)
 	} else if err != nil {
 		return fmt.Errorf("record work pod: %w", err)
 	}

@@ -21,6 +21,11 @@ import (
 type submission struct {
 	pod workpod.Valid
 	row store.WorkPod
+	// request is the canonical JSON row.RequestSHA256 digests (with an
+	// Idempotency-Key), digestKey the key it and the secret files are
+	// digested under: a replay compares its own request with the row's.
+	request   []byte
+	digestKey []byte
 }
 
 // newSubmission decides a submit without doing anything: the kind's
@@ -31,7 +36,7 @@ type submission struct {
 // key is well-formed but not the submitter's to set), the spec as stored
 // and, with an Idempotency-Key, the request's digest. id makes the work
 // pod's id from a prefix. An error names the field at fault.
-func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity, key string, id func(prefix string) string) (submission, error) {
+func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity, key string, digestKey []byte, id func(prefix string) string) (submission, error) {
 	if req.Kind == "" {
 		req.Kind = workpod.DefaultKind
 	}
@@ -63,21 +68,23 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity,
 	if errs := workpod.CheckMetadataKeys(wp, p.Pods.MetadataPrefixes); len(errs) > 0 {
 		return submission{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: httperr.Truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 	}
-	spec, err := workpod.EncodeStored(wp)
+	spec, err := workpod.EncodeStored(wp, digestKey)
 	if err != nil {
 		return submission{}, err
 	}
 	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
 		Spec: spec, Submitter: caller.User, IdempotencyKey: key}
+	var request []byte
 	if key != "" {
 		// Digested as dispatched: the default kind and cluster filled in,
 		// so a retry that names them matches one that left them out.
 		req.Cluster = cluster.Name
-		if row.RequestSHA256, err = requestDigest(req); err != nil {
+		if request, err = requestJSON(req); err != nil {
 			return submission{}, err
 		}
+		row.RequestSHA256 = workpod.Digest(digestKey, request)
 	}
-	return submission{pod: valid, row: row}, nil
+	return submission{pod: valid, row: row, request: request, digestKey: digestKey}, nil
 }
 
 // shapeFor resolves req's class as cluster offers it into the pod's shape:

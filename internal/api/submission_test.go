@@ -40,7 +40,7 @@ func TestNewSubmission(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub, err := newSubmission(p, tt.req, alice, tt.key, id)
+			sub, err := newSubmission(p, tt.req, alice, tt.key, testDigestKey, id)
 			if tt.wantField != "" {
 				he, ok := errors.AsType[*httperr.Error](err)
 				if !ok || he.Code != http.StatusBadRequest || he.Field != tt.wantField {
@@ -74,15 +74,15 @@ func TestNewSubmission(t *testing.T) {
 func TestNewSubmissionDigestsWithDefaults(t *testing.T) {
 	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
 	id := func(prefix string) string { return prefix + "-fixed" }
-	bare, err := newSubmission(p, SubmitRequest{Image: "busybox"}, alice, "k", id)
+	bare, err := newSubmission(p, SubmitRequest{Image: "busybox"}, alice, "k", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	named, err := newSubmission(p, SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox"}, alice, "k", id)
+	named, err := newSubmission(p, SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox"}, alice, "k", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := newSubmission(p, SubmitRequest{Image: "alpine"}, alice, "k", id)
+	other, err := newSubmission(p, SubmitRequest{Image: "alpine"}, alice, "k", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +95,9 @@ func TestNewSubmissionDigestsWithDefaults(t *testing.T) {
 }
 
 var alice = apiauth.Identity{User: "alice", Groups: []string{"system:authenticated"}}
+
+// testDigestKey stands for the store's digest key where no store is.
+var testDigestKey = []byte("0123456789abcdef0123456789abcdef")
 
 // testProfile is a defaulted profile (fleet.Default: the standard class)
 // with these clusters, the first the default.
@@ -117,11 +120,11 @@ func TestNewSubmissionClasses(t *testing.T) {
 	ml := apiauth.Identity{User: "bo", Groups: []string{"ml"}}
 	id := func(prefix string) string { return prefix + "-fixed" }
 
-	sub, err := newSubmission(p, SubmitRequest{Image: "x"}, alice, "", id)
+	sub, err := newSubmission(p, SubmitRequest{Image: "x"}, alice, "", testDigestKey, id)
 	if err != nil || sub.pod.Pod().Shape.Class != "standard" || sub.pod.Pod().Shape.DeadlineSeconds != 6*3600 {
 		t.Fatalf("no class: %+v, %v; want the default class's shape", sub.pod.Pod().Shape, err)
 	}
-	sub, err = newSubmission(p, SubmitRequest{Image: "x", Class: "gpu", GPUs: new(2), Deadline: "90m"}, ml, "", id)
+	sub, err = newSubmission(p, SubmitRequest{Image: "x", Class: "gpu", GPUs: new(2), Deadline: "90m"}, ml, "", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +153,7 @@ func TestNewSubmissionClasses(t *testing.T) {
 		{"a bad kind with the default class", SubmitRequest{Image: "x", Kind: "batch"}, ml, 400, "kind", "Unsupported value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newSubmission(p, tc.req, tc.caller, "", id)
+			_, err := newSubmission(p, tc.req, tc.caller, "", testDigestKey, id)
 			he, ok := errors.AsType[*httperr.Error](err)
 			if !ok || he.Code != tc.code || he.Field != tc.field || !strings.Contains(he.Msg, tc.msg) {
 				t.Fatalf("err = %#v, want %d naming field %q with %q", err, tc.code, tc.field, tc.msg)
@@ -180,7 +183,7 @@ func TestNewSubmissionMetadataPrefixes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
 			req := SubmitRequest{Image: "busybox", Annotations: map[string]string{tt.key: "v"}}
-			sub, err := newSubmission(p, req, alice, "", id)
+			sub, err := newSubmission(p, req, alice, "", testDigestKey, id)
 			if tt.wantCode == 0 {
 				if err != nil {
 					t.Fatal(err)

@@ -15,7 +15,7 @@ func TestViewShowsNamesNotValues(t *testing.T) {
 	spec, err := workpod.EncodeStored(workpod.WorkPod{ID: "turn-a", Kind: "turn", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
 		Env:         []workpod.EnvVar{{Name: "TOKEN", Value: "env-secret-value"}, {Name: "MODE", Value: "fast"}},
 		Files:       map[string]string{"b.txt": "file-content", "a.txt": "other-content"},
-		SecretFiles: map[string]string{"key.pem": "secret-file-value"}})
+		SecretFiles: map[string]string{"key.pem": "secret-file-value"}}, []byte("test-digest-key"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,12 @@ func clientOptions(p *fleet.Profile, hubCfg *rest.Config, tokenFile string, log 
 		return nil, err
 	}
 	log.Info("spoke tokens come from the hub's TokenRequest API where token_source is request", "namespace", acct.Namespace, "service_account", acct.Name)
+	if acct.Pod.Name == "" {
+		log.Warn("requested spoke tokens are bound to no pod: the controller's hub token names none (not running in a pod), so a leaked one lives out its lifetime",
+			"namespace", acct.Namespace, "service_account", acct.Name)
+	} else {
+		log.Info("requested spoke tokens are bound to the controller's pod: the hub refuses them once it is deleted", "pod", acct.Pod.Name, "pod_uid", acct.Pod.UID)
+	}
 	return []fleet.Option{fleet.WithHubAccount(acct)}, nil
 }
 

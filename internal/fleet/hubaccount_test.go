@@ -84,3 +84,52 @@ func TestEntryTokens(t *testing.T) {
 		t.Errorf("NewClients of a request entry without the hub: %v", err)
 	}
 }
+
+// A hub token that is a pod's projected token names that pod, which the
+// requested tokens are then bound to; one without a pod claim binds them to
+// nothing; a pod claim without both name and uid is refused, naming the
+// file, rather than taken for no pod.
+func TestNewHubAccountPod(t *testing.T) {
+	enc := base64.RawURLEncoding
+	withKube := func(kube string) string {
+		claims := `{"sub":"system:serviceaccount:crucible:crucible-controller"` + kube + `}`
+		return enc.EncodeToString([]byte(`{"alg":"RS256","kid":"k"}`)) + "." + enc.EncodeToString([]byte(claims)) + ".sig"
+	}
+	for _, tc := range []struct {
+		name, token string
+		want        BoundPod
+		wantRef     bool
+		wantErr     string
+	}{
+		{"in a pod", withKube(`,"kubernetes.io":{"namespace":"crucible","pod":{"name":"crucible-0","uid":"u-1"},"serviceaccount":{"name":"crucible-controller","uid":"sa-1"}}`),
+			BoundPod{Name: "crucible-0", UID: "u-1"}, true, ""},
+		{"no pod claim", withKube(`,"kubernetes.io":{"namespace":"crucible","serviceaccount":{"name":"crucible-controller","uid":"sa-1"}}`), BoundPod{}, false, ""},
+		{"no kubernetes.io claim", withKube(""), BoundPod{}, false, ""},
+		{"a pod without uid", withKube(`,"kubernetes.io":{"pod":{"name":"crucible-0"}}`), BoundPod{}, false, `kubernetes.io.pod claim has name "crucible-0" and uid ""`},
+		{"a pod claim of another shape", withKube(`,"kubernetes.io":{"pod":"crucible-0"}`), BoundPod{}, false, "its kubernetes.io claim"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "hub.token")
+			if err := os.WriteFile(file, []byte(tc.token), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			acct, err := NewHubAccount(fake.NewClientset(), file)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), file) {
+					t.Fatalf("NewHubAccount = %v, want an error naming %s and saying %q", err, file, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if acct.Pod != tc.want {
+				t.Errorf("pod %+v, want %+v", acct.Pod, tc.want)
+			}
+			ref := acct.boundObjectRef()
+			if (ref != nil) != tc.wantRef || ref != nil && (ref.Kind != "Pod" || ref.APIVersion != "v1" || ref.Name != tc.want.Name || string(ref.UID) != tc.want.UID) {
+				t.Errorf("boundObjectRef %+v, want one for %+v: %v", ref, tc.want, tc.wantRef)
+			}
+		})
+	}
+}

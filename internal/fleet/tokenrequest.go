@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -91,6 +93,12 @@ type tokenCreator interface {
 // mint tokens for itself, no one else.
 type HubAccount struct {
 	Namespace, Name string
+	// Pod is the controller's own pod when its hub token is a pod's
+	// projected token (its kubernetes.io.pod claims): every requested
+	// token is bound to it (boundObjectRef), so a leaked one dies with the
+	// pod rather than living out its lifetime. Zero outside a pod (a hub
+	// token_file of another kind): the tokens are bound to nothing.
+	Pod BoundPod
 
 	tokens tokenCreator
 	// server answers /readyz, which tells a hub that has just started
@@ -120,7 +128,55 @@ func NewHubAccount(hub kubernetes.Interface, tokenFile string) (*HubAccount, err
 	if err != nil {
 		return nil, fmt.Errorf("hub token %s: token_source = \"request\" needs the controller's hub identity to be a service account, and the token's subject %q is not system:serviceaccount:<namespace>:<name>", tokenFile, tok.Claims.Subject)
 	}
-	return &HubAccount{Namespace: ns, Name: name, tokens: hub.CoreV1().ServiceAccounts(ns), server: hub.Discovery().RESTClient()}, nil
+	pod, err := boundPod(raw)
+	if err != nil {
+		return nil, fmt.Errorf("hub token %s: %w", tokenFile, err)
+	}
+	return &HubAccount{Namespace: ns, Name: name, Pod: pod, tokens: hub.CoreV1().ServiceAccounts(ns), server: hub.Discovery().RESTClient()}, nil
+}
+
+// BoundPod names the pod a projected service-account token is bound to.
+type BoundPod struct{ Name, UID string }
+
+// boundPod reads the kubernetes.io.pod claim of a token jwt.Parse took:
+// zero when there is none, an error when it is there but malformed (a pod
+// with a name and no uid cannot be bound to).
+func boundPod(token string) (BoundPod, error) {
+	_, rest, _ := strings.Cut(token, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	members, err := jwt.DecodeSegment(payload)
+	if err != nil {
+		return BoundPod{}, fmt.Errorf("read its claims: %w", err)
+	}
+	raw, ok := members["kubernetes.io"]
+	if !ok {
+		return BoundPod{}, nil
+	}
+	var claim struct {
+		Pod *struct {
+			Name string `json:"name"`
+			UID  string `json:"uid"`
+		} `json:"pod"`
+	}
+	if err := json.Unmarshal(raw, &claim); err != nil {
+		return BoundPod{}, fmt.Errorf("its kubernetes.io claim: %w", err)
+	}
+	if claim.Pod == nil {
+		return BoundPod{}, nil
+	}
+	if claim.Pod.Name == "" || claim.Pod.UID == "" {
+		return BoundPod{}, fmt.Errorf("its kubernetes.io.pod claim has name %q and uid %q; a bound pod has both", claim.Pod.Name, claim.Pod.UID)
+	}
+	return BoundPod{Name: claim.Pod.Name, UID: claim.Pod.UID}, nil
+}
+
+// boundObjectRef binds a requested token to the controller's pod, or to
+// nothing outside one.
+func (h *HubAccount) boundObjectRef() *authenticationv1.BoundObjectReference {
+	if h.Pod.Name == "" {
+		return nil
+	}
+	return &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: h.Pod.Name, UID: types.UID(h.Pod.UID)}
 }
 
 // readToken reads a token file of at most jwt.MaxTokenBytes.
@@ -265,7 +321,7 @@ func (ts *requestedTokens) renew() (*oauth2.Token, error) {
 	defer cancel()
 	seconds := ts.seconds
 	resp, err := ts.hub.tokens.CreateToken(ctx, ts.hub.Name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{ts.audience}, ExpirationSeconds: &seconds},
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{ts.audience}, ExpirationSeconds: &seconds, BoundObjectRef: ts.hub.boundObjectRef()},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		err = retry.NotReady(ctx, ts.hub.server, err)

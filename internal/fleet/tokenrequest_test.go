@@ -274,6 +274,8 @@ func TestRequestedTokens(t *testing.T) {
 			t.Error("the hub is back: still the expiring token")
 		}
 	})
+
+	t.Run("bound to the controller's pod", func(t *testing.T) { testBoundToPod(t, s, acct, entry) })
 }
 
 // applyRBAC creates a Role or RoleBinding on the hub as its admin.

@@ -99,6 +99,52 @@ func validateClusters(clusters []ClusterEntry, path *field.Path) field.ErrorList
 			first[c.Name] = i
 		}
 	}
+	return append(errs, validateTokenAudiences(clusters, path)...)
+}
+
+// hubAPIAudiences are the audiences the hub API accepts as its own that a
+// profile can know of: a kube-apiserver's --api-audiences defaults to its
+// --service-account-issuer, which in-cluster is one of these. The profile
+// does not name the hub's actual --api-audiences, so an installation with
+// another issuer is checked against these alone.
+var hubAPIAudiences = []string{"https://kubernetes.default.svc", "https://kubernetes.default.svc.cluster.local"}
+
+// validateTokenAudiences keeps each requested spoke token for its own
+// spoke: a token_audience shared by two spokes is a token one spoke could
+// replay at the other, one equal to an ingest_audience is a bearer token
+// the drop-box accepts, and one of the hub API's audiences would make the
+// spoke's token a hub credential (the hub's TokenRequest grants it).
+func validateTokenAudiences(clusters []ClusterEntry, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	ingest := map[string]int{}
+	for i := range clusters {
+		if a := clusters[i].IngestAudience; a != "" {
+			if _, seen := ingest[a]; !seen {
+				ingest[a] = i
+			}
+		}
+	}
+	first := map[string]int{}
+	for i := range clusters {
+		c := &clusters[i]
+		if c.TokenSource != TokenSourceRequest || c.TokenAudience == "" {
+			continue
+		}
+		aud := path.Index(i).Child("token_audience")
+		if j, dup := first[c.TokenAudience]; dup {
+			errs = append(errs, withDetail(field.Duplicate(aud, c.TokenAudience),
+				"duplicate of "+path.Index(j).Child("token_audience").String()+": each spoke's token must be good for that spoke alone"))
+		} else {
+			first[c.TokenAudience] = i
+		}
+		if j, ok := ingest[c.TokenAudience]; ok {
+			errs = append(errs, field.Invalid(aud, c.TokenAudience,
+				"must differ from "+path.Index(j).Child("ingest_audience").String()+": the drop-box would accept this spoke's token"))
+		}
+		if slices.Contains(hubAPIAudiences, c.TokenAudience) {
+			errs = append(errs, field.Invalid(aud, c.TokenAudience, "must not be one of the hub API's audiences: the token would be a hub credential"))
+		}
+	}
 	return errs
 }
 

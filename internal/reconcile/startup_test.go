@@ -102,7 +102,7 @@ func TestStartupReconcilePages(t *testing.T) {
 func TestStartupNeverDispatchedRows(t *testing.T) {
 	st := storetest.SQLite(t)
 	spec := func(w workpod.WorkPod) []byte {
-		b, err := workpod.EncodeStored(w)
+		b, err := workpod.EncodeStored(w, []byte("test-digest-key"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -260,6 +260,11 @@ type Store interface {
 	// again is no error. Epochs only grow, per cluster; they are never
 	// released.
 	ClaimEpoch(ctx context.Context, cluster string, epoch int64) error
+	// DigestKey returns the installation's HMAC key (DigestKeyBytes) for
+	// digests the rows keep of values they must not hold. The first call
+	// of any replica makes it from crypto/rand; every call after, on any
+	// replica and after any reopen, returns the same key.
+	DigestKey(ctx context.Context) ([]byte, error)
 	Close() error
 }
 

@@ -1,14 +1,12 @@
 package workpod
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 )
 
 // stored is what a work pod's row keeps of it: the rendered pod with the
-// secret files' values replaced by their SHA-256 digests. The values live
+// secret files' values replaced by their keyed digests (Digest). The values live
 // only in the Secret on the spoke and in the submitter's request; nothing
 // reads them back from the store. So a pod without secret files can be
 // dispatched again from its row alone (a submit cut before its dispatch),
@@ -19,15 +17,15 @@ type stored struct {
 	SecretDigests map[string]string `json:"secret_digests,omitempty"`
 }
 
-// EncodeStored is w as its row stores it (see stored).
-func EncodeStored(w WorkPod) ([]byte, error) {
+// EncodeStored is w as its row stores it (see stored), its secret files
+// digested under key, the installation's digest key.
+func EncodeStored(w WorkPod, key []byte) ([]byte, error) {
 	st := stored{WorkPod: w}
 	for k, v := range w.SecretFiles {
 		if st.SecretDigests == nil {
 			st.SecretDigests = map[string]string{}
 		}
-		sum := sha256.Sum256([]byte(v))
-		st.SecretDigests[k] = hex.EncodeToString(sum[:])
+		st.SecretDigests[k] = Digest(key, []byte(v))
 	}
 	return json.Marshal(st)
 }

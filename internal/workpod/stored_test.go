@@ -14,7 +14,7 @@ import (
 func TestStoredKeepsNoSecretValues(t *testing.T) {
 	w := WorkPod{ID: "turn-a", Kind: KindTurn, Image: "busybox", Command: []string{"sh"}, Files: map[string]string{"a": "b"},
 		SecretFiles: map[string]string{"token": "s3cret-value", "key": "another-secret"}, Shape: Shape{Class: "default", DeadlineSeconds: 60, RunAsUser: 1000, RunAsGroup: 1000}}
-	spec, err := EncodeStored(w)
+	spec, err := EncodeStored(w, []byte("test-digest-key"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory", "ClaimEpoch"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory", "ClaimEpoch", "DigestKey"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -168,4 +168,11 @@ func (f *Faulty) ClaimEpoch(ctx context.Context, cluster string, epoch int64) er
 		return err
 	}
 	return f.Store.ClaimEpoch(ctx, cluster, epoch)
+}
+
+func (f *Faulty) DigestKey(ctx context.Context) ([]byte, error) {
+	if err := f.fault("DigestKey"); err != nil {
+		return nil, err
+	}
+	return f.Store.DigestKey(ctx)
 }

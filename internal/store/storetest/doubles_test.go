@@ -57,6 +57,7 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 		},
 		"PodHistory": func(ctx context.Context, s store.Store) error { _, err := s.PodHistory(ctx, "p"); return err },
 		"ClaimEpoch": func(ctx context.Context, s store.Store) error { return s.ClaimEpoch(ctx, "wharf", 1) },
+		"DigestKey":  func(ctx context.Context, s store.Store) error { _, err := s.DigestKey(ctx); return err },
 	}
 }
 

@@ -73,6 +73,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FenceScope", testFenceScope},
 		{"FenceInvalid", testFenceInvalid},
 		{"FenceConcurrent", testFenceConcurrent},
+		{"DigestKey", testDigestKey},
+		{"DigestKeyConcurrent", testDigestKeyConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
