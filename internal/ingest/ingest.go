@@ -240,9 +240,16 @@ type Handler struct {
 	negative    *lru.Cache[struct{}]
 	limiters    *lru.Cache[limiter] // per source
 	podLimiters *lru.Cache[limiter] // per authenticated pod
-	flights     flights
-	locks       keyedMutex
-	staging     podSlots
+	// signedLimiters are the sources' buckets of signed tokens refused;
+	// readLimiters those of a token and of a pod uid whose requests were
+	// refused after a store read (refuseBeforeRead).
+	signedLimiters *lru.Cache[limiter]
+	readLimiters   *lru.Cache[limiter]
+	unknown        *lru.Cache[struct{}] // pod ids the store did not know, for the negative TTL
+	logged         *lru.Cache[struct{}] // refusals logged in the last refusalLogEvery
+	flights        flights
+	locks          keyedMutex
+	staging        podSlots
 
 	reviewTimeout time.Duration
 }
@@ -269,13 +276,17 @@ func New(opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("ingest options: %w", err)
 	}
 	h := &Handler{
-		opts:          c,
-		log:           c.Logger,
-		accept:        lru.New[acceptEntry](c.CacheSize),
-		negative:      lru.New[struct{}](c.CacheSize),
-		limiters:      lru.New[limiter](c.CacheSize),
-		podLimiters:   lru.New[limiter](c.CacheSize),
-		reviewTimeout: c.reviewTimeout,
+		opts:           c,
+		log:            c.Logger,
+		accept:         lru.New[acceptEntry](c.CacheSize),
+		negative:       lru.New[struct{}](c.CacheSize),
+		limiters:       lru.New[limiter](c.CacheSize),
+		podLimiters:    lru.New[limiter](c.CacheSize),
+		signedLimiters: lru.New[limiter](c.CacheSize),
+		readLimiters:   lru.New[limiter](c.CacheSize),
+		unknown:        lru.New[struct{}](c.CacheSize),
+		logged:         lru.New[struct{}](c.CacheSize),
+		reviewTimeout:  c.reviewTimeout,
 	}
 	h.validators.Store(h.newValidators(c.Clusters, nil))
 	return h, nil
