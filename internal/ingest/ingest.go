@@ -213,6 +213,8 @@ func validateSection(in *fleet.Ingest) []error {
 		{"max_bytes_per_pod", in.MaxBytesPerPod, in.MaxBytesPerPod > 0},
 		{"min_free_bytes", in.MinFreeBytes, in.MinFreeBytes > 0},
 		{"max_total_bytes", in.MaxTotalBytes, in.MaxTotalBytes > 0},
+		{"max_bytes_per_submitter", in.MaxBytesPerSubmitter, in.MaxBytesPerSubmitter > 0},
+		{"max_bytes_per_cluster", in.MaxBytesPerCluster, in.MaxBytesPerCluster > 0},
 		{"max_staging_per_pod", in.MaxStagingPerPod, in.MaxStagingPerPod > 0},
 		{"min_upload_rate", in.MinUploadRate, in.MinUploadRate > 0},
 		{"upload_rate_window", in.UploadRateWindow, in.UploadRateWindow.Duration > 0},

@@ -128,7 +128,10 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 // claim records the committed file wr as the pod's artifact kind.
 func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr artifact.Written) (stored, error) {
 	a := store.Artifact{PodID: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256, Source: store.SourcePod}
-	q := store.Quota{MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod, MaxTotalBytes: h.opts.MaxTotalBytes}
+	q := store.Quota{
+		MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod, MaxTotalBytes: h.opts.MaxTotalBytes,
+		MaxSubmitterBytes: h.opts.MaxBytesPerSubmitter, MaxClusterBytes: h.opts.MaxBytesPerCluster,
+	}
 	created, err := h.opts.Store.PutArtifact(ctx, a, q)
 	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
 	switch {
@@ -224,11 +227,26 @@ func insufficientStorage() *httperr.Error {
 	return refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later").With("Retry-After", retryAfterStorage)
 }
 
-// full is insufficientStorage for the total of all artifacts: the pod sees
-// the same answer as for a full volume (either is the operator's to cure),
-// the log says which.
+// budgetKeys are the [ingest] keys of the store's budgets, as a 507 names
+// them.
+var budgetKeys = map[store.Budget]string{
+	store.BudgetTotal:     "max_total_bytes",
+	store.BudgetSubmitter: "max_bytes_per_submitter",
+	store.BudgetCluster:   "max_bytes_per_cluster",
+}
+
+// full is insufficientStorage for a budget of the store: the total of all
+// artifacts, or those of the pod's submitter or cluster. The answer names
+// the budget's key (whose it is and how full only the log says), so the
+// pod's owner knows whether an operator must raise it or their own
+// artifacts fill it.
 func full(err error) *httperr.Error {
 	he := insufficientStorage()
+	key := budgetKeys[store.BudgetTotal]
+	if fe := (*store.FullError)(nil); errors.As(err, &fe) {
+		key = budgetKeys[fe.Budget]
+	}
+	he.Msg = "insufficient storage for artifacts: the " + key + " budget is full, retry later"
 	he.Err = err
 	return he
 }

@@ -32,21 +32,24 @@ func (s *sqlStore) checkQuota(ctx context.Context, tx *sql.Tx, a Artifact, q Quo
 // (migration 0007): one row, however many artifacts there are.
 const totalQuery = `SELECT bytes FROM artifact_total WHERE id = 1`
 
-// checkTotal holds the claim to q.MaxTotalBytes, inside the claiming
-// transaction, after the pod's own quota (which a retry cannot cure, so it
-// is the answer when both are passed).
+// checkTotal holds the claim to q.MaxTotalBytes, q.MaxSubmitterBytes and
+// q.MaxClusterBytes, inside the claiming transaction, after the pod's own
+// quota (which a retry cannot cure, so it is the answer when both are
+// passed).
 //
 // It is exact on both backends. On SQLite the transaction is the only
 // writer. On PostgreSQL (READ COMMITTED) it locks the total's row: every
 // change of artifacts updates that row by trigger and holds its lock until
 // it commits, so the claim waits for writers in flight — on any replica —
 // and then reads the sum they committed; its own insert then updates the
-// row it holds. What this costs is that claims of all pods queue for a
-// moment (one short transaction each) instead of running side by side.
-// Pod rows are always locked before the total's, by every writer, so the
-// queue cannot deadlock.
+// row it holds. The submitter's and the cluster's sums are read after that
+// lock, so they too see every committed writer and none in flight. What
+// this costs is that claims of all pods queue for a moment (one short
+// transaction each) instead of running side by side. Pod rows are always
+// locked before the total's, by every writer, so the queue cannot
+// deadlock.
 func (s *sqlStore) checkTotal(ctx context.Context, tx *sql.Tx, a Artifact, q Quota) error {
-	if q.MaxTotalBytes <= 0 {
+	if q.MaxTotalBytes <= 0 && q.MaxSubmitterBytes <= 0 && q.MaxClusterBytes <= 0 {
 		return nil
 	}
 	query := totalQuery
@@ -57,8 +60,40 @@ func (s *sqlStore) checkTotal(ctx context.Context, tx *sql.Tx, a Artifact, q Quo
 	if err != nil {
 		return err
 	}
-	if total+a.Size > q.MaxTotalBytes {
-		return fmt.Errorf("%w: artifacts hold %d bytes, %d more would pass %d", ErrFull, total, a.Size, q.MaxTotalBytes)
+	if q.MaxTotalBytes > 0 && total+a.Size > q.MaxTotalBytes {
+		return &FullError{Budget: BudgetTotal, Used: total, Add: a.Size, Limit: q.MaxTotalBytes}
+	}
+	for _, b := range []struct {
+		budget Budget
+		column string
+		limit  int64
+	}{{BudgetSubmitter, "submitter", q.MaxSubmitterBytes}, {BudgetCluster, "cluster", q.MaxClusterBytes}} {
+		if b.limit <= 0 {
+			continue
+		}
+		if err := s.checkBudget(ctx, tx, a, b.budget, b.column, b.limit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBudget sums the artifacts of every pod that shares a's pod's column
+// (submitter or cluster; a constant, never input) and refuses a past limit.
+// The cluster's sum walks index work_pods_cluster_state; the submitter's
+// the pods of every cluster (no index leads with submitter), bounded by
+// the rows the sweep has not yet deleted.
+func (s *sqlStore) checkBudget(ctx context.Context, tx *sql.Tx, a Artifact, budget Budget, column string, limit int64) error {
+	var of string
+	var used int64
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT p.`+column+`, COALESCE((SELECT SUM(a.size) FROM work_pods w
+		JOIN artifacts a ON a.pod_id = w.id WHERE w.`+column+` = p.`+column+`), 0)
+		FROM work_pods p WHERE p.id = ?`), a.PodID).Scan(&of, &used)
+	if err != nil {
+		return fmt.Errorf("sum the artifacts of the pod's %s: %w", column, err)
+	}
+	if used+a.Size > limit {
+		return &FullError{Budget: budget, Of: of, Used: used, Add: a.Size, Limit: limit}
 	}
 	return nil
 }
