@@ -4,8 +4,11 @@
 //
 // Every way in is closed before the body is read: method, path and names,
 // a local pre-check of the token against the clusters' signing keys (which
-// can only reject, and names the clusters whose keys signed it), the pod's
-// row — whose cluster must be one of those, so a token is never sent to
+// can only reject, and names the clusters whose keys signed it), the pod
+// the token is bound to, which must be the request's — so a pod's token
+// replayed against other pods never reaches the store — then the pod's
+// row (unknown ids negatively cached; a token or pod uid refused after
+// reading it budgeted, replay.go) — whose cluster must be one of those, so a token is never sent to
 // another cluster's TokenReview — the token's issuer and bound pod uid
 // against the cluster's issuer and the row's uid, a TokenReview on the
 // pod's cluster, whose answer must name exactly that pod (name and uid) and
@@ -21,8 +24,9 @@
 //
 // A work pod runs user code, so even an authenticated pod is held to rules
 // (save.go): kinds the controller owns are refused, uploads stop once the
-// row is cancelled, lost or collected, quotas bound what a pod stores and
-// max_total_bytes what all pods store together, and an upload is staged
+// row is cancelled, lost or collected, quotas bound what a pod stores,
+// max_bytes_per_submitter and max_bytes_per_cluster what a submitter's or a
+// cluster's pods store and max_total_bytes what all pods store together, and an upload is staged
 // only when it fits. Artifacts are content-addressed
 // files; the store's record is the claim, so of two uploads of different
 // bytes exactly one is recorded and the bytes served are always the

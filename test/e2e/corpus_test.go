@@ -38,7 +38,12 @@ import (
 // kubernetes mode (apiauth_budget_test.go), 64 KiB log lines to stalled
 // viewers (live_budget_test.go), revoked and capped streams
 // (events_budget_test.go), foreign origins and ports on the run-live relay
-// (portforward_test.go).
+// (portforward_test.go). Issue 37's: a pod's valid token replayed from one
+// address against other pods and unknown pod ids, refused without reading the
+// store while the pods behind that address still upload
+// (ingest_replay_test.go; the stale-uid, unknown-id and per-source cases in
+// internal/ingest/replay_test.go), and one submitter or cluster filling its
+// artifact budget (internal/ingest/budgets_test.go).
 
 // signRaw signs raw header and claims JSON with key (RS256 for RSA, ES256 for
 // P-256), so a case can carry JSON that encoding/json would never produce
