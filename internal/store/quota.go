@@ -65,24 +65,30 @@ func (s *sqlStore) checkTotal(ctx context.Context, tx *sql.Tx, a Artifact, q Quo
 	}
 	for _, b := range []struct {
 		budget Budget
-		column string
 		limit  int64
-	}{{BudgetSubmitter, "submitter", q.MaxSubmitterBytes}, {BudgetCluster, "cluster", q.MaxClusterBytes}} {
+	}{{BudgetSubmitter, q.MaxSubmitterBytes}, {BudgetCluster, q.MaxClusterBytes}} {
 		// What one submitter or cluster holds is part of the total: while
 		// the total itself fits the budget, so does every share of it, and
 		// the sum (a walk over the pods' rows) is not needed.
 		if b.limit <= 0 || total+a.Size <= b.limit {
 			continue
 		}
-		if err := s.checkBudget(ctx, tx, a, b.budget, b.column, b.limit); err != nil {
+		of, used, err := s.budgetBytes(ctx, tx, a.PodID, b.budget)
+		if err != nil {
 			return err
+		}
+		if used+a.Size > b.limit {
+			return &FullError{Budget: b.budget, Of: of, Used: used, Add: a.Size, Limit: b.limit}
 		}
 	}
 	return nil
 }
 
-// checkBudget sums the artifacts of every pod that shares a's pod's column
-// (submitter or cluster; a constant, never input) and refuses a past limit.
+// budgetColumns are the work_pods columns of the budgets that are sums.
+var budgetColumns = map[Budget]string{BudgetSubmitter: "submitter", BudgetCluster: "cluster"}
+
+// budgetBytes sums the artifacts of every pod that shares podID's
+// submitter or cluster (q, a transaction or the pool) and returns whose.
 // The cluster's sum walks index work_pods_cluster_state; the submitter's
 // the pods of every cluster (no index leads with submitter), bounded by
 // the rows the sweep has not yet deleted. Measured with 10,000 pods of one
@@ -91,19 +97,25 @@ func (s *sqlStore) checkTotal(ctx context.Context, tx *sql.Tx, a Artifact, q Quo
 // total alone (BenchmarkClaimBudgets); checkTotal sums only once the total
 // has passed the budget. A trigger-kept table of the sums (as artifact_total
 // is) would make it one row read, at the cost of a migration.
-func (s *sqlStore) checkBudget(ctx context.Context, tx *sql.Tx, a Artifact, budget Budget, column string, limit int64) error {
-	var of string
-	var used int64
-	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT p.`+column+`, COALESCE((SELECT SUM(a.size) FROM work_pods w
+func (s *sqlStore) budgetBytes(ctx context.Context, q querier, podID string, b Budget) (of string, used int64, err error) {
+	column, ok := budgetColumns[b]
+	if !ok {
+		return "", 0, fmt.Errorf("budget %q is no sum of pods", b)
+	}
+	err = q.QueryRowContext(ctx, s.d.rebind(`SELECT p.`+column+`, COALESCE((SELECT SUM(a.size) FROM work_pods w
 		JOIN artifacts a ON a.pod_id = w.id WHERE w.`+column+` = p.`+column+`), 0)
-		FROM work_pods p WHERE p.id = ?`), a.PodID).Scan(&of, &used)
+		FROM work_pods p WHERE p.id = ?`), podID).Scan(&of, &used)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, ErrNotFound
+	}
 	if err != nil {
-		return fmt.Errorf("sum the artifacts of the pod's %s: %w", column, err)
+		return "", 0, fmt.Errorf("sum the artifacts of pod %s's %s: %w", podID, column, err)
 	}
-	if used+a.Size > limit {
-		return &FullError{Budget: budget, Of: of, Used: used, Add: a.Size, Limit: limit}
-	}
-	return nil
+	return of, used, nil
+}
+
+func (s *sqlStore) BudgetBytes(ctx context.Context, podID string, b Budget) (string, int64, error) {
+	return s.budgetBytes(ctx, s.r, podID, b)
 }
 
 func (s *sqlStore) ArtifactBytes(ctx context.Context) (int64, error) {

@@ -275,6 +275,12 @@ type Store interface {
 	// before bytes are staged: it may have grown by the time the caller
 	// claims, which is why PutArtifact checks again.
 	ArtifactBytes(ctx context.Context) (int64, error)
+	// BudgetBytes returns the size of the artifacts of every pod of podID's
+	// submitter (BudgetSubmitter) or cluster (BudgetCluster), and which
+	// submitter or cluster that is: what Quota.MaxSubmitterBytes and
+	// MaxClusterBytes are held against. It walks their pods' rows, so
+	// callers ask only once the total has passed the budget.
+	BudgetBytes(ctx context.Context, podID string, b Budget) (of string, used int64, err error)
 	// GetArtifact returns the artifact or ErrNotFound.
 	GetArtifact(ctx context.Context, podID, kind string) (Artifact, error)
 	// ListArtifacts returns the pod's artifacts ordered by Kind (none for an

@@ -60,6 +60,24 @@ func testArtifactBudgets(t *testing.T, s store.Store) {
 	if _, err := s.PutArtifact(ctx, art("b-bob-2", "b", 1, "f"), q); !errors.As(err, &fe) || fe.Budget != store.BudgetSubmitter || fe.Of != "bob" {
 		t.Errorf("after bob's log: err = %v, want bob's submitter budget full", err)
 	}
+	for _, c := range []struct {
+		pod    string
+		budget store.Budget
+		of     string
+		used   int64
+	}{
+		{"b-ann-1", store.BudgetSubmitter, "ann", 100},
+		{"b-bob-2", store.BudgetSubmitter, "bob", 200},
+		{"b-ann-1", store.BudgetCluster, "wharf", 140},
+		{"b-bob-2", store.BudgetCluster, "dock", 160},
+	} {
+		if of, used, err := s.BudgetBytes(ctx, c.pod, c.budget); err != nil || of != c.of || used != c.used {
+			t.Errorf("BudgetBytes(%s, %s) = %q, %d, %v; want %q, %d", c.pod, c.budget, of, used, err, c.of, c.used)
+		}
+	}
+	if _, _, err := s.BudgetBytes(ctx, "b-nobody", store.BudgetSubmitter); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("BudgetBytes of an unknown pod: %v, want ErrNotFound", err)
+	}
 }
 
 // testArtifactBudgetsConcurrent: claims of one submitter's different pods,
