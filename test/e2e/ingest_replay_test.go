@@ -12,11 +12,11 @@ import (
 )
 
 // replayStoreReadBound is how many row reads 5,000 replays of pod A's token
-// against other pods may cost: none of them names the pod its token is
-// bound to, so the pre-check refuses each before the store (0 reads); the
-// bound leaves room for the few reads of the uploads the test makes itself
-// (pod A's and pod B's, 2 each, and the probe ones) while the old code read
-// the row once per replay (5,000).
+// against other pods, and the two uploads after them, may cost. No replay
+// names the pod its token is bound to, so the pre-check refuses each before
+// the store: 0 reads; each upload reads its pod's row once: 2. The bound
+// leaves room for other tests' uploads on the shared stack meanwhile; the
+// old code read the row once per replay (5,000: seen failing with 5,002).
 const replayStoreReadBound = 20
 
 // A pod's valid token, copied and replayed from one address against other
