@@ -60,13 +60,17 @@ const (
 	// Upload quotas and pacing (R-IN7): 32 kinds and 1 GiB per pod, 1 GiB
 	// kept free on the artifact volume, 2 uploads of a pod staged at once,
 	// at least 4 KiB/s over every 30 s.
-	DefaultIngestMaxKindsPerPod   = 32
-	DefaultIngestMaxBytesPerPod   = 1 << 30
-	DefaultIngestMinFreeBytes     = 1 << 30
-	DefaultIngestMaxTotalBytes    = 100 << 30
-	DefaultIngestMaxStagingPerPod = 2
-	DefaultIngestMinUploadRate    = 4 << 10
-	DefaultIngestUploadRateWindow = 30 * time.Second
+	DefaultIngestMaxKindsPerPod = 32
+	DefaultIngestMaxBytesPerPod = 1 << 30
+	DefaultIngestMinFreeBytes   = 1 << 30
+	DefaultIngestMaxTotalBytes  = 100 << 30
+	// A quarter of the total per submitter and half per cluster: one tenant
+	// or one spoke cannot fill the total for all.
+	DefaultIngestMaxBytesPerSubmitter = 25 << 30
+	DefaultIngestMaxBytesPerCluster   = 50 << 30
+	DefaultIngestMaxStagingPerPod     = 2
+	DefaultIngestMinUploadRate        = 4 << 10
+	DefaultIngestUploadRateWindow     = 30 * time.Second
 
 	// DefaultTokenSource keeps a spoke's token in the projected file the
 	// kubelet rotates; DefaultTokenExpiration is the lifetime asked of the
@@ -331,6 +335,8 @@ func setIngestDefaults(in *Ingest) {
 	setZero(&in.MaxBytesPerPod, DefaultIngestMaxBytesPerPod)
 	setZero(&in.MinFreeBytes, DefaultIngestMinFreeBytes)
 	setZero(&in.MaxTotalBytes, DefaultIngestMaxTotalBytes)
+	setZero(&in.MaxBytesPerSubmitter, DefaultIngestMaxBytesPerSubmitter)
+	setZero(&in.MaxBytesPerCluster, DefaultIngestMaxBytesPerCluster)
 	setZero(&in.MaxStagingPerPod, DefaultIngestMaxStagingPerPod)
 	setZero(&in.MinUploadRate, DefaultIngestMinUploadRate)
 	setZero(&in.UploadRateWindow.Duration, DefaultIngestUploadRateWindow)

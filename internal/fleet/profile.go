@@ -148,13 +148,17 @@ type Ingest struct {
 	// artifacts of MaxBytesPerPod in total and MaxStagingPerPod uploads
 	// being written at once; MinFreeBytes kept free on the artifact volume;
 	// a body slower than MinUploadRate bytes/s over UploadRateWindow is cut.
-	MaxKindsPerPod   int      `toml:"max_kinds_per_pod"`
-	MaxBytesPerPod   int64    `toml:"max_bytes_per_pod"`
-	MinFreeBytes     int64    `toml:"min_free_bytes"`
-	MaxTotalBytes    int64    `toml:"max_total_bytes"`
-	MaxStagingPerPod int      `toml:"max_staging_per_pod"`
-	MinUploadRate    int64    `toml:"min_upload_rate"`
-	UploadRateWindow Duration `toml:"upload_rate_window"`
+	MaxKindsPerPod int   `toml:"max_kinds_per_pod"`
+	MaxBytesPerPod int64 `toml:"max_bytes_per_pod"`
+	MinFreeBytes   int64 `toml:"min_free_bytes"`
+	MaxTotalBytes  int64 `toml:"max_total_bytes"`
+	// MaxBytesPerSubmitter and MaxBytesPerCluster bound the artifacts of
+	// every pod of one submitter, and of one cluster, beside MaxTotalBytes.
+	MaxBytesPerSubmitter int64    `toml:"max_bytes_per_submitter"`
+	MaxBytesPerCluster   int64    `toml:"max_bytes_per_cluster"`
+	MaxStagingPerPod     int      `toml:"max_staging_per_pod"`
+	MinUploadRate        int64    `toml:"min_upload_rate"`
+	UploadRateWindow     Duration `toml:"upload_rate_window"`
 }
 
 // API is who may call the internal listener's API and how it answers.

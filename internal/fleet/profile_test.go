@@ -99,7 +99,7 @@ func wantDefaults() *Profile {
 			MaxViewers: 1000, MaxViewersPerIdentity: 500, PollInterval: Duration{time.Second}},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
 			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30,
-			MaxTotalBytes: 100 << 30, MaxStagingPerPod: 2, MinUploadRate: 4 << 10, UploadRateWindow: Duration{30 * time.Second}},
+			MaxTotalBytes: 100 << 30, MaxBytesPerSubmitter: 25 << 30, MaxBytesPerCluster: 50 << 30, MaxStagingPerPod: 2, MinUploadRate: 4 << 10, UploadRateWindow: Duration{30 * time.Second}},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{
 			Name:               "wharf",
@@ -195,7 +195,7 @@ func TestLoadExample(t *testing.T) {
 		},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
 			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, TrustedProxies: []string{"10.128.0.0/14"},
-			MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30, MaxTotalBytes: 100 << 30, MaxStagingPerPod: 2, MinUploadRate: 4 << 10,
+			MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30, MaxTotalBytes: 100 << 30, MaxBytesPerSubmitter: 25 << 30, MaxBytesPerCluster: 50 << 30, MaxStagingPerPod: 2, MinUploadRate: 4 << 10,
 			UploadRateWindow: Duration{30 * time.Second}},
 		DefaultCluster: "wharf",
 		Clusters: []ClusterEntry{{

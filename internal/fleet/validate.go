@@ -290,6 +290,8 @@ func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
 	errs = append(errs, notNegative(path.Child("max_bytes_per_pod"), in.MaxBytesPerPod)...)
 	errs = append(errs, notNegative(path.Child("min_free_bytes"), in.MinFreeBytes)...)
 	errs = append(errs, notNegative(path.Child("max_total_bytes"), in.MaxTotalBytes)...)
+	errs = append(errs, notNegative(path.Child("max_bytes_per_submitter"), in.MaxBytesPerSubmitter)...)
+	errs = append(errs, notNegative(path.Child("max_bytes_per_cluster"), in.MaxBytesPerCluster)...)
 	errs = append(errs, notNegative(path.Child("max_staging_per_pod"), in.MaxStagingPerPod)...)
 	errs = append(errs, notNegative(path.Child("min_upload_rate"), in.MinUploadRate)...)
 	errs = append(errs, positive(path.Child("upload_rate_window"), in.UploadRateWindow)...)

@@ -43,6 +43,7 @@ func (h *Handler) authorize(r *http.Request, pod string) (store.WorkPod, error) 
 func (h *Handler) authenticateRequest(r *http.Request, pod string) (row store.WorkPod, signed bool, err error) {
 	ctx := r.Context()
 	if h.opts.insecureSkipAuth {
+		metrics.IngestStoreReads.Inc()
 		row, err := h.opts.Store.GetWorkPod(ctx, pod)
 		if err != nil {
 			return row, false, deny(http.StatusForbidden, err)
@@ -70,9 +71,14 @@ func (h *Handler) authenticateRequest(r *http.Request, pod string) (row store.Wo
 		return store.WorkPod{}, false, unavailable(err)
 	}
 
-	// 3. The pod's row, on a cluster whose keys signed the token.
+	// 3. The pod the token is bound to, then the pod's row, on a cluster
+	// whose keys signed the token.
+	if err := h.refuseBeforeRead(pod, pc, hash, tokenID); err != nil {
+		return store.WorkPod{}, true, err
+	}
 	row, cl, err := h.podRow(ctx, pod, pc, tokenID)
 	if err != nil {
+		h.chargeRefusedRead(pod, pc, hash, err)
 		return row, true, err
 	}
 
@@ -82,16 +88,21 @@ func (h *Handler) authenticateRequest(r *http.Request, pod string) (row store.Wo
 	if err != nil {
 		return row, true, unavailable(err)
 	}
-	return row, true, h.refusal(v, tokenID, row)
+	if err := h.refusal(v, tokenID, row); err != nil {
+		h.chargeRefusedRead(pod, pc, hash, err)
+		return row, true, err
+	}
+	return row, true, nil
 }
 
 // podRow reads pod's row and its cluster, which must be one whose keys
 // signed the token: its TokenReview is never asked about another cluster's
 // token. A row that takes no more uploads is refused before any review.
 func (h *Handler) podRow(ctx context.Context, pod string, pc prechecked, tokenID string) (store.WorkPod, *cluster, error) {
+	metrics.IngestStoreReads.Inc()
 	row, err := h.opts.Store.GetWorkPod(ctx, pod)
 	if errors.Is(err, store.ErrNotFound) {
-		return row, nil, deny(http.StatusForbidden, errors.New("unknown pod"))
+		return row, nil, deny(http.StatusForbidden, errUnknownPod)
 	}
 	if err != nil {
 		return row, nil, unavailable(err)
@@ -103,7 +114,7 @@ func (h *Handler) podRow(ctx context.Context, pod string, pc prechecked, tokenID
 	}
 	if !slices.Contains(pc.verifiedBy, cl.Name) {
 		metrics.IngestPrecheckRejects.WithLabelValues("cluster").Inc()
-		h.log.Debug("token not signed by the pod's cluster", "token", tokenID, "pod", pod, "cluster", cl.Name, "signedBy", pc.verifiedBy)
+		h.logRefusal("token not signed by the pod's cluster", tokenID, "pod", pod, "cluster", cl.Name, "signedBy", pc.verifiedBy)
 		return row, nil, deny(http.StatusUnauthorized, errors.New("token signed by another cluster"))
 	}
 	if err := h.refuseClosed(row); err != nil {
@@ -112,26 +123,39 @@ func (h *Handler) podRow(ctx context.Context, pod string, pc prechecked, tokenID
 	return row, cl, nil
 }
 
+// errUnbound: the token is the pod's, but the row has no pod uid yet to
+// bind it to (503, retried; never cached).
+var errUnbound = errors.New("work pod's uid not recorded yet")
+
+// refusals are the answers to the verdicts other than accepted: the code,
+// the cause logged (through logRefusal, once a minute a token) and, for
+// forbidden, Info rather than Debug — a token its spoke authenticated as
+// another identity is worth an operator's look, once.
+var refusals = map[verdict]struct {
+	code int
+	err  error
+	info bool
+	log  string
+}{
+	unauthorized: {http.StatusUnauthorized, errors.New("token not authenticated"), false, "token not authenticated by its cluster"},
+	otherIssuer:  {http.StatusUnauthorized, errors.New("token of another issuer"), false, "token of another issuer than its cluster's"},
+	forbidden:    {http.StatusForbidden, errors.New("token of another identity"), true, "token authenticated but not for this pod"},
+	otherPod:     {http.StatusForbidden, errors.New("token bound to another pod"), false, "token bound to another pod than the row's"},
+	unbound:      {http.StatusServiceUnavailable, errUnbound, false, "token of a pod whose uid is not recorded yet"},
+}
+
 // refusal is the answer to verdict v for row: nil when accepted.
 func (h *Handler) refusal(v verdict, tokenID string, row store.WorkPod) error {
-	switch v {
-	case unauthorized:
-		h.log.Debug("token not authenticated by its cluster", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
-		return deny(http.StatusUnauthorized, errors.New("token not authenticated"))
-	case otherIssuer:
-		h.log.Debug("token of another issuer than its cluster's", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
-		return deny(http.StatusUnauthorized, errors.New("token of another issuer"))
-	case forbidden:
-		h.log.Info("token authenticated but not for this pod", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
-		return deny(http.StatusForbidden, errors.New("token of another identity"))
-	case otherPod:
-		h.log.Debug("token bound to another pod than the row's", "token", tokenID, "pod", row.ID, "cluster", row.Cluster)
-		return deny(http.StatusForbidden, errors.New("token bound to another pod"))
-	case unbound:
-		h.log.Debug("token of a pod whose uid is not recorded yet", "token", tokenID, "pod", row.ID, "cluster", row.Cluster, "state", row.State)
-		return unavailable(errors.New("work pod's uid not recorded yet"))
+	r, ok := refusals[v]
+	if !ok {
+		return nil
 	}
-	return nil
+	level := h.log.Debug
+	if r.info {
+		level = h.log.Info
+	}
+	h.logLimited(level, r.log, "token", tokenID, "pod", row.ID, "cluster", row.Cluster, "state", row.State)
+	return deny(r.code, r.err)
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header

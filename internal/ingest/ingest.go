@@ -4,8 +4,11 @@
 //
 // Every way in is closed before the body is read: method, path and names,
 // a local pre-check of the token against the clusters' signing keys (which
-// can only reject, and names the clusters whose keys signed it), the pod's
-// row — whose cluster must be one of those, so a token is never sent to
+// can only reject, and names the clusters whose keys signed it), the pod
+// the token is bound to, which must be the request's — so a pod's token
+// replayed against other pods never reaches the store — then the pod's
+// row (unknown ids negatively cached; a token or pod uid refused after
+// reading it budgeted, replay.go) — whose cluster must be one of those, so a token is never sent to
 // another cluster's TokenReview — the token's issuer and bound pod uid
 // against the cluster's issuer and the row's uid, a TokenReview on the
 // pod's cluster, whose answer must name exactly that pod (name and uid) and
@@ -21,8 +24,9 @@
 //
 // A work pod runs user code, so even an authenticated pod is held to rules
 // (save.go): kinds the controller owns are refused, uploads stop once the
-// row is cancelled, lost or collected, quotas bound what a pod stores and
-// max_total_bytes what all pods store together, and an upload is staged
+// row is cancelled, lost or collected, quotas bound what a pod stores,
+// max_bytes_per_submitter and max_bytes_per_cluster what a submitter's or a
+// cluster's pods store and max_total_bytes what all pods store together, and an upload is staged
 // only when it fits. Artifacts are content-addressed
 // files; the store's record is the claim, so of two uploads of different
 // bytes exactly one is recorded and the bytes served are always the
@@ -213,6 +217,8 @@ func validateSection(in *fleet.Ingest) []error {
 		{"max_bytes_per_pod", in.MaxBytesPerPod, in.MaxBytesPerPod > 0},
 		{"min_free_bytes", in.MinFreeBytes, in.MinFreeBytes > 0},
 		{"max_total_bytes", in.MaxTotalBytes, in.MaxTotalBytes > 0},
+		{"max_bytes_per_submitter", in.MaxBytesPerSubmitter, in.MaxBytesPerSubmitter > 0},
+		{"max_bytes_per_cluster", in.MaxBytesPerCluster, in.MaxBytesPerCluster > 0},
 		{"max_staging_per_pod", in.MaxStagingPerPod, in.MaxStagingPerPod > 0},
 		{"min_upload_rate", in.MinUploadRate, in.MinUploadRate > 0},
 		{"upload_rate_window", in.UploadRateWindow, in.UploadRateWindow.Duration > 0},
@@ -240,9 +246,16 @@ type Handler struct {
 	negative    *lru.Cache[struct{}]
 	limiters    *lru.Cache[limiter] // per source
 	podLimiters *lru.Cache[limiter] // per authenticated pod
-	flights     flights
-	locks       keyedMutex
-	staging     podSlots
+	// signedLimiters are the sources' buckets of signed tokens refused;
+	// readLimiters those of a token and of a pod uid whose requests were
+	// refused after a store read (refuseBeforeRead).
+	signedLimiters *lru.Cache[limiter]
+	readLimiters   *lru.Cache[limiter]
+	unknown        *lru.Cache[struct{}] // pod ids the store did not know, for the negative TTL
+	logged         *lru.Cache[struct{}] // refusals logged in the last refusalLogEvery
+	flights        flights
+	locks          keyedMutex
+	staging        podSlots
 
 	reviewTimeout time.Duration
 }
@@ -269,13 +282,17 @@ func New(opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("ingest options: %w", err)
 	}
 	h := &Handler{
-		opts:          c,
-		log:           c.Logger,
-		accept:        lru.New[acceptEntry](c.CacheSize),
-		negative:      lru.New[struct{}](c.CacheSize),
-		limiters:      lru.New[limiter](c.CacheSize),
-		podLimiters:   lru.New[limiter](c.CacheSize),
-		reviewTimeout: c.reviewTimeout,
+		opts:           c,
+		log:            c.Logger,
+		accept:         lru.New[acceptEntry](c.CacheSize),
+		negative:       lru.New[struct{}](c.CacheSize),
+		limiters:       lru.New[limiter](c.CacheSize),
+		podLimiters:    lru.New[limiter](c.CacheSize),
+		signedLimiters: lru.New[limiter](c.CacheSize),
+		readLimiters:   lru.New[limiter](c.CacheSize),
+		unknown:        lru.New[struct{}](c.CacheSize),
+		logged:         lru.New[struct{}](c.CacheSize),
+		reviewTimeout:  c.reviewTimeout,
 	}
 	h.validators.Store(h.newValidators(c.Clusters, nil))
 	return h, nil

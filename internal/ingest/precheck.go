@@ -35,11 +35,13 @@ type prechecked struct {
 	// they may be asked to review the token: a token signed by cluster A is
 	// never sent to cluster B's TokenReview.
 	verifiedBy []string
-	// issuer is the token's iss, podUID the uid of the pod it is bound to
-	// ("" when it names none). The pod's cluster compares them with its
-	// issuer and the pod's row (refuseFinal), so a refusal its TokenReview
-	// could only word as status.error is answered without one.
-	issuer, podUID string
+	// issuer is the token's iss, podName and podUID the pod it is bound to
+	// ("" when it names none). The request's pod is compared with podName
+	// before the store is read (refuseBeforeRead); the pod's cluster
+	// compares the others with its issuer and the pod's row (refuseFinal),
+	// so a refusal its TokenReview could only word as status.error is
+	// answered without one.
+	issuer, podName, podUID string
 }
 
 // precheck refuses tokens that cannot be a live service-account token of a
@@ -82,24 +84,27 @@ func (h *Handler) precheck(ctx context.Context, token string) (prechecked, error
 	if err != nil {
 		return prechecked{}, err
 	}
-	return prechecked{exp: exp, verifiedBy: verifiedBy, issuer: tok.Claims.Issuer, podUID: boundPodUID(payload)}, nil
+	name, uid := boundPod(payload)
+	return prechecked{exp: exp, verifiedBy: verifiedBy, issuer: tok.Claims.Issuer, podName: name, podUID: uid}, nil
 }
 
-// boundPodUID is the uid of the pod a projected token is bound to, from its
-// kubernetes.io claim; "" when it names none or the claim has another shape
-// (kube-apiserver then binds it to no pod either).
-func boundPodUID(payload []byte) string {
+// boundPod is the name and uid of the pod a projected token is bound to,
+// from its kubernetes.io claim; "" when it names none or the claim has
+// another shape (kube-apiserver then binds it to no pod either, and its
+// TokenReview names none: decide could never accept it).
+func boundPod(payload []byte) (name, uid string) {
 	var claims struct {
 		Kube struct {
 			Pod struct {
-				UID string `json:"uid"`
+				Name string `json:"name"`
+				UID  string `json:"uid"`
 			} `json:"pod"`
 		} `json:"kubernetes.io"`
 	}
 	if json.Unmarshal(payload, &claims) != nil {
-		return ""
+		return "", ""
 	}
-	return claims.Kube.Pod.UID
+	return claims.Kube.Pod.Name, claims.Kube.Pod.UID
 }
 
 // verifyAcross returns the candidates whose keys verify token, and the

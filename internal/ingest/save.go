@@ -128,7 +128,10 @@ func (h *Handler) save(rc *http.ResponseController, r *http.Request, row store.W
 // claim records the committed file wr as the pod's artifact kind.
 func (h *Handler) claim(ctx context.Context, row store.WorkPod, kind string, wr artifact.Written) (stored, error) {
 	a := store.Artifact{PodID: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256, Source: store.SourcePod}
-	q := store.Quota{MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod, MaxTotalBytes: h.opts.MaxTotalBytes}
+	q := store.Quota{
+		MaxKinds: h.opts.MaxKindsPerPod, MaxBytes: h.opts.MaxBytesPerPod, MaxTotalBytes: h.opts.MaxTotalBytes,
+		MaxSubmitterBytes: h.opts.MaxBytesPerSubmitter, MaxClusterBytes: h.opts.MaxBytesPerCluster,
+	}
 	created, err := h.opts.Store.PutArtifact(ctx, a, q)
 	done := uploaded{Pod: row.ID, Kind: kind, Size: wr.Size, SHA256: wr.SHA256}
 	switch {
@@ -189,10 +192,12 @@ func (h *Handler) compare(r *http.Request, body *pacedBody, prev store.Artifact)
 type bound int
 
 const (
-	boundBody  bound = iota // MaxBodyBytes
-	boundQuota              // the pod's MaxBytesPerPod
-	boundTotal              // MaxTotalBytes, all artifacts together
-	boundSpace              // the volume's MinFreeBytes floor
+	boundBody      bound = iota // MaxBodyBytes
+	boundQuota                  // the pod's MaxBytesPerPod
+	boundTotal                  // MaxTotalBytes, all artifacts together
+	boundSubmitter              // MaxBytesPerSubmitter
+	boundCluster                // MaxBytesPerCluster
+	boundSpace                  // the volume's MinFreeBytes floor
 )
 
 // room is how much one upload may stage, and which limit says so.
@@ -207,7 +212,11 @@ func (rm room) refusal() *httperr.Error {
 	case boundQuota:
 		return quotaExceeded(errors.New("body passed the pod's byte quota"))
 	case boundTotal:
-		return full(errors.New("body passed what is left of max_total_bytes"))
+		return full(&store.FullError{Budget: store.BudgetTotal, Add: rm.limit + 1})
+	case boundSubmitter:
+		return full(&store.FullError{Budget: store.BudgetSubmitter, Add: rm.limit + 1})
+	case boundCluster:
+		return full(&store.FullError{Budget: store.BudgetCluster, Add: rm.limit + 1})
 	case boundSpace:
 		return insufficientStorage()
 	}
@@ -224,11 +233,61 @@ func insufficientStorage() *httperr.Error {
 	return refuse(http.StatusInsufficientStorage, "insufficient_storage", "insufficient storage for artifacts, retry later").With("Retry-After", retryAfterStorage)
 }
 
-// full is insufficientStorage for the total of all artifacts: the pod sees
-// the same answer as for a full volume (either is the operator's to cure),
-// the log says which.
+// budgetsLeft is the least room the pod's submitter's and cluster's
+// budgets leave (limit 1<<62 when neither binds), or their 507 when the
+// upload cannot fit. A share of the total cannot pass a budget the total
+// itself fits, so the pods' rows are summed only when the total and the
+// most this upload can bring (its Content-Length, else max_body_bytes)
+// would pass it; the claim checks again, exactly.
+func (h *Handler) budgetsLeft(ctx context.Context, podID string, total, contentLength int64) (room, error) {
+	most := contentLength
+	if most < 0 {
+		most = h.opts.MaxBodyBytes
+	}
+	rm := room{limit: 1 << 62}
+	for _, b := range []struct {
+		budget store.Budget
+		limit  int64
+		by     bound
+	}{{store.BudgetSubmitter, h.opts.MaxBytesPerSubmitter, boundSubmitter}, {store.BudgetCluster, h.opts.MaxBytesPerCluster, boundCluster}} {
+		if total+most <= b.limit {
+			continue
+		}
+		of, used, err := h.opts.Store.BudgetBytes(ctx, podID, b.budget)
+		if err != nil {
+			return room{}, unavailable(err)
+		}
+		left := b.limit - used
+		if left < 0 || contentLength > left {
+			return room{}, full(&store.FullError{Budget: b.budget, Of: of, Used: used, Add: max(contentLength, 0), Limit: b.limit})
+		}
+		if left < rm.limit {
+			rm = room{limit: left, by: b.by}
+		}
+	}
+	return rm, nil
+}
+
+// budgetKeys are the [ingest] keys of the store's budgets, as a 507 names
+// them.
+var budgetKeys = map[store.Budget]string{
+	store.BudgetTotal:     "max_total_bytes",
+	store.BudgetSubmitter: "max_bytes_per_submitter",
+	store.BudgetCluster:   "max_bytes_per_cluster",
+}
+
+// full is insufficientStorage for a budget of the store: the total of all
+// artifacts, or those of the pod's submitter or cluster. The answer names
+// the budget's key (whose it is and how full only the log says), so the
+// pod's owner knows whether an operator must raise it or their own
+// artifacts fill it.
 func full(err error) *httperr.Error {
 	he := insufficientStorage()
+	key := budgetKeys[store.BudgetTotal]
+	if fe := (*store.FullError)(nil); errors.As(err, &fe) {
+		key = budgetKeys[fe.Budget]
+	}
+	he.Msg = "insufficient storage for artifacts: the " + key + " budget is full, retry later"
 	he.Err = err
 	return he
 }
@@ -270,6 +329,10 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	case contentLength > totalLeft:
 		return room{}, full(fmt.Errorf("artifacts hold %d bytes, %d more would pass max_total_bytes %d", total, contentLength, h.opts.MaxTotalBytes))
 	}
+	budgetLeft, err := h.budgetsLeft(ctx, podID, total, contentLength)
+	if err != nil {
+		return room{}, err
+	}
 	spare := int64(1 << 62) // no floor: the bytes are in the database
 	if h.opts.freeBytes != nil {
 		free, err := h.opts.freeBytes()
@@ -287,6 +350,9 @@ func (h *Handler) room(ctx context.Context, podID string, contentLength int64) (
 	}
 	if totalLeft < rm.limit {
 		rm = room{limit: totalLeft, by: boundTotal}
+	}
+	if budgetLeft.limit < rm.limit {
+		rm = budgetLeft
 	}
 	if spare < rm.limit {
 		rm = room{limit: spare, by: boundSpace}

@@ -75,7 +75,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // edge answers in compact JSON. An error no check classified is a storage
 // error, so unavailable. Anyone can make the drop-box refuse, so a
-// refusal's cause is logged at Debug and only a failure's (5xx) at Warn.
+// refusal's cause is logged at Debug, once a minute per source and
+// outcome, and only a failure's (5xx) at Warn, each time.
 // Every answer is counted by its outcome.
 func (h *Handler) edge() httperr.Edge {
 	return httperr.Edge{
@@ -87,11 +88,11 @@ func (h *Handler) edge() httperr.Edge {
 			if he.Err == nil {
 				return
 			}
-			level := h.log.Debug
 			if he.Code >= 500 {
-				level = h.log.Warn
+				h.log.Warn("drop-box request failed", "status", he.Code, "outcome", he.Outcome, "remote", r.RemoteAddr, "error", he.Err)
+				return
 			}
-			level("drop-box request refused", "status", he.Code, "outcome", he.Outcome, "remote", r.RemoteAddr, "error", he.Err)
+			h.logLimited(h.log.Debug, "drop-box request refused", "source", h.sourceKey(r)+" "+he.Outcome, "status", he.Code, "error", he.Err)
 		},
 		Done: func(_ *http.Request, code int, he *httperr.Error) {
 			metrics.IngestRequests.WithLabelValues(outcome(code, he)).Inc()

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/lru"
 )
 
@@ -91,12 +93,22 @@ func (h *Handler) trusted(a netip.Addr) bool {
 
 // chargeSource takes a token from the bucket of a failed request's source
 // and returns the request's answer: err, or 429 when the bucket is empty
-// and the token was not signed by any cluster (so a flood of garbage is
-// answered without even its refusal's cause being logged). A signed token
-// spends what the bucket holds but is never refused by it: a pod behind
-// the same address as the flood keeps its own answer.
+// (so a flood is answered without even its refusal's cause being logged).
+// A token no cluster signed is charged to the source's bucket; a signed
+// one refused (401 or 403: a replayed or misused pod token) to a bucket of
+// its own, so neither flood empties the other's. Only refusals spend them:
+// a pod behind the same address as a flood is accepted all the same, and a
+// spoke or store that cannot answer (503) is no fault of the source.
 func (h *Handler) chargeSource(r *http.Request, signed bool, err error) error {
-	if ok, after := take(h.limiters, h.sourceKey(r), h.opts.Now(), h.opts.RatePerSource, h.opts.RateBurst); !ok && !signed {
+	limiters := h.limiters
+	if signed {
+		var he *httperr.Error
+		if !errors.As(err, &he) || he.Code != http.StatusUnauthorized && he.Code != http.StatusForbidden {
+			return err
+		}
+		limiters = h.signedLimiters
+	}
+	if ok, after := take(limiters, h.sourceKey(r), h.opts.Now(), h.opts.RatePerSource, h.opts.RateBurst); !ok {
 		return rateLimited(after)
 	}
 	return err

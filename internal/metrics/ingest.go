@@ -27,17 +27,26 @@ var (
 	// TokenReview.
 	IngestCacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crucible_ingest_cache_hits_total",
-		Help: "Drop-box requests whose token was decided from a cache. cache: accept (a recent successful review of the same token, pod and cluster), negative (a recent rejection of the same token).",
+		Help: "Drop-box requests whose token was decided from a cache. cache: accept (a recent successful review of the same token, pod and cluster), negative (a recent rejection of the same token), unknown_pod (a pod id the store did not know within negative_ttl).",
 	}, []string{"cache"})
 
 	// IngestPrecheckRejects counts tokens refused locally, before any
 	// TokenReview.
 	IngestPrecheckRejects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crucible_ingest_precheck_rejects_total",
-		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, not_yet_valid, audience, signature, cluster (signed by another cluster than the pod's), issuer (not the pod's cluster's), pod_uid (bound to another pod uid than the row's).",
+		Help: "Tokens the drop-box refused without a TokenReview. reason: too_large, malformed, alg, crit, expired, not_yet_valid, audience, signature, cluster (signed by another cluster than the pod's), issuer (not the pod's cluster's), pod_uid (bound to another pod uid than the row's), " +
+			"pod_name (bound to another pod than the request's, refused before the store is read), refused_reads (a token or pod uid past its budget of requests refused after a store read).",
 	}, []string{"reason"})
+
+	// IngestStoreReads counts the drop-box's reads of a pod's row to decide
+	// a request: what a replayed token costs the store once the pre-check
+	// and the caches let it through.
+	IngestStoreReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "crucible_ingest_store_reads_total",
+		Help: "Reads of a work pod's row by the drop-box's authorization. A token bound to another pod than the one it is sent for, an unknown pod id seen recently and a token or pod uid over its refusal budget are refused without one.",
+	})
 )
 
 func init() {
-	Registry.MustRegister(IngestRequests, IngestTokenReviews, IngestCacheHits, IngestPrecheckRejects)
+	Registry.MustRegister(IngestRequests, IngestTokenReviews, IngestCacheHits, IngestPrecheckRejects, IngestStoreReads)
 }

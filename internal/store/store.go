@@ -175,7 +175,43 @@ type Quota struct {
 	// refused for good, and the sweep deletes only pods whose log is
 	// collected.
 	MaxTotalBytes int64
+	// MaxSubmitterBytes and MaxClusterBytes bound the sum of the artifacts
+	// of every pod of the pod's submitter, and of its cluster ([ingest]
+	// max_bytes_per_submitter, max_bytes_per_cluster): a *FullError naming
+	// the budget, so one tenant or one spoke cannot fill MaxTotalBytes for
+	// all. As exact as MaxTotalBytes: the claim sums them under the same
+	// row lock.
+	MaxSubmitterBytes, MaxClusterBytes int64
 }
+
+// Budget names the bound a *FullError passed.
+type Budget string
+
+// The budgets of a Quota that answer ErrFull.
+const (
+	BudgetTotal     Budget = "total"
+	BudgetSubmitter Budget = "submitter"
+	BudgetCluster   Budget = "cluster"
+)
+
+// FullError is ErrFull for one budget: what it held (Used, for the
+// submitter or cluster Of), what the artifact would add, and the bound.
+type FullError struct {
+	Budget    Budget
+	Of        string // the submitter or cluster; "" for the total
+	Used, Add int64
+	Limit     int64
+}
+
+func (e *FullError) Error() string {
+	of := ""
+	if e.Of != "" {
+		of = " of " + string(e.Budget) + " " + e.Of
+	}
+	return fmt.Sprintf("%v: the %s budget: artifacts%s hold %d bytes, %d more would pass %d", ErrFull, e.Budget, of, e.Used, e.Add, e.Limit)
+}
+
+func (e *FullError) Unwrap() error { return ErrFull }
 
 // Store is the controller's state. Implementations are safe for concurrent use.
 //
@@ -239,6 +275,12 @@ type Store interface {
 	// before bytes are staged: it may have grown by the time the caller
 	// claims, which is why PutArtifact checks again.
 	ArtifactBytes(ctx context.Context) (int64, error)
+	// BudgetBytes returns the size of the artifacts of every pod of podID's
+	// submitter (BudgetSubmitter) or cluster (BudgetCluster), and which
+	// submitter or cluster that is: what Quota.MaxSubmitterBytes and
+	// MaxClusterBytes are held against. It walks their pods' rows, so
+	// callers ask only once the total has passed the budget.
+	BudgetBytes(ctx context.Context, podID string, b Budget) (of string, used int64, err error)
 	// GetArtifact returns the artifact or ErrNotFound.
 	GetArtifact(ctx context.Context, podID, kind string) (Artifact, error)
 	// ListArtifacts returns the pod's artifacts ordered by Kind (none for an

@@ -38,7 +38,12 @@ import (
 // kubernetes mode (apiauth_budget_test.go), 64 KiB log lines to stalled
 // viewers (live_budget_test.go), revoked and capped streams
 // (events_budget_test.go), foreign origins and ports on the run-live relay
-// (portforward_test.go).
+// (portforward_test.go). Issue 37's: a pod's valid token replayed from one
+// address against other pods and unknown pod ids, refused without reading the
+// store while the pods behind that address still upload
+// (ingest_replay_test.go; the stale-uid, unknown-id and per-source cases in
+// internal/ingest/replay_test.go), and one submitter or cluster filling its
+// artifact budget (internal/ingest/budgets_test.go).
 
 // signRaw signs raw header and claims JSON with key (RS256 for RSA, ES256 for
 // P-256), so a case can carry JSON that encoding/json would never produce
@@ -283,15 +288,17 @@ func TestDropBoxCorpus(t *testing.T) {
 		want            int
 	}
 	cases := map[string]tc{
-		"control: the pod's own token":  {p.ID, "result", "Bearer " + own, http.StatusCreated},
-		"no Authorization header":       {p.ID, "result", "", http.StatusUnauthorized},
-		"Basic credentials":             {p.ID, "result", "Basic dXNlcjpwYXNz", http.StatusUnauthorized},
-		"Bearer with no token":          {p.ID, "result", "Bearer ", http.StatusUnauthorized},
-		"token 20 KiB long":             {p.ID, "result", "Bearer " + strings.Repeat("a", 20<<10), http.StatusUnauthorized},
-		"token bound to another pod":    {p.ID, "result", "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, q.ID, q.PodUID), http.StatusForbidden},
-		"another service account":       {p.ID, "result", "Bearer " + ingestToken(t, wharf, "other", "", ""), http.StatusForbidden},
-		"valid token, unknown pod":      {"turn-unknown00", "result", "Bearer " + own, http.StatusForbidden},
-		"the other spoke's pod token":   {p.ID, "result", "Bearer " + ingestToken(t, dock, devstack.SpokeServiceAccount, d.ID, d.PodUID), http.StatusUnauthorized},
+		"control: the pod's own token": {p.ID, "result", "Bearer " + own, http.StatusCreated},
+		"no Authorization header":      {p.ID, "result", "", http.StatusUnauthorized},
+		"Basic credentials":            {p.ID, "result", "Basic dXNlcjpwYXNz", http.StatusUnauthorized},
+		"Bearer with no token":         {p.ID, "result", "Bearer ", http.StatusUnauthorized},
+		"token 20 KiB long":            {p.ID, "result", "Bearer " + strings.Repeat("a", 20<<10), http.StatusUnauthorized},
+		"token bound to another pod":   {p.ID, "result", "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, q.ID, q.PodUID), http.StatusForbidden},
+		"another service account":      {p.ID, "result", "Bearer " + ingestToken(t, wharf, "other", "", ""), http.StatusForbidden},
+		"valid token, unknown pod":     {"turn-unknown00", "result", "Bearer " + own, http.StatusForbidden},
+		// Bound to another pod than the request's: refused by its own pod
+		// claim before the row (and so its cluster) is read (issue 37).
+		"the other spoke's pod token":   {p.ID, "result", "Bearer " + ingestToken(t, dock, devstack.SpokeServiceAccount, d.ID, d.PodUID), http.StatusForbidden},
 		"token of the spoke's audience": {p.ID, "result", "Bearer " + ingestToken(t, wharf, devstack.SpokeServiceAccount, p.ID, p.PodUID, "wharf"), http.StatusUnauthorized},
 		"a hub token":                   {p.ID, "result", "Bearer " + hubToken(t, s, devstack.HubServiceAccount, devstack.IngestAudience), http.StatusUnauthorized},
 		"cancelled pod, its own token":  {gone.ID, "result", "Bearer " + goneTok, http.StatusForbidden},

@@ -32,7 +32,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory", "ClaimEpoch", "DigestKey"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory", "ClaimEpoch", "DigestKey"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -133,6 +133,13 @@ func (f *Faulty) ArtifactBytes(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return f.Store.ArtifactBytes(ctx)
+}
+
+func (f *Faulty) BudgetBytes(ctx context.Context, podID string, b store.Budget) (string, int64, error) {
+	if err := f.fault("BudgetBytes"); err != nil {
+		return "", 0, err
+	}
+	return f.Store.BudgetBytes(ctx, podID, b)
 }
 
 func (f *Faulty) GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error) {

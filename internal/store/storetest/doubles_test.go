@@ -49,6 +49,10 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 			return err
 		},
 		"ArtifactBytes": func(ctx context.Context, s store.Store) error { _, err := s.ArtifactBytes(ctx); return err },
+		"BudgetBytes": func(ctx context.Context, s store.Store) error {
+			_, _, err := s.BudgetBytes(ctx, "p", store.BudgetSubmitter)
+			return err
+		},
 		"GetArtifact":   func(ctx context.Context, s store.Store) error { _, err := s.GetArtifact(ctx, "p", "log"); return err },
 		"ListArtifacts": func(ctx context.Context, s store.Store) error { _, err := s.ListArtifacts(ctx, "p"); return err },
 		"ObservePod": func(ctx context.Context, s store.Store) error {

@@ -62,6 +62,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ArtifactQuotaConcurrent", testArtifactQuotaConcurrent},
 		{"ArtifactTotal", testArtifactTotal},
 		{"ArtifactTotalConcurrent", testArtifactTotalConcurrent},
+		{"ArtifactBudgets", testArtifactBudgets},
+		{"ArtifactBudgetsConcurrent", testArtifactBudgetsConcurrent},
 		{"HostileInput", testHostileInput},
 		{"HistoryStates", testHistoryStates},
 		{"ObservePod", testObservePod},
