@@ -45,9 +45,15 @@ func echoPod(t testing.TB, s *devstack.Stack, cluster string) api.WorkPod {
 // pod runs before its echo listens.
 func waitEchoing(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
+	waitEchoingAs(t, s, id, nil)
+}
+
+// waitEchoingAs is waitEchoing with the caller's header (its bearer token).
+func waitEchoingAs(t testing.TB, s *devstack.Stack, id string, header http.Header) {
+	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		ws, code, msg := wsDial(t, s, id, 7777, nil)
+		ws, code, msg := wsDial(t, s, id, 7777, header)
 		if ws == nil {
 			last = fmt.Sprintf("%d %s", code, msg)
 			return false, nil
