@@ -51,9 +51,9 @@ type budgets struct {
 	sessions streamSlots
 	// opens are each caller's session opens ([run_live]
 	// opens_per_minute), a bucket per caller, the callers bounded.
-	opens *lru.Cache[*rate.Limiter]
-	logged   map[string]time.Time // budget + "\x00" + caller: last logged
-	now      func() time.Time     // nil: time.Now
+	opens  *lru.Cache[*rate.Limiter]
+	logged map[string]time.Time // budget + "\x00" + caller: last logged
+	now    func() time.Time     // nil: time.Now
 }
 
 // streamSlots counts one kind of stream open, in all and per caller.
@@ -190,7 +190,7 @@ func (s *Server) spendOpen(caller string, perMinute int, key, budget string) err
 	}
 	r.CancelAt(now)
 	s.refused(budget, caller)
-	secs := max(1, int((wait + time.Second - 1) / time.Second))
+	secs := max(1, int((wait+time.Second-1)/time.Second))
 	return &httperr.Error{Code: http.StatusTooManyRequests,
 		Msg:    fmt.Sprintf("%s opened too many sessions: %s is %d; retry in %d s", caller, key, perMinute, secs),
 		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}

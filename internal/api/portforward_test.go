@@ -441,10 +441,14 @@ func TestPortForwardEndings(t *testing.T) {
 			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: "open for 300ms ([run_live] max_session)"},
 		{name: "run_live turned off by a reload", pod: hold,
-			during:   func(f *fixture, _ *fakeForwarder) { reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLive = false }) },
+			during: func(f *fixture, _ *fakeForwarder) {
+				reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLive = false })
+			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: `cluster "wharf" no longer enables run-live (clusters[0].run_live)`},
 		{name: "the port dropped from run_live_ports by a reload", pod: hold,
-			during:   func(f *fixture, _ *fakeForwarder) { reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLivePorts = []int{9000} }) },
+			during: func(f *fixture, _ *fakeForwarder) {
+				reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLivePorts = []int{9000} })
+			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: "port 7777 is no longer in clusters[0].run_live_ports"},
 		{name: "the cluster removed by a reload", pod: hold,
 			during:   func(f *fixture, _ *fakeForwarder) { reload(f, func(p *fleet.Profile) { p.Clusters = p.Clusters[1:] }) },

@@ -80,7 +80,7 @@ func wantDefaults() *Profile {
 			StreamRecheck: Duration{time.Minute}},
 		RunLive: RunLive{MaxSessions: 1000, MaxSessionsPerIdentity: 100, IdleTimeout: Duration{30 * time.Minute}, WriteTimeout: Duration{10 * time.Second},
 			MaxSession: Duration{12 * time.Hour}, OpensPerMinute: 60},
-		Events:  Events{History: 1024, HistoryBytes: 4 << 20, Queue: 1024, QueueBytes: 1 << 20, MaxStreams: 1000, MaxStreamsPerIdentity: 100},
+		Events: Events{History: 1024, HistoryBytes: 4 << 20, Queue: 1024, QueueBytes: 1 << 20, MaxStreams: 1000, MaxStreamsPerIdentity: 100},
 		LeaderElection: LeaderElection{LeaseName: "crucible-leader", LeaseNamespace: "crucible", LeaseDuration: Duration{15 * time.Second},
 			RenewDeadline: Duration{10 * time.Second}, RetryPeriod: Duration{2 * time.Second}},
 		Mirror: Mirror{TTL: Duration{30 * time.Second}, MaxStale: Duration{10 * time.Minute}},

@@ -126,7 +126,9 @@ func TestSilentSpokeLeaksNothing(t *testing.T) {
 				spoke := newSilentSpoke(t, tt.accept)
 				dialSilently(t, spoke, tt.ctx)
 				waitUntil(t, 2*time.Second, func() bool { return spoke.held() == 0 },
-					func() string { return fmt.Sprintf("the spoke still holds %d connections of %d abandoned dials", spoke.held(), attempts) })
+					func() string {
+						return fmt.Sprintf("the spoke still holds %d connections of %d abandoned dials", spoke.held(), attempts)
+					})
 			})
 		}
 	})
