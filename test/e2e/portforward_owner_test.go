@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
@@ -65,7 +67,11 @@ func TestPortForwardOwnPodsAndRunLiveReload(t *testing.T) {
 		t.Fatalf("the admin into A's pod: %d %q, want 101", code, msg)
 	}
 	admin.Close()
-	if !controllerLogHas(t, s, "port-forward session", "system:serviceaccount:"+devstack.HubNamespace+":pf-admin", "owner=system:serviceaccount:"+devstack.HubNamespace+":pf-a") {
+	sa := "system:serviceaccount:" + devstack.HubNamespace + ":"
+	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return controllerLogHas(t, s, "port-forward session ended", `"user":"`+sa+`pf-admin"`, `"owner":"`+sa+`pf-a"`), nil
+	})
+	if err != nil {
 		t.Error("the admin's session log does not name both the caller and the pod's owner")
 	}
 	own, code, msg := wsDial(t, s, pod.ID, 7777, bearer("pf-a"))

@@ -378,7 +378,7 @@ func TestPortForwardRunLiveOffAndPermissions(t *testing.T) {
 	applyHub(t, s, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "pf-dock"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/portforward"},
-			Verbs: []string{"create"}, ResourceNames: []string{"dock"}}},
+			Verbs: []string{"create", "create-any"}, ResourceNames: []string{"dock"}}}, // the pods are not pf-dock's own
 	})
 	for _, name := range []string{"pf-none", "pf-dock"} {
 		hubServiceAccount(t, s, name)
