@@ -543,3 +543,18 @@ func takeSession(t *testing.T, s *Server, caller string) {
 	}
 	t.Cleanup(release)
 }
+
+// With auth "none" (no authenticator, allow all) nothing changes: the
+// anonymous caller reaches a pod whoever submitted it.
+func TestPortForwardAuthNoneReachesEveryPod(t *testing.T) {
+	f, _ := runLiveFixture(t, echo)
+	f.srv.Authn, f.srv.Authz = nil, nil
+	ws, _ := dialSession(t, f, "p-wharf", "", false) // alice's pod
+	if err := ws.WriteMessage(websocket.BinaryMessage, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, got, err := ws.ReadMessage(); err != nil || string(got) != "hi" {
+		t.Fatalf("echo %q, %v; want hi", got, err)
+	}
+}
