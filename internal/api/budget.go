@@ -7,9 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/metrics"
 )
 
@@ -46,8 +49,11 @@ type budgets struct {
 	events  streamSlots // GET /api/events streams, against [events]'s
 	// sessions are run-live sessions, against [run_live]'s.
 	sessions streamSlots
-	logged   map[string]time.Time // budget + "\x00" + caller: last logged
-	now      func() time.Time     // nil: time.Now
+	// opens are each caller's session opens ([run_live]
+	// opens_per_minute), a bucket per caller, the callers bounded.
+	opens  *lru.Cache[*rate.Limiter]
+	logged map[string]time.Time // budget + "\x00" + caller: last logged
+	now    func() time.Time     // nil: time.Now
 }
 
 // streamSlots counts one kind of stream open, in all and per caller.
@@ -146,6 +152,48 @@ func (s *Server) acquireStream(slots *streamSlots, caps streamCaps, caller strin
 	}
 	var once sync.Once
 	return func() { once.Do(func() { b.release(slots, caller) }) }, nil
+}
+
+// maxOpenCallers bounds the callers whose session opens are remembered;
+// past it the least recent is forgotten (and starts again with a full
+// bucket).
+const maxOpenCallers = 4096
+
+// spendOpen takes one of caller's session opens, a bucket of perMinute
+// refilled over a minute, or refuses with 429 naming key and how long to
+// wait. Zero perMinute never refuses. Every open costs the spoke a dial,
+// whether or not the session then lasts, so the concurrent caps alone do
+// not bound what one caller makes the spoke do.
+func (s *Server) spendOpen(caller string, perMinute int, key, budget string) error {
+	if perMinute <= 0 {
+		return nil
+	}
+	b := &s.budgets
+	now := time.Now()
+	b.mu.Lock()
+	if b.now != nil {
+		now = b.now()
+	}
+	if b.opens == nil {
+		b.opens = lru.New[*rate.Limiter](maxOpenCallers)
+	}
+	b.mu.Unlock()
+	l := b.opens.GetOrAdd(caller, now, func() (*rate.Limiter, time.Time) {
+		return rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), perMinute), time.Time{}
+	})
+	l.SetLimitAt(now, rate.Every(time.Minute/time.Duration(perMinute))) // a reload may change it
+	l.SetBurstAt(now, perMinute)
+	r := l.ReserveN(now, 1)
+	wait := r.DelayFrom(now)
+	if wait == 0 {
+		return nil
+	}
+	r.CancelAt(now)
+	s.refused(budget, caller)
+	secs := max(1, int((wait+time.Second-1)/time.Second))
+	return &httperr.Error{Code: http.StatusTooManyRequests,
+		Msg:    fmt.Sprintf("%s opened too many sessions: %s is %d; retry in %d s", caller, key, perMinute, secs),
+		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
 }
 
 func (b *budgets) release(slots *streamSlots, caller string) {

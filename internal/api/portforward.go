@@ -30,6 +30,7 @@ const (
 	budgetSessions            = "run_live_sessions"
 	budgetSessionsPerIdentity = "run_live_sessions_per_identity"
 	budgetSessionWriteTimeout = "run_live_write_timeout"
+	budgetOpensPerIdentity    = "run_live_opens_per_identity"
 )
 
 // RunLive is GET /api/pods/{pod}/run-live: whether the caller can
@@ -43,7 +44,8 @@ type RunLive struct {
 	// forwarded (run_live_ports); both only when Enabled.
 	Port  int   `json:"port,omitempty"`
 	Ports []int `json:"ports,omitempty"`
-	// Allowed: the caller may (create on workpods/portforward).
+	// Allowed: the caller may (create on workpods/portforward, and
+	// create-any as well for a pod another submitter made).
 	Allowed bool `json:"allowed"`
 	// Running: the pod runs, so there is something to forward to.
 	Running bool `json:"running"`
@@ -121,10 +123,11 @@ func (s *Server) runLiveLimits() fleet.RunLive {
 
 // portForward serves GET /api/pods/{pod}/portforward?port=N (R-RL1): after
 // the guard authorized create on workpods/portforward for the pod's cluster,
-// it refuses, in this order, an unknown pod (404), a cluster without
-// run_live (409), a port outside run_live_ports (403), a pod that does not
-// run (409), a foreign Origin (403), a request that is no WebSocket upgrade
-// (426) and a caller past the session caps (429); then it opens the stream
+// it refuses, in this order, an unknown pod (404), another submitter's pod
+// without create-any (403), a cluster without run_live (409), a port
+// outside run_live_ports (403), a pod that does not run (409), a foreign
+// Origin (403), a request that is no WebSocket upgrade (426), a caller past
+// the session caps or its opens a minute (429); then it opens the stream
 // on the spoke — so that a spoke that refuses or cannot be reached is
 // answered with a status, not a closed socket — upgrades, and relays.
 func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
@@ -132,6 +135,10 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.authorizeOwner(r, p); err != nil {
+		return err
+	}
+	checked := s.profile() // no older than what allows the session: a reload after it is seen
 	e, key, err := s.runLiveCluster(p.Cluster)
 	if err != nil {
 		return err
@@ -151,12 +158,15 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 			Msg: "port-forward is a WebSocket: send Connection: Upgrade and Upgrade: websocket (crucible port-forward does)"}
 	}
 	caller := callerName(identity(r))
+	limits := s.runLiveLimits()
 	release, err := s.acquireSession(caller)
 	if err != nil {
 		return err
 	}
 	defer release()
-	limits := s.runLiveLimits()
+	if err := s.spendOpen(caller, limits.OpensPerMinute, "[run_live] opens_per_minute", budgetOpensPerIdentity); err != nil {
+		return err
+	}
 	up, err := s.forwarder().Forward(r.Context(), ForwardTarget{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID,
 		Port: port, WriteTimeout: limits.WriteTimeout.Duration})
 	if err != nil {
@@ -166,10 +176,10 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 	ws, err := sessionUpgrader.Upgrade(w, r, nil)
 	if err != nil { // the upgrader answered the client
 		_ = up.Close()
-		s.Log.Info("port-forward upgrade failed", "pod", p.ID, "user", caller, "error", err)
+		s.Log.Info("port-forward upgrade failed", "pod", p.ID, "user", caller, "owner", p.Submitter, "error", err)
 		return nil
 	}
-	ss := &session{s: s, r: r, ws: ws, up: up, pod: p, port: port, caller: caller, limits: limits}
+	ss := &session{s: s, r: r, ws: ws, up: up, pod: p, port: port, caller: caller, limits: limits, profile: checked}
 	ss.run(r.Context())
 	return nil
 }
@@ -180,6 +190,31 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 var sessionUpgrader = websocket.Upgrader{
 	ReadBufferSize: relayChunk, WriteBufferSize: relayChunk,
 	CheckOrigin: func(r *http.Request) bool { return checkOrigin(r) == nil },
+}
+
+// ownPod reports whether id submitted p: run-live into one's own pods needs
+// create on workpods/portforward alone.
+func ownPod(id apiauth.Identity, p store.WorkPod) bool {
+	return id.User != "" && id.User == p.Submitter
+}
+
+// authorizeOwner refuses (403, naming the permission) a session into a pod
+// another submitter made, unless the caller may create-any on
+// workpods/portforward on its cluster: a TCP session into a pod reaches its
+// code, its environment and its secret files, which create (the
+// submitter's) was never meant to hand over.
+func (s *Server) authorizeOwner(r *http.Request, p store.WorkPod) error {
+	id := identity(r)
+	if ownPod(id, p) {
+		return nil
+	}
+	a := portForwardAnyAttributes(p.Cluster)
+	err := s.authz().Authorize(r.Context(), id, a)
+	if errors.Is(err, apiauth.ErrForbidden) {
+		return &httperr.Error{Code: http.StatusForbidden, Err: err, Msg: fmt.Sprintf(
+			"%s may not port-forward into work pod %s, which %s submitted: another submitter's pod needs %s", callerName(id), p.ID, p.Submitter, a)}
+	}
+	return authError(err)
 }
 
 // runLiveCluster is the cluster entry of a session and the key path of its
@@ -285,12 +320,11 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) error {
 		info.Enabled, info.Port, info.Ports = true, runLivePort(e), runLivePorts(e)
 		info.Command = "crucible run-live " + p.ID
 	}
-	switch err := s.authz().Authorize(r.Context(), identity(r), portForwardAttributes(p.Cluster)); {
-	case err == nil:
-		info.Allowed = true
-	case !errors.Is(err, apiauth.ErrForbidden):
-		return authError(err)
+	allowed, err := s.mayForward(r, p)
+	if err != nil {
+		return err
 	}
+	info.Allowed = allowed
 	info.Available = info.Enabled && info.Allowed && info.Running
 	switch {
 	case !info.Enabled:
@@ -300,6 +334,9 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) error {
 		}
 	case !info.Allowed:
 		info.Reason = fmt.Sprintf("you may not port-forward to %s's pods (create on workpods/portforward)", p.Cluster)
+		if !ownPod(identity(r), p) {
+			info.Reason = fmt.Sprintf("you may not port-forward to %s's pods submitted by others (create and create-any on workpods/portforward)", p.Cluster)
+		}
 	case !info.Running:
 		info.Reason = fmt.Sprintf("work pod %s is %s: run-live needs a running pod", p.ID, p.State)
 	}
@@ -307,6 +344,30 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// mayForward asks what the port-forward endpoint would: create on
+// workpods/portforward, and create-any for another submitter's pod.
+func (s *Server) mayForward(r *http.Request, p store.WorkPod) (bool, error) {
+	attrs := []apiauth.Attributes{portForwardAttributes(p.Cluster)}
+	if !ownPod(identity(r), p) {
+		attrs = append(attrs, portForwardAnyAttributes(p.Cluster))
+	}
+	for _, a := range attrs {
+		switch err := s.authz().Authorize(r.Context(), identity(r), a); {
+		case errors.Is(err, apiauth.ErrForbidden):
+			return false, nil
+		case err != nil:
+			return false, authError(err)
+		}
+	}
+	return true, nil
+}
+
 func portForwardAttributes(cluster string) apiauth.Attributes {
 	return apiauth.Attributes{Verb: apiauth.VerbCreate, Subresource: apiauth.SubresourcePortForward, Cluster: cluster}
+}
+
+// portForwardAnyAttributes is the permission of a session into a pod
+// another submitter made.
+func portForwardAnyAttributes(cluster string) apiauth.Attributes {
+	return apiauth.Attributes{Verb: apiauth.VerbCreateAny, Subresource: apiauth.SubresourcePortForward, Cluster: cluster}
 }

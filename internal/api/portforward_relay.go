@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
@@ -42,7 +44,14 @@ const (
 	outcomePermissionGone = "permission_gone"
 	outcomeWriteTimeout   = "write_timeout"
 	outcomeSpokeFailed    = "spoke_failed"
+	outcomeRunLiveOff     = "run_live_changed"
+	outcomeMaxSession     = "max_session"
 )
+
+// profilePoll is how often a session looks whether a reload swapped the
+// profile, so that run_live turned off or a port dropped from
+// run_live_ports ends it within about this long.
+const profilePoll = time.Second
 
 // acquireSession takes one of [run_live]'s session slots for caller, as
 // acquireViewer does for live logs.
@@ -66,6 +75,9 @@ type session struct {
 	port   int
 	caller string
 	limits fleet.RunLive
+	// profile is the profile the session was last checked against
+	// (watchProfile).
+	profile *fleet.Profile
 
 	toPod, fromPod atomic.Int64
 	lastActive     atomic.Int64 // UnixNano of the last byte either way
@@ -93,9 +105,12 @@ func (ss *session) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The caller's access is checked again every [api] stream_recheck, as
-	// every stream's (recheck.go); gone, the session ends.
-	watched, stopWatch := ss.s.watchCaller(ctx, ss.r, ss.pod.Cluster)
+	// every stream's (recheck.go), with the session's own conditions; gone,
+	// the session ends.
+	watched, stopWatch := ss.s.watchCaller(ctx, ss.r, ss.pod.Cluster, ss.checks()...)
 	defer stopWatch()
+	maxSession := time.NewTimer(ss.maxSession())
+	defer maxSession.Stop()
 	ends := make(chan ending, 2)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -110,10 +125,18 @@ func (ss *session) run(ctx context.Context) {
 	case <-ss.idle(ctx):
 		e = ending{outcome: outcomeIdle, code: websocket.CloseNormalClosure,
 			reason: fmt.Sprintf("idle for %s ([run_live] idle_timeout)", ss.limits.IdleTimeout.Duration)}
+	case <-maxSession.C:
+		e = ending{outcome: outcomeMaxSession, code: websocket.ClosePolicyViolation,
+			reason: fmt.Sprintf("open for %s ([run_live] max_session)", ss.maxSession())}
+	case gone := <-ss.watchProfile(ctx):
+		e = ending{outcome: outcomeRunLiveOff, code: websocket.ClosePolicyViolation, reason: gone.reason}
 	case <-watched.Done():
 		e = ending{outcome: outcomeCallerClosed, code: websocket.CloseGoingAway, reason: "the controller is stopping"}
 		if gone, ok := errors.AsType[*callerGone](context.Cause(watched)); ok {
 			e = ending{outcome: outcomePermissionGone, code: websocket.ClosePolicyViolation, reason: gone.reason}
+			if gone.runLive {
+				e.outcome = outcomeRunLiveOff
+			}
 		}
 	}
 	if e.podSide {
@@ -140,13 +163,78 @@ func (ss *session) done(e ending, took time.Duration) {
 	if e.outcome == outcomeWriteTimeout {
 		ss.s.refused(budgetSessionWriteTimeout, ss.caller)
 	}
-	args := []any{"user", ss.caller, "cluster", ss.pod.Cluster, "pod", ss.pod.ID, "port", ss.port,
+	args := []any{"user", ss.caller, "owner", ss.pod.Submitter, "cluster", ss.pod.Cluster, "pod", ss.pod.ID, "port", ss.port,
 		"bytes_to_pod", ss.toPod.Load(), "bytes_from_pod", ss.fromPod.Load(), "duration", took.Round(time.Millisecond),
 		"outcome", e.outcome, "reason", e.reason}
 	if e.err != nil {
 		args = append(args, "error", e.err)
 	}
 	ss.s.Log.Info("port-forward session ended", args...)
+}
+
+// checks are what the session's re-checks ask beyond create on
+// workpods/portforward: create-any when the pod is another submitter's,
+// and that the cluster still allows the session's port.
+func (ss *session) checks() []streamCheck {
+	checks := []streamCheck{func(context.Context, *http.Request, apiauth.Identity) *callerGone { return ss.runLiveGone() }}
+	if !ownPod(identity(ss.r), ss.pod) {
+		a := portForwardAnyAttributes(ss.pod.Cluster)
+		checks = append(checks, func(ctx context.Context, r *http.Request, id apiauth.Identity) *callerGone {
+			return ss.s.stillAllowed(ctx, r, id, a)
+		})
+	}
+	return checks
+}
+
+// runLiveGone is why the profile in force no longer allows the session
+// (its cluster's run_live off or gone, its port no longer in
+// run_live_ports), naming the key; nil while it does.
+func (ss *session) runLiveGone() *callerGone {
+	e, key, err := ss.s.runLiveCluster(ss.pod.Cluster)
+	switch {
+	case err != nil && key == "":
+		return &callerGone{runLive: true, reason: fmt.Sprintf("cluster %q is no longer in the controller's profile", ss.pod.Cluster)}
+	case err != nil:
+		return &callerGone{runLive: true, reason: fmt.Sprintf("cluster %q no longer enables run-live (%s.run_live)", ss.pod.Cluster, key)}
+	case !slices.Contains(runLivePorts(e), ss.port):
+		return &callerGone{runLive: true, reason: fmt.Sprintf("port %d is no longer in %s.run_live_ports", ss.port, key)}
+	}
+	return nil
+}
+
+// watchProfile delivers, once, why a reloaded profile no longer allows the
+// session: every profilePoll it compares the profile in force with the one
+// last checked, and checks again when a reload swapped it.
+func (ss *session) watchProfile(ctx context.Context) <-chan *callerGone {
+	ch := make(chan *callerGone, 1)
+	go func() {
+		t := time.NewTicker(profilePoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if p := ss.s.profile(); p != ss.profile {
+				ss.profile = p
+				if gone := ss.runLiveGone(); gone != nil {
+					ch <- gone
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// maxSession is how long the session may stay open ([run_live]
+// max_session, as the profile said when it opened).
+func (ss *session) maxSession() time.Duration {
+	if d := ss.limits.MaxSession.Duration; d > 0 {
+		return d
+	}
+	return fleet.DefaultRunLiveMaxSession
 }
 
 func (ss *session) writeTimeout() time.Duration {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,8 +90,9 @@ func (p *pipeSession) lose() { p.once.Do(func() { close(p.ended) }) }
 func echo(c net.Conn) { _, _ = io.Copy(c, c) }
 
 // runLiveFixture is the API fixture with run-live on wharf (ports 7777 and
-// 9000) and off on dock; admin may port-forward everywhere, dockonly on
-// dock only.
+// 9000) and off on dock; both pods are alice's. admin may port-forward
+// into any pod everywhere, dockonly into any pod on dock only, alice into
+// her own on wharf, bob into his own everywhere (so into none of these).
 func runLiveFixture(t *testing.T, pod func(net.Conn)) (*fixture, *fakeForwarder) {
 	t.Helper()
 	f := newFixture(t)
@@ -98,8 +100,15 @@ func runLiveFixture(t *testing.T, pod func(net.Conn)) (*fixture, *fakeForwarder)
 	f.srv.Profile.Load().Clusters[0].RunLivePort = 7777
 	f.srv.Profile.Load().Clusters[0].RunLivePorts = []int{7777, 9000}
 	f.authz.allowed["admin create/portforward *"] = true
+	f.authz.allowed["admin create-any/portforward *"] = true
 	f.authz.allowed["dockonly create/portforward dock"] = true
+	f.authz.allowed["dockonly create-any/portforward dock"] = true
 	f.authz.allowed["dockonly get wharf"] = true
+	f.authz.allowed["alice create/portforward wharf"] = true
+	f.authz.allowed["bob create/portforward *"] = true
+	f.authz.allowed["alice get wharf"], f.authz.allowed["bob get *"] = true, true
+	authn := f.srv.Authn.(fakeAuthn)
+	authn["tok-alice"], authn["tok-bob"] = "alice", "bob"
 	fw := &fakeForwarder{t: t, pod: pod}
 	f.srv.Forwarder = fw
 	f.row(t, "p-wharf", "wharf")
@@ -133,6 +142,8 @@ func TestPortForwardRefusals(t *testing.T) {
 		setup     func(*testing.T, *fixture)
 		wantCode  int
 		wantError string
+		// retryAfter is a 429's Retry-After; "" is the stream caps' 30.
+		retryAfter string
 	}{
 		{name: "unknown pod", token: "tok-admin", path: pf("nope", "7777"), wantCode: 404, wantError: `work pod "nope" not found`},
 		{name: "unknown pod, no right to all clusters", token: "tok-dock", path: pf("nope", "7777"), wantCode: 403,
@@ -141,6 +152,8 @@ func TestPortForwardRefusals(t *testing.T) {
 			wantError: "forbidden: viewer may not create workpods/portforward.crucible.dev wharf"},
 		{name: "the right on dock, not wharf", token: "tok-dock", path: pf("p-wharf", "7777"), wantCode: 403,
 			wantError: "forbidden: dockonly may not create workpods/portforward.crucible.dev wharf"},
+		{name: "another submitter's pod, without create-any", token: "tok-bob", path: pf("p-wharf", "7777"), wantCode: 403,
+			wantError: "bob may not port-forward into work pod p-wharf, which alice submitted: another submitter's pod needs create-any workpods/portforward.crucible.dev wharf"},
 		{name: "run_live off, before the port", token: "tok-dock", path: pf("p-dock", "1"), wantCode: 409,
 			wantError: `cluster "dock" does not enable run-live: set clusters[1].run_live = true (the [[clusters]] entry named "dock") in the controller's profile`},
 		{name: "port not allowed", token: "tok-admin", path: pf("p-wharf", "8080"), wantCode: 403,
@@ -171,6 +184,14 @@ func TestPortForwardRefusals(t *testing.T) {
 				f.srv.Profile.Load().RunLive.MaxSessions = 2
 			},
 			wantError: "too many port-forward sessions open: [run_live] max_sessions is 2"},
+		{name: "opens a minute", token: "tok-admin", path: pf("p-wharf", "7777"), wantCode: 429, retryAfter: "60",
+			setup: func(t *testing.T, f *fixture) {
+				f.srv.Profile.Load().RunLive.OpensPerMinute = 1
+				if err := f.srv.spendOpen("admin", 1, "[run_live] opens_per_minute", budgetOpensPerIdentity); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantError: "admin opened too many sessions: [run_live] opens_per_minute is 1; retry in 60 s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,8 +206,14 @@ func TestPortForwardRefusals(t *testing.T) {
 			if got := errorOf(t, w); got != tt.wantError {
 				t.Errorf("error = %q\nwant    %q", got, tt.wantError)
 			}
-			if tt.wantCode == 429 && w.Header().Get("Retry-After") != "30" {
-				t.Errorf("Retry-After = %q, want 30", w.Header().Get("Retry-After"))
+			if tt.wantCode == 429 {
+				want := tt.retryAfter
+				if want == "" {
+					want = "30"
+				}
+				if got := w.Header().Get("Retry-After"); got != want {
+					t.Errorf("Retry-After = %q, want %s", got, want)
+				}
 			}
 			if n := fw.calls.Load(); n != 0 {
 				t.Errorf("a refused request reached the spoke %d times", n)
@@ -363,6 +390,7 @@ func TestPortForwardEndings(t *testing.T) {
 	tests := []struct {
 		name       string
 		pod        func(net.Conn)
+		token      string // "": tok-admin
 		setup      func(*fixture, *fakeForwarder)
 		during     func(*fixture, *fakeForwarder)
 		wantCode   int
@@ -396,6 +424,40 @@ func TestPortForwardEndings(t *testing.T) {
 				f.authz.mu.Unlock()
 			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: "permission revoked: forbidden: admin may not create workpods/portforward.crucible.dev wharf"},
+		{name: "create-any gone, another submitter's pod", pod: hold,
+			setup: func(f *fixture, _ *fakeForwarder) {
+				f.srv.Profile.Load().API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
+			},
+			during: func(f *fixture, _ *fakeForwarder) {
+				f.authz.mu.Lock()
+				delete(f.authz.allowed, "admin create-any/portforward *")
+				f.authz.mu.Unlock()
+			},
+			wantCode: websocket.ClosePolicyViolation, wantReason: "permission revoked: forbidden: admin may not create-any workpods/portforward.crucible.dev wharf"},
+		{name: "one's own pod needs no create-any", pod: hold, token: "tok-alice",
+			setup: func(f *fixture, _ *fakeForwarder) {
+				f.srv.Profile.Load().API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
+				f.srv.Profile.Load().RunLive.MaxSession = fleet.Duration{Duration: 300 * time.Millisecond}
+			},
+			wantCode: websocket.ClosePolicyViolation, wantReason: "open for 300ms ([run_live] max_session)"},
+		{name: "run_live turned off by a reload", pod: hold,
+			during: func(f *fixture, _ *fakeForwarder) {
+				reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLive = false })
+			},
+			wantCode: websocket.ClosePolicyViolation, wantReason: `cluster "wharf" no longer enables run-live (clusters[0].run_live)`},
+		{name: "the port dropped from run_live_ports by a reload", pod: hold,
+			during: func(f *fixture, _ *fakeForwarder) {
+				reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLivePorts = []int{9000} })
+			},
+			wantCode: websocket.ClosePolicyViolation, wantReason: "port 7777 is no longer in clusters[0].run_live_ports"},
+		{name: "the cluster removed by a reload", pod: hold,
+			during:   func(f *fixture, _ *fakeForwarder) { reload(f, func(p *fleet.Profile) { p.Clusters = p.Clusters[1:] }) },
+			wantCode: websocket.ClosePolicyViolation, wantReason: `cluster "wharf" is no longer in the controller's profile`},
+		{name: "max_session", pod: echo,
+			setup: func(f *fixture, _ *fakeForwarder) {
+				f.srv.Profile.Load().RunLive.MaxSession = fleet.Duration{Duration: 200 * time.Millisecond}
+			},
+			wantCode: websocket.ClosePolicyViolation, wantReason: "open for 200ms ([run_live] max_session)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -403,7 +465,11 @@ func TestPortForwardEndings(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(f, fw)
 			}
-			ws, _ := dialSession(t, f, "p-wharf", "tok-admin", false)
+			token := tt.token
+			if token == "" {
+				token = "tok-admin"
+			}
+			ws, _ := dialSession(t, f, "p-wharf", token, false)
 			if tt.during != nil {
 				tt.during(f, fw)
 			}
@@ -413,6 +479,15 @@ func TestPortForwardEndings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reload puts in force a copy of f's profile that change changed, as a
+// profile reload does.
+func reload(f *fixture, change func(*fleet.Profile)) {
+	next := *f.srv.Profile.Load()
+	next.Clusters = slices.Clone(next.Clusters)
+	change(&next)
+	f.srv.Profile.Store(&next)
 }
 
 // GET /api/pods/{pod}/run-live says whether run-live is available and why
@@ -428,7 +503,11 @@ func TestRunLiveInfo(t *testing.T) {
 		{name: "not enabled", pod: "p-dock", token: "tok-admin", want: RunLive{Allowed: true, Running: true,
 			Reason: `cluster "dock" does not enable run-live (clusters[1].run_live in the controller's profile)`}},
 		{name: "not allowed", pod: "p-wharf", token: "tok-dock", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
-			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods (create on workpods/portforward)"}},
+			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods submitted by others (create and create-any on workpods/portforward)"}},
+		{name: "another submitter's pod", pod: "p-wharf", token: "tok-bob", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
+			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods submitted by others (create and create-any on workpods/portforward)"}},
+		{name: "one's own pod", pod: "p-wharf", token: "tok-alice", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
+			Running: true, Available: true, Command: "crucible run-live p-wharf"}},
 		{name: "finished", pod: "p-wharf", token: "tok-admin", setup: func(t *testing.T, f *fixture) { finish(t, f, "p-wharf", store.StateFailed) },
 			want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true, Command: "crucible run-live p-wharf",
 				Reason: "work pod p-wharf is failed: run-live needs a running pod"}},
@@ -463,4 +542,19 @@ func takeSession(t *testing.T, s *Server, caller string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+}
+
+// With auth "none" (no authenticator, allow all) nothing changes: the
+// anonymous caller reaches a pod whoever submitted it.
+func TestPortForwardAuthNoneReachesEveryPod(t *testing.T) {
+	f, _ := runLiveFixture(t, echo)
+	f.srv.Authn, f.srv.Authz = nil, nil
+	ws, _ := dialSession(t, f, "p-wharf", "", false) // alice's pod
+	if err := ws.WriteMessage(websocket.BinaryMessage, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, got, err := ws.ReadMessage(); err != nil || string(got) != "hi" {
+		t.Fatalf("echo %q, %v; want hi", got, err)
+	}
 }

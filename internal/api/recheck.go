@@ -13,7 +13,12 @@ import (
 // callerGone is why a stream's caller may no longer read it: the cause its
 // context is cancelled with (watchCaller), and the data of the error event
 // that ends it.
-type callerGone struct{ reason string }
+type callerGone struct {
+	reason string
+	// runLive: the profile no longer allows the session (a run-live
+	// session's own check), not the caller's access.
+	runLive bool
+}
 
 func (g callerGone) Error() string { return g.reason }
 
@@ -29,16 +34,22 @@ func (s *Server) recheckEvery() time.Duration {
 	return fleet.Default().API.StreamRecheck.Duration
 }
 
+// streamCheck is a condition a stream holds beyond its route's permission
+// (a run-live session's other permission, its cluster's run_live): nil
+// while it holds, why not once it does not.
+type streamCheck func(ctx context.Context, r *http.Request, id apiauth.Identity) *callerGone
+
 // watchCaller returns a context of ctx that ends, with a callerGone cause,
 // once a check of r's caller finds its credentials or its permission gone:
 // every recheckEvery, the original request is authenticated again (its
 // bearer token or proxy identity) and the identity authorized again for
 // the route's permission on cluster, as the guard did when the stream
-// began. A stream holds its caller's access for as long as it lasts; this
-// is what takes it back when the hub does (a deleted RoleBinding, an
-// expired or revoked token). A hub that cannot answer ends nothing: the
-// next check asks again. Call stop when the stream ends.
-func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster string) (_ context.Context, stop func()) {
+// began, and then each of checks asked. A stream holds its caller's access
+// for as long as it lasts; this is what takes it back when the hub does (a
+// deleted RoleBinding, an expired or revoked token). A hub that cannot
+// answer ends nothing: the next check asks again. Call stop when the
+// stream ends.
+func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster string, checks ...streamCheck) (_ context.Context, stop func()) {
 	ru := rules[r.Pattern]
 	a := apiauth.Attributes{Verb: ru.verb, Subresource: ru.subresource, Cluster: cluster}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -52,7 +63,7 @@ func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster strin
 				return
 			case <-t.C:
 			}
-			if gone := s.recheck(ctx, r, a); gone != nil {
+			if gone := s.recheck(ctx, r, a, checks); gone != nil {
 				cancel(gone)
 				return
 			}
@@ -62,8 +73,9 @@ func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster strin
 }
 
 // recheck asks once whether r's caller still authenticates as the same
-// user and may still do a; nil when it may, or when the hub cannot tell.
-func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attributes) *callerGone {
+// user, may still do a and still passes checks; nil when it may, or when
+// the hub cannot tell.
+func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attributes, checks []streamCheck) *callerGone {
 	was := identity(r)
 	id, err := s.authn().Authenticate(r.WithContext(ctx))
 	switch {
@@ -75,12 +87,26 @@ func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attribu
 	case id.User != was.User:
 		return s.gone(r, was, "the credentials now name another caller; reconnect")
 	}
-	err = s.authz().Authorize(ctx, id, a)
+	if gone := s.stillAllowed(ctx, r, id, a); gone != nil {
+		return gone
+	}
+	for _, check := range checks {
+		if gone := check(ctx, r, id); gone != nil {
+			return gone
+		}
+	}
+	return nil
+}
+
+// stillAllowed asks whether id may still do a: a denial ends the stream,
+// a hub that cannot answer does not.
+func (s *Server) stillAllowed(ctx context.Context, r *http.Request, id apiauth.Identity, a apiauth.Attributes) *callerGone {
+	err := s.authz().Authorize(ctx, id, a)
 	switch {
 	case errors.Is(err, apiauth.ErrForbidden):
-		return s.gone(r, was, "permission revoked: "+err.Error())
+		return s.gone(r, id, "permission revoked: "+err.Error())
 	case err != nil:
-		s.Log.Debug("stream re-check could not authorize its caller; asking again at the next check", "path", r.URL.Path, "caller", callerName(was), "error", err)
+		s.Log.Debug("stream re-check could not authorize its caller; asking again at the next check", "path", r.URL.Path, "caller", callerName(id), "error", err)
 	}
 	return nil
 }

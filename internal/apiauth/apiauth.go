@@ -40,6 +40,12 @@ const (
 	VerbGet    = "get"
 	VerbList   = "list"
 	VerbDelete = "delete"
+	// VerbCreateAny on workpods/portforward lets a caller port-forward into
+	// pods another submitter made; create alone reaches its own. A verb,
+	// not a subresource, as RBAC's own extra checks on one request are
+	// (bind and escalate on roles, approve on signers): the endpoint is
+	// the same, and a subresource names an endpoint.
+	VerbCreateAny = "create-any"
 )
 
 // AnonymousUser is the identity of every caller with auth "none", recorded as

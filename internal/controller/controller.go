@@ -274,7 +274,7 @@ func (c *parts) runnables() []runnable {
 		probes{clients: c.clients, every: c.p.Reconcile.HealthInterval.Duration},
 		listener{log: c.log, handler: c.internal, opts: httpserve.Options{Name: "internal", Addr: ctl.InternalListen,
 			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == "",
-			AskClientCAFile: c.p.API.ProxyClientCA}}, // the SSO proxy's proof (apiauth.Proxy)
+			AskClientCAFile: c.p.API.ProxyClientCA, ClientNames: c.p.API.ProxyClientNames}}, // the SSO proxy's proof (apiauth.Proxy)
 		listener{log: c.log, handler: c.external, opts: httpserve.Options{Name: "external", Addr: ctl.ExternalListen,
 			CertFile: ctl.ExternalTLSCert, KeyFile: ctl.ExternalTLSKey, InsecureHTTP: ctl.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute,
 			NoReadTimeout: true}}, // the drop-box enforces a minimum upload rate instead

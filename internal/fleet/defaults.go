@@ -154,13 +154,16 @@ const (
 // Run-live defaults: the port crucible's own tooling serves a live view on;
 // 1000 sessions in all and 100 per caller (a browser page or a CLI opens
 // one per connection); a session idle for 30 minutes ends, as does one
-// whose peer does not take a write within 10 s.
+// whose peer does not take a write within 10 s, and any after 12 hours; a
+// caller opens at most 60 a minute.
 const (
 	DefaultRunLivePort                   = 7777
 	DefaultRunLiveMaxSessions            = 1000
 	DefaultRunLiveMaxSessionsPerIdentity = 100
 	DefaultRunLiveIdleTimeout            = 30 * time.Minute
 	DefaultRunLiveWriteTimeout           = 10 * time.Second
+	DefaultRunLiveMaxSession             = 12 * time.Hour
+	DefaultRunLiveOpensPerMinute         = 60
 )
 
 // The values of [[clusters]] token_source.
@@ -290,6 +293,8 @@ func setDefaults(p *Profile) {
 	setZero(&rl.MaxSessionsPerIdentity, DefaultRunLiveMaxSessionsPerIdentity)
 	setZero(&rl.IdleTimeout.Duration, DefaultRunLiveIdleTimeout)
 	setZero(&rl.WriteTimeout.Duration, DefaultRunLiveWriteTimeout)
+	setZero(&rl.MaxSession.Duration, DefaultRunLiveMaxSession)
+	setZero(&rl.OpensPerMinute, DefaultRunLiveOpensPerMinute)
 
 	l := &p.LeaderElection
 	setZero(&l.LeaseName, c.Instance+DefaultLeaseNameSuffix) // after the instance's default

@@ -107,6 +107,18 @@ func TestValidateMovedKeys(t *testing.T) {
 			`pods.metadata_prefixes[3] "Bad_/": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
 			`api.proxy_client_ca: only used with api.auth "proxy"`,
 		}},
+		{"proxy client names without the proxy CA, and an empty one", func(p *Profile) {
+			p.API.ProxyClientNames = []string{"oauth2-proxy", ""}
+		}, []string{
+			`api.proxy_client_names: only used with api.proxy_client_ca`,
+			`api.proxy_client_names[1] "": must not be empty`,
+		}},
+		{"run-live session bounds", func(p *Profile) {
+			p.RunLive.MaxSession.Duration, p.RunLive.OpensPerMinute = -time.Second, -1
+		}, []string{
+			`run_live.max_session "-1s": must be positive`,
+			`run_live.opens_per_minute "-1": must be positive`,
+		}},
 		{"first backoff above the cap", func(p *Profile) { p.Reconcile.RetryInitial.Duration = 11 * time.Second }, []string{
 			`reconcile.retry_initial "11s": must not exceed reconcile.max_backoff`,
 		}},

@@ -191,6 +191,11 @@ type API struct {
 	// proxy_cidrs before their identity headers count: an address alone
 	// is what every pod of a pod CIDR has.
 	ProxyClientCA string `toml:"proxy_client_ca"`
+	// ProxyClientNames, with proxy_client_ca, pins the proxy: its client
+	// certificate's CN or a DNS SAN must be one of these, or the handshake
+	// fails (as the webhook's client_names). A CA that signs for a whole
+	// mesh otherwise makes every pod of it a proxy.
+	ProxyClientNames []string `toml:"proxy_client_names"`
 	// AuthFailuresPerSource and AuthFailureBurst bound the failed
 	// authentications one client address (an IPv6 /64) may cause: past
 	// them its requests get 429 without a TokenReview, so garbage
@@ -293,6 +298,12 @@ type RunLive struct {
 	// long; WriteTimeout bounds one write to either side.
 	IdleTimeout  Duration `toml:"idle_timeout"`
 	WriteTimeout Duration `toml:"write_timeout"`
+	// MaxSession ends a session this long after it opened, busy or not:
+	// a forgotten tunnel into a pod does not stay open for ever.
+	MaxSession Duration `toml:"max_session"`
+	// OpensPerMinute is how many sessions one caller may open a minute
+	// (each costs the spoke a dial), with as many at once: past it, 429.
+	OpensPerMinute int `toml:"opens_per_minute"`
 }
 
 // ClusterEntry is one spoke.

@@ -256,6 +256,8 @@ func validateRunLive(r *RunLive, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("max_sessions_per_identity"), r.MaxSessionsPerIdentity, "must not exceed "+path.Child("max_sessions").String()))
 	}
 	errs = append(errs, positive(path.Child("idle_timeout"), r.IdleTimeout)...)
+	errs = append(errs, positive(path.Child("max_session"), r.MaxSession)...)
+	errs = append(errs, notNegative(path.Child("opens_per_minute"), r.OpensPerMinute)...)
 	return append(errs, positive(path.Child("write_timeout"), r.WriteTimeout)...)
 }
 

@@ -41,6 +41,14 @@ func validateAPI(a *API, path *field.Path, internalListen string) field.ErrorLis
 	if a.ProxyClientCA != "" && a.Auth != AuthProxy {
 		errs = append(errs, field.Forbidden(path.Child("proxy_client_ca"), "only used with api.auth \"proxy\""))
 	}
+	if len(a.ProxyClientNames) > 0 && a.ProxyClientCA == "" {
+		errs = append(errs, field.Forbidden(path.Child("proxy_client_names"), "only used with api.proxy_client_ca"))
+	}
+	for i, n := range a.ProxyClientNames {
+		if n == "" {
+			errs = append(errs, field.Invalid(path.Child("proxy_client_names").Index(i), n, "must not be empty"))
+		}
+	}
 	errs = append(errs, notNegative(path.Child("auth_failures_per_source"), a.AuthFailuresPerSource)...)
 	errs = append(errs, notNegative(path.Child("auth_failure_burst"), a.AuthFailureBurst)...)
 	errs = append(errs, notNegative(path.Child("token_review_qps"), a.TokenReviewQPS)...)

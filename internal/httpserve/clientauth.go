@@ -23,9 +23,29 @@ var ErrClientNotAllowed = errors.New("client certificate names no allowed client
 // keeps the previous pool.
 func requireClientCerts(base *tls.Config, caFile string, names []string, log *slog.Logger) error {
 	// Set before clientCerts: each handshake runs on a copy of base.
-	base.VerifyConnection = func(cs tls.ConnectionState) error {
+	base.VerifyConnection = clientNamed(names)
+	return clientCerts(base, caFile, tls.RequireAndVerifyClientCert, log)
+}
+
+// askClientCerts makes every handshake of base ask for a client
+// certificate and verify one that is given against caFile (re-read as
+// requireClientCerts re-reads it) and, if names is not empty, against
+// names as requireClientCerts does. A client without one is served, and
+// the handler tells the two apart by the request's verified chains: the
+// API's SSO proxy must prove itself, its browsers and probes need not.
+func askClientCerts(base *tls.Config, caFile string, names []string, log *slog.Logger) error {
+	base.VerifyConnection = clientNamed(names)
+	return clientCerts(base, caFile, tls.VerifyClientCertIfGiven, log)
+}
+
+// clientNamed is the handshake's check that a client certificate names
+// one of names (its subject CN or a DNS SAN); with no names, or no
+// certificate, it passes: the client CA is checked by the TLS stack, and
+// whether a certificate was required by the mode.
+func clientNamed(names []string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
 		if len(names) == 0 || len(cs.PeerCertificates) == 0 {
-			return nil // RequireAndVerifyClientCert already refused a missing one
+			return nil
 		}
 		leaf := cs.PeerCertificates[0]
 		if slices.Contains(names, leaf.Subject.CommonName) || slices.ContainsFunc(leaf.DNSNames, func(n string) bool { return slices.Contains(names, n) }) {
@@ -33,16 +53,6 @@ func requireClientCerts(base *tls.Config, caFile string, names []string, log *sl
 		}
 		return fmt.Errorf("%w: CN %q", ErrClientNotAllowed, leaf.Subject.CommonName)
 	}
-	return clientCerts(base, caFile, tls.RequireAndVerifyClientCert, log)
-}
-
-// askClientCerts makes every handshake of base ask for a client
-// certificate and verify one that is given against caFile (re-read as
-// requireClientCerts re-reads it). A client without one is served, and
-// the handler tells the two apart by the request's verified chains: the
-// API's SSO proxy must prove itself, its browsers and probes need not.
-func askClientCerts(base *tls.Config, caFile string, log *slog.Logger) error {
-	return clientCerts(base, caFile, tls.VerifyClientCertIfGiven, log)
 }
 
 // clientCerts sets base's client authentication to mode with the pool of

@@ -283,6 +283,76 @@ func TestAskClientCertificates(t *testing.T) {
 	}
 }
 
+// With names, a listener that asks for client certificates still serves a
+// client without one, serves the named proxy (by CN or by DNS SAN), and
+// refuses in the handshake a certificate of the same CA that names another
+// client: a CA that signs for a whole mesh does not make every pod a proxy.
+func TestAskClientCertificatesPinsNames(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "mesh-ca")
+	caFile := filepath.Join(dir, "client-ca.crt")
+	writeFile(t, caFile, string(ca.PEM))
+	certFile, keyFile := ca.Issue(t, "serving", testpki.Server).Write(t, dir, "tls")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	who := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			w.Write([]byte("nobody"))
+			return
+		}
+		w.Write([]byte(r.TLS.VerifiedChains[0][0].Subject.CommonName))
+	})
+	go func() {
+		done <- ListenAndServe(ctx, Options{Addr: addr, CertFile: certFile, KeyFile: keyFile, AskClientCAFile: caFile,
+			ClientNames: []string{"oauth2-proxy", "sso.example"}}, who, slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ListenAndServe after cancel = %v", err)
+		}
+	})
+	get := func(client *tls.Certificate) (string, error) {
+		cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
+		if client != nil {
+			cfg.Certificates = []tls.Certificate{*client}
+		}
+		tr := &http.Transport{TLSClientConfig: cfg}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("https://" + addr + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, err = io.Copy(&b, resp.Body)
+		return b.String(), err
+	}
+	waitServing(t, func() error { _, err := get(nil); return err })
+	byCN := ca.Issue(t, "oauth2-proxy", testpki.Client).Pair(t)
+	bySAN := ca.Issue(t, "proxy-7f9c", testpki.Client, "sso.example").Pair(t)
+	meshPod := ca.Issue(t, "some-pod", testpki.Client, "some-pod.tenant.svc").Pair(t)
+	for _, c := range []struct {
+		name string
+		cert *tls.Certificate
+		want string // "" = refused in the handshake
+	}{
+		{"no certificate", nil, "nobody"},
+		{"the proxy by CN", &byCN, "oauth2-proxy"},
+		{"the proxy by DNS SAN", &bySAN, "proxy-7f9c"},
+		{"another client of the same CA", &meshPod, ""},
+	} {
+		got, err := get(c.cert)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%s: served %q, want refused in the handshake", c.name, got)
+		case c.want != "" && (err != nil || got != c.want):
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
 func TestAskClientCAOptionsRefused(t *testing.T) {
 	for name, o := range map[string]Options{
 		"over plain HTTP":    {Addr: "127.0.0.1:0", InsecureHTTP: true, AskClientCAFile: "ca"},

@@ -55,8 +55,8 @@ type Options struct {
 	ClientNames  []string
 	// AskClientCAFile, with TLS, asks every client for a certificate and
 	// verifies one it is given against this PEM file (re-read when it
-	// changes); a client without one is still served, and a handler finds
-	// the verified chain in r.TLS. Excludes ClientCAFile.
+	// changes) and ClientNames; a client without one is still served, and
+	// a handler finds the verified chain in r.TLS. Excludes ClientCAFile.
 	AskClientCAFile string
 	// NoCredentials marks a listener that never receives a credential (the
 	// webhook's metrics): plain HTTP is then allowed on any address.
@@ -139,7 +139,7 @@ func (o Options) Validate() error {
 		}
 		return requireLoopback(o.Addr)
 	}
-	if len(o.ClientNames) > 0 && o.ClientCAFile == "" {
+	if len(o.ClientNames) > 0 && o.ClientCAFile == "" && o.AskClientCAFile == "" {
 		return errors.New("allowed client names need a client CA")
 	}
 	if o.ClientCAFile != "" && o.AskClientCAFile != "" {
@@ -164,7 +164,7 @@ func configureTLS(srv *http.Server, opts Options, log *slog.Logger) error {
 	case opts.ClientCAFile != "":
 		return requireClientCerts(srv.TLSConfig, opts.ClientCAFile, opts.ClientNames, log)
 	case opts.AskClientCAFile != "":
-		return askClientCerts(srv.TLSConfig, opts.AskClientCAFile, log)
+		return askClientCerts(srv.TLSConfig, opts.AskClientCAFile, opts.ClientNames, log)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ var (
 	// error), dial_failed (the spoke would not open one).
 	PortForwardSessions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "crucible_portforward_sessions_total",
-		Help: "Port-forward (run-live) sessions by cluster and outcome: caller_closed, pod_closed, pod_ended, idle, permission_gone, write_timeout, spoke_failed, dial_failed.",
+		Help: "Port-forward (run-live) sessions by cluster and outcome: caller_closed, pod_closed, pod_ended, idle, permission_gone, run_live_changed, max_session, write_timeout, spoke_failed, dial_failed.",
 	}, []string{"cluster", "outcome"})
 	// PortForwardOpen is the number of sessions open now.
 	PortForwardOpen = prometheus.NewGauge(prometheus.GaugeOpts{

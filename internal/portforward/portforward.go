@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"sync"
@@ -29,8 +31,9 @@ import (
 
 // Bounds of a session's setup.
 const (
-	// dialTimeout bounds the upgrade of the connection to the API server
-	// (client-go's dialers take no context).
+	// dialTimeout is the handshake deadline without Target's own: the
+	// upgrade of the connection to the API server and the opening of the
+	// session's streams.
 	dialTimeout = 30 * time.Second
 	// maxErrorBytes bounds what is read of the error stream: the kubelet
 	// writes one short message there.
@@ -56,6 +59,9 @@ type Target struct {
 	Port int
 	// WriteTimeout bounds one write to the pod; zero: none.
 	WriteTimeout time.Duration
+	// HandshakeTimeout bounds the whole setup, upgrade and streams; zero:
+	// dialTimeout.
+	HandshakeTimeout time.Duration
 }
 
 // URL is the portforward subresource of pod in namespace, as the cluster's
@@ -67,30 +73,94 @@ func URL(core rest.Interface, namespace, pod string) *url.URL {
 // Session is one forwarded TCP connection to a pod's port.
 type Session struct {
 	conn         streamhttp.Connection
+	raw          *dialConns // the network connections under conn
 	data         streamhttp.Stream
 	writeTimeout time.Duration
 	failure      chan error // the error stream's message (nil error: none), once
 	closeOnce    sync.Once
 }
 
+// errHandshakeTimeout is the cause of a dial that ran past its handshake
+// deadline (the caller's context ending is its own cause).
+var errHandshakeTimeout = errors.New("port-forward: no connection within the handshake deadline")
+
 // Dial opens a session: it upgrades a connection to the API server (a
 // WebSocket tunnelling SPDY, or SPDY when the server cannot, exactly as
-// kubectl chooses) and opens the stream pair of one forwarded connection.
+// kubectl chooses) and opens the stream pair of one forwarded connection,
+// all within the handshake deadline. A dial that is abandoned — the
+// deadline passed or ctx ended — closes the connections it made, so a
+// spoke that accepts and never answers holds nothing of the controller's.
 func Dial(ctx context.Context, t Target) (*Session, error) {
-	d, err := dialer(t)
+	timeout := t.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = dialTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w (%s)", errHandshakeTimeout, timeout))
+	defer cancel()
+	conns := &dialConns{}
+	d, err := dialer(t, ctx, conns)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := upgrade(ctx, d)
+	conn, err := upgrade(ctx, d, conns)
 	if err != nil {
 		return nil, err
 	}
-	s, err := openStreams(ctx, conn, t)
+	s, err := openStreams(ctx, conn, t, conns)
 	if err != nil {
 		_ = conn.Close()
+		conns.abandon() // spdystream's Close waits for streams the spoke never answered
 		return nil, err
 	}
 	return s, nil
+}
+
+// dialConns are the network connections one dial made (the WebSocket
+// upgrade reports its connection to an httptrace.ClientTrace), so that an
+// abandoned dial can close them: client-go's dialers take no context, and
+// the goroutine blocked in one returns only when its connection fails.
+type dialConns struct {
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+}
+
+// add records c, or closes it when the dial was abandoned already.
+func (d *dialConns) add(c net.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		_ = c.Close()
+		return
+	}
+	d.conns = append(d.conns, c)
+}
+
+// abandon closes every connection the dial made and any it makes later.
+func (d *dialConns) abandon() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	for _, c := range d.conns {
+		_ = c.Close()
+	}
+	d.conns = nil
+}
+
+// withDial sends each request of the dial with ctx — its handshake
+// deadline, which the WebSocket upgrade sets on its connection — and a
+// trace that hands the connection to conns.
+type withDial struct {
+	next  http.RoundTripper
+	ctx   context.Context
+	conns *dialConns
+}
+
+func (w withDial) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := httptrace.WithClientTrace(w.ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { w.conns.add(info.Conn) },
+	})
+	return w.next.RoundTrip(r.WithContext(ctx))
 }
 
 // dialer is kubectl's: the SPDY-over-WebSocket tunnel first, falling back to
@@ -98,8 +168,16 @@ func Dial(ctx context.Context, t Target) (*Session, error) {
 // primary's failure is kept: when the fallback fails too, the API server's
 // own answer to the first attempt (a 403 naming the missing RBAC) says more
 // than the fallback's "unable to upgrade connection".
-func dialer(t Target) (*fallback, error) {
-	rt, upgrader, err := spdy.RoundTripperFor(t.Config)
+func dialer(t Target, ctx context.Context, conns *dialConns) (*fallback, error) {
+	cfg := rest.CopyConfig(t.Config)
+	wrap := cfg.WrapTransport // the token's
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if wrap != nil {
+			rt = wrap(rt)
+		}
+		return withDial{next: rt, ctx: ctx, conns: conns}
+	}
+	rt, upgrader, err := spdy.RoundTripperFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("spdy transport: %w", err)
 	}
@@ -108,7 +186,7 @@ func dialer(t Target) (*fallback, error) {
 		return errors.New("the API server answered with a redirect: not followed")
 	}}
 	spdyDialer := spdy.NewDialerForStreaming(upgrader, client, http.MethodPost, t.URL)
-	tunnel, err := portforward.NewSPDYOverWebsocketDialerForStreaming(t.URL, t.Config)
+	tunnel, err := portforward.NewSPDYOverWebsocketDialerForStreaming(t.URL, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("websocket transport: %w", err)
 	}
@@ -133,16 +211,15 @@ type dialed struct {
 	err      error
 }
 
-// upgrade dials within ctx and dialTimeout; a connection that arrives after
-// the caller gave up is closed.
-func upgrade(ctx context.Context, d *fallback) (streamhttp.Connection, error) {
+// upgrade dials within ctx (its handshake deadline); a dial abandoned
+// closes its connections, and one that arrives after the caller gave up is
+// closed.
+func upgrade(ctx context.Context, d *fallback, conns *dialConns) (streamhttp.Connection, error) {
 	done := make(chan dialed, 1)
 	go func() {
 		conn, protocol, err := d.Dial(portforward.PortForwardProtocolV1Name)
 		done <- dialed{conn, protocol, err}
 	}()
-	timer := time.NewTimer(dialTimeout)
-	defer timer.Stop()
 	select {
 	case r := <-done:
 		if r.err != nil {
@@ -154,11 +231,12 @@ func upgrade(ctx context.Context, d *fallback) (streamhttp.Connection, error) {
 		}
 		return r.conn, nil
 	case <-ctx.Done():
+		conns.abandon()
 		go closeLate(done)
+		if cause := context.Cause(ctx); errors.Is(cause, errHandshakeTimeout) {
+			return nil, fmt.Errorf("%w: %w", cause, context.DeadlineExceeded)
+		}
 		return nil, fmt.Errorf("port-forward: %w", ctx.Err())
-	case <-timer.C:
-		go closeLate(done)
-		return nil, fmt.Errorf("port-forward: no connection within %s: %w", dialTimeout, context.DeadlineExceeded)
 	}
 }
 
@@ -196,10 +274,38 @@ func statusOf(err error) error {
 }
 
 // openStreams opens the error stream (read-only for the caller, as kubectl
-// uses it), then the data stream, of one forwarded connection.
-func openStreams(ctx context.Context, conn streamhttp.Connection, t Target) (*Session, error) {
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() }) // stream creation waits for the server's reply
-	defer stop()
+// uses it), then the data stream, of one forwarded connection, or gives up
+// when ctx ends, closing the connection. Stream creation waits for the
+// server's reply, and nothing but the reply or client-go's own 30 seconds
+// ends that wait: a spoke that never replies leaves the goroutine waiting
+// that long, its connection closed already.
+func openStreams(ctx context.Context, conn streamhttp.Connection, t Target, conns *dialConns) (*Session, error) {
+	type opened struct {
+		s   *Session
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		s, err := createStreams(conn, t, conns)
+		done <- opened{s, err}
+	}()
+	select {
+	case o := <-done:
+		return o.s, o.err
+	case <-ctx.Done():
+		_ = conn.Close()
+		conns.abandon()
+		go func() { // a session that still arrives is closed
+			if o := <-done; o.s != nil {
+				_ = o.s.Close()
+			}
+		}()
+		return nil, fmt.Errorf("port-forward: open streams: %w", context.Cause(ctx))
+	}
+}
+
+// createStreams opens the session's error and data streams on conn.
+func createStreams(conn streamhttp.Connection, t Target, conns *dialConns) (*Session, error) {
 	h := http.Header{}
 	h.Set(corev1.StreamType, corev1.StreamTypeError)
 	h.Set(corev1.PortHeader, strconv.Itoa(t.Port))
@@ -209,7 +315,7 @@ func openStreams(ctx context.Context, conn streamhttp.Connection, t Target) (*Se
 		return nil, fmt.Errorf("port-forward: error stream: %w", err)
 	}
 	_ = errStream.Close() // nothing is written to it
-	s := &Session{conn: conn, writeTimeout: t.WriteTimeout, failure: make(chan error, 1)}
+	s := &Session{conn: conn, raw: conns, writeTimeout: t.WriteTimeout, failure: make(chan error, 1)}
 	go s.readFailure(errStream)
 	h.Set(corev1.StreamType, corev1.StreamTypeData)
 	if s.data, err = conn.CreateStream(h); err != nil {
@@ -282,6 +388,7 @@ func (s *Session) Close() error {
 			_ = s.data.Reset()
 		}
 		_ = s.conn.Close()
+		s.raw.abandon() // no fd outlives the session, whatever the spoke still owes
 	})
 	return nil
 }

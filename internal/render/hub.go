@@ -39,9 +39,10 @@ const (
 //   - example ClusterRoles for people, over crucible's own resource
 //     workpods.crucible.dev (the cluster is the resource name):
 //     crucible-viewer (list and read pods, their logs and artifacts),
-//     crucible-submitter (the viewer's rights, submit and run-live: a
-//     port-forward to a pod reaches the code they could submit anyway) and
-//     crucible-admin (the submitter's and cancel). Bind them with a RoleBinding in
+//     crucible-submitter (the viewer's rights, submit and run-live into
+//     their own pods: a port-forward reaches the code they submitted) and
+//     crucible-admin (the submitter's, cancel, and run-live into any
+//     submitter's pods: create-any on workpods/portforward). Bind them with a RoleBinding in
 //     api.namespace, or a ClusterRoleBinding; copy one with resourceNames to
 //     limit it to some clusters.
 func HubRBAC(namespace, serviceAccount string) []runtime.Object {
@@ -60,7 +61,9 @@ func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 		workpods(apiauth.VerbGet, apiauth.VerbList),
 		{APIGroups: []string{apiauth.Group}, Resources: []string{apiauth.Resource + "/" + apiauth.SubresourceLog, apiauth.Resource + "/" + apiauth.SubresourceArtifacts}, Verbs: []string{apiauth.VerbGet}},
 	}
-	portForward := rbacv1.PolicyRule{APIGroups: []string{apiauth.Group}, Resources: []string{apiauth.Resource + "/" + apiauth.SubresourcePortForward}, Verbs: []string{apiauth.VerbCreate}}
+	portForward := func(verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{apiauth.Group}, Resources: []string{apiauth.Resource + "/" + apiauth.SubresourcePortForward}, Verbs: verbs}
+	}
 	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
 		return &rbacv1.ClusterRole{TypeMeta: typeMeta("ClusterRole"), ObjectMeta: meta(name), Rules: rules}
 	}
@@ -94,8 +97,9 @@ func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubLeaderName},
 		},
 		role(HubViewerName, read...),
-		role(HubSubmitterName, append(read[:2:2], workpods(apiauth.VerbCreate), portForward)...),
-		role(HubAdminName, append(read[:2:2], workpods(apiauth.VerbCreate, apiauth.VerbDelete), portForward)...),
+		role(HubSubmitterName, append(read[:2:2], workpods(apiauth.VerbCreate), portForward(apiauth.VerbCreate))...),
+		role(HubAdminName, append(read[:2:2], workpods(apiauth.VerbCreate, apiauth.VerbDelete),
+			portForward(apiauth.VerbCreate, apiauth.VerbCreateAny))...),
 	}
 }
 

@@ -20,6 +20,8 @@ func TestHubRBAC(t *testing.T) {
 		{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/log", "workpods/artifacts"}, Verbs: []string{"get"}},
 	}
 	portForward := rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/portforward"}, Verbs: []string{"create"}}
+	// Only the admin may port-forward into another submitter's pods.
+	portForwardAny := rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/portforward"}, Verbs: []string{"create", "create-any"}}
 	want := []runtime.Object{
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-api-auth", Labels: labels},
 			Rules: []rbacv1.PolicyRule{
@@ -45,7 +47,7 @@ func TestHubRBAC(t *testing.T) {
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-submitter", Labels: labels},
 			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create"}}, portForward)},
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: "crucible-admin", Labels: labels},
-			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create", "delete"}}, portForward)},
+			Rules: append(append([]rbacv1.PolicyRule{}, read...), rbacv1.PolicyRule{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods"}, Verbs: []string{"create", "delete"}}, portForwardAny)},
 	}
 	got := HubRBAC("ops", "ctl")
 	if diff := cmp.Diff(want, got); diff != "" {

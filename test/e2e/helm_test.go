@@ -100,7 +100,9 @@ func TestHelmRefusesBadValues(t *testing.T) {
 		{"crucible-hub", []string{"--set", "ingress.enabled=true,ingress.sharedSourceAddress=true"}, ""},
 		{"crucible-hub", []string{"--set", "ingress.enabled=true,ingest.trustedProxies={10.244.0.0/16}"}, ""},
 		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24}"}, `api.auth "proxy" needs api.proxyClientCA`},
-		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca"}, ""},
+		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca"}, `api.auth "proxy" needs api.proxyClientNames`},
+		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca,api.proxyClientNames={oauth2-proxy}"}, ""},
+		{"crucible-hub", []string{"--set", "api.proxyClientNames={oauth2-proxy}"}, `api.proxyClientNames is only used with api.auth "proxy"`},
 		{"crucible-hub", []string{"--set", "api.proxyClientCA.secretName=ca"}, `api.proxyClientCA is only used with api.auth "proxy"`},
 		{"crucible-hub", []string{"--set", "api.auth=proxy,api.proxyClientCA.secretName=a,api.proxyClientCA.configMapName=b"}, "set secretName or configMapName, not both"},
 		{"crucible-hub", []string{"--set-json", `spokes=[` + spokeJSON + `,"runLive":{"enabled":true,"ports":[]}}]`}, "/spokes/0/runLive/ports"},
@@ -398,7 +400,7 @@ func TestHelmHubNetworkPolicy(t *testing.T) {
 		internalFrom string // the app.kubernetes.io/name the internal port admits
 	}{
 		{"kubernetes", nil, "ingress-nginx"},
-		{"proxy", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca"}, "oauth2-proxy"},
+		{"proxy", []string{"--set", "api.auth=proxy,api.proxyCIDRs={10.0.0.0/24},api.proxyClientCA.secretName=ca,api.proxyClientNames={oauth2-proxy}"}, "oauth2-proxy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, objs := helmTemplate(t, "crucible-hub", "crucible", tc.args...)
@@ -497,7 +499,8 @@ func TestHelmHubAPIAuth(t *testing.T) {
 		t.Errorf("api.auth empty: profile has [api]:\n%s", profile)
 	}
 	_, objs = helmTemplate(t, "crucible-hub", "hub-ns", "--set", "api.auth=proxy", "--set", "api.proxyCIDRs={10.1.0.0/16}",
-		"--set", "api.allowedHosts={crucible.example.com}", "--set", "api.proxyClientCA.configMapName=proxy-ca")
+		"--set", "api.allowedHosts={crucible.example.com}", "--set", "api.proxyClientCA.configMapName=proxy-ca",
+		"--set", "api.proxyClientNames={oauth2-proxy,sso.example}")
 	var profile struct {
 		API map[string]any `toml:"api"`
 	}
@@ -508,7 +511,7 @@ func TestHelmHubAPIAuth(t *testing.T) {
 		"auth": "proxy", "namespace": "hub-ns", "proxy_cidrs": []any{"10.1.0.0/16"},
 		"allowed_hosts": []any{"localhost", "127.0.0.1", "::1", "crucible-internal", "crucible-internal.hub-ns",
 			"crucible-internal.hub-ns.svc", "crucible.example.com"},
-		"proxy_client_ca": "/etc/crucible/proxy-client-ca/ca.crt",
+		"proxy_client_ca": "/etc/crucible/proxy-client-ca/ca.crt", "proxy_client_names": []any{"oauth2-proxy", "sso.example"},
 	}
 	if diff := cmp.Diff(want, profile.API); diff != "" {
 		t.Errorf("[api] (-want +got):\n%s", diff)

@@ -45,9 +45,15 @@ func echoPod(t testing.TB, s *devstack.Stack, cluster string) api.WorkPod {
 // pod runs before its echo listens.
 func waitEchoing(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
+	waitEchoingAs(t, s, id, nil)
+}
+
+// waitEchoingAs is waitEchoing with the caller's header (its bearer token).
+func waitEchoingAs(t testing.TB, s *devstack.Stack, id string, header http.Header) {
+	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		ws, code, msg := wsDial(t, s, id, 7777, nil)
+		ws, code, msg := wsDial(t, s, id, 7777, header)
 		if ws == nil {
 			last = fmt.Sprintf("%d %s", code, msg)
 			return false, nil
@@ -372,7 +378,7 @@ func TestPortForwardRunLiveOffAndPermissions(t *testing.T) {
 	applyHub(t, s, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "pf-dock"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"crucible.dev"}, Resources: []string{"workpods/portforward"},
-			Verbs: []string{"create"}, ResourceNames: []string{"dock"}}},
+			Verbs: []string{"create", "create-any"}, ResourceNames: []string{"dock"}}}, // the pods are not pf-dock's own
 	})
 	for _, name := range []string{"pf-none", "pf-dock"} {
 		hubServiceAccount(t, s, name)

@@ -117,7 +117,12 @@ drop-box's own over both. */}}
 {{- if not (or $ca.secretName $ca.configMapName) -}}
 {{- fail "api.auth \"proxy\" needs api.proxyClientCA.secretName or api.proxyClientCA.configMapName (the CA of the proxy's client certificate, profile api.proxy_client_ca): an address in api.proxyCIDRs alone is what every pod of the pod CIDR has" -}}
 {{- end -}}
+{{- if not .Values.api.proxyClientNames -}}
+{{- fail "api.auth \"proxy\" needs api.proxyClientNames (the CN or a DNS SAN of the proxy's client certificate, profile api.proxy_client_names): without it any certificate api.proxyClientCA signed is a proxy, and a mesh-wide CA makes every pod one" -}}
+{{- end -}}
 {{- else if or $ca.secretName $ca.configMapName -}}
 {{- fail (printf "api.proxyClientCA is only used with api.auth \"proxy\", not %q" .Values.api.auth) -}}
+{{- else if .Values.api.proxyClientNames -}}
+{{- fail (printf "api.proxyClientNames is only used with api.auth \"proxy\", not %q" .Values.api.auth) -}}
 {{- end -}}
 {{- end }}
