@@ -192,7 +192,7 @@ func TestHelmClusterProfilesRefusesBadValues(t *testing.T) {
 		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "at '/clusterProfiles/command'")):
 			t.Errorf("command %q: %v; want a refusal at /clusterProfiles/command", tc.command, err)
 		}
-		if _, rerr := render.ProviderFile(render.AccessProviderName, tc.command); (rerr == nil) != tc.ok {
+		if _, rerr := render.ProviderFile(render.AccessProviderName, tc.command, render.ServerPinsPath); (rerr == nil) != tc.ok {
 			t.Errorf("command %q: chart ok %v, render says %v", tc.command, tc.ok, rerr)
 		}
 	}
