@@ -287,9 +287,10 @@ func TestClusterProfileConsumerLibrary(t *testing.T) {
 	}
 }
 
-// A ClusterProfile whose extension names dock but points tokenFile at
-// wharf's token gets nothing from `crucible credential`: the consumer's
-// request fails before it reaches dock, and the plugin says why.
+// A ClusterProfile naming dock, where the consumer's token directory holds
+// wharf's token under dock's name (a mislabelled mount), gets nothing from
+// `crucible credential`: the consumer's request fails before it reaches
+// dock, and the plugin says why.
 func TestClusterProfileWrongAudienceRefused(t *testing.T) {
 	s := devstacktest.Shared(t)
 	hub, err := dynamic.NewForConfig(s.Hub.Admin)
@@ -299,15 +300,20 @@ func TestClusterProfileWrongAudienceRefused(t *testing.T) {
 	installClusterProfileCRD(t, hub)
 	hubNamespace(t, s, "clusterprofile-refused")
 
-	rendered := renderClusterProfile(t, s, "dock", "clusterprofile-refused")
-	wharfToken := s.Federation.SpokeTokenFiles["wharf"]
-	ext, err := json.Marshal(map[string]string{"cluster": "dock", "tokenFile": wharfToken})
+	tokenDir := t.TempDir()
+	wharfToken, err := os.ReadFile(s.Federation.SpokeTokenFiles["wharf"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered.Status.AccessProviders[0].Cluster.Extensions[0].Extension = runtime.RawExtension{Raw: ext}
-	cp := kubectlApplyClusterProfile(t, s, hub, rendered)
-	cfg, err := consumerProviders(t, t.TempDir(), renderedPins(t, s)).BuildConfigFromCP(cp)
+	dockFile := filepath.Join(tokenDir, "dock", "token")
+	if err := os.Mkdir(filepath.Dir(dockFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dockFile, wharfToken, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := kubectlApplyClusterProfile(t, s, hub, renderClusterProfile(t, s, "dock", "clusterprofile-refused"))
+	cfg, err := consumerProviders(t, tokenDir, renderedPins(t, s)).BuildConfigFromCP(cp)
 	if err != nil {
 		t.Fatalf("BuildConfigFromCP: %v", err)
 	}
@@ -325,8 +331,8 @@ func TestClusterProfileWrongAudienceRefused(t *testing.T) {
 	// client-go sends the plugin's stderr to the process's; run the same
 	// exec config with the exec info client-go builds, to read the reason.
 	stderr := runExecPlugin(t, cfg)
-	if !strings.Contains(stderr, "token for another audience") || !strings.Contains(stderr, `"dock"`) || !strings.Contains(stderr, wharfToken) {
-		t.Errorf("plugin stderr = %q; want the audience refusal naming dock and %s", stderr, wharfToken)
+	if !strings.Contains(stderr, "token for another audience") || !strings.Contains(stderr, `"dock"`) || !strings.Contains(stderr, dockFile) {
+		t.Errorf("plugin stderr = %q; want the audience refusal naming dock and %s", stderr, dockFile)
 	}
 }
 

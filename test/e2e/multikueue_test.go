@@ -190,7 +190,7 @@ func startMultiKueue(tb testing.TB, clientConnection map[string]any, quota kueue
 		createClusterProfile(tb, hubDyn, renderClusterProfile(tb, s, w.Name, kueueNamespace))
 	}
 	runs := filepath.Join(tb.TempDir(), "credential-runs.log")
-	providers := kueueProviders(tb, tokenDir, credentialWrapper(tb, tokenDir, runs))
+	providers := kueueProviders(tb, tokenDir, credentialWrapper(tb, tokenDir, runs), renderedPins(tb, s))
 
 	// Kueue on all three: CRDs, webhooks on loopback, the manager process.
 	for _, c := range all {
@@ -379,11 +379,12 @@ func credentialWrapper(t testing.TB, tokenDir, runs string) string {
 // kueueProviders is the provider file `crucible render clusterprofile
 // --provider-file` prints, as Kueue's Configuration takes it
 // (multiKueue.clusterProfile.credentialsProviders), with command as the
-// plugin and CRUCIBLE_TOKEN_DIR set (a consumer pod needs neither: crucible
-// at the rendered path, the chart's token layout).
-func kueueProviders(t testing.TB, tokenDir, command string) []any {
+// plugin, pins (`render clusterprofile --server-pins`) as its --server-pins
+// and CRUCIBLE_TOKEN_DIR set (a consumer pod needs none of these: crucible
+// at the rendered path, the pins and tokens where the chart mounts them).
+func kueueProviders(t testing.TB, tokenDir, command, pins string) []any {
 	t.Helper()
-	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", command)
+	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", command, "--server-pins-path", pins)
 	file := withTokenDir(t, "provider file", out, tokenDir)
 	data, err := json.Marshal(file.Providers)
 	if err != nil {
