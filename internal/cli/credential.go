@@ -58,9 +58,9 @@ var (
 )
 
 func newCredentialCmd() *cobra.Command {
-	var tokenFile string
+	var fl credentialFlags
 	cmd := &cobra.Command{
-		Use:   "credential [--token-file FILE]",
+		Use:   "credential [--token-file FILE] [--server-pins FILE]",
 		Short: "Hand a projected service-account token to kubectl or any client-go tool (exec credential plugin, ClusterProfile access provider)",
 		Long: `credential is a client-go exec credential plugin: it prints an ExecCredential
 (client.authentication.k8s.io/v1, or v1beta1 when KUBERNETES_EXEC_INFO asks for
@@ -80,20 +80,34 @@ as KUBERNETES_EXEC_INFO's spec.cluster.config:
   {"cluster": "wharf", "tokenFile": "/path/to/token", "audience": "wharf"}
 
   cluster    the spoke's name in crucible's fleet (a DNS label); required
-  tokenFile  an absolute path; default $CRUCIBLE_TOKEN_DIR/<cluster>/token, with
-             CRUCIBLE_TOKEN_DIR default /var/run/secrets/crucible (the hub chart's
-             layout of projected tokens)
-  audience   the audience that spoke's token is projected for, when the chart
-             overrides it; default the cluster name
+  tokenFile  default $CRUCIBLE_TOKEN_DIR/<cluster>/token, with CRUCIBLE_TOKEN_DIR
+             default /var/run/secrets/crucible (the hub chart's layout of
+             projected tokens); if given, it must resolve, symlinks followed,
+             inside CRUCIBLE_TOKEN_DIR
+  audience   if given, it must be the pinned audience (below)
 
-The token's aud must contain that audience, so a config naming one spoke never
-gets another spoke's token. With both --token-file and a config, the file is
---token-file's and the config's audience is still checked.
+Whoever writes a ClusterProfile's status chooses which spoke, never where its
+token goes: --server-pins FILE, the consumer's own configuration (crucible
+render clusterprofile --server-pins; the hub chart's ConfigMap key
+server-pins.json), pins per spoke the server, CA and audience:
 
-It refuses a missing or invalid config (unknown keys, a cluster that is not a
-DNS label, a relative tokenFile), and an unreadable, empty, malformed, expired
-or wrong-audience token, with an error naming the file or key, rather than
-handing out a token the spoke would refuse.`,
+  {"clusters": [{"name": "wharf", "server": "https://api.wharf.example.com:6443",
+    "certificate-authority-data": "<base64 PEM>", "audience": "wharf"}]}
+
+The token is handed out only if spec.cluster.server is the pinned server
+(compared as client-go dials it: scheme and host case, the default port and
+a trailing slash do not matter; a missing server is refused), its
+certificate-authority-data holds the pinned CAs (none, if the pin has none),
+it sets no insecure-skip-tls-verify, tls-server-name or proxy-url, and the
+token's aud is exactly the pinned audience (default the cluster name). With
+--token-file and a config, the file is --token-file's and every check still
+applies.
+
+Each refusal names its check on stderr (client-go itself reports only the
+exit status): no server pins, server pin check failed, audience pin check
+failed, token dir check failed, token for another audience, invalid cluster
+config, and an unreadable, empty, malformed or expired token, naming the file
+or key. Nothing is printed on stdout then, so no request carries a token.`,
 		Example: `  # a kubeconfig user for the spoke wharf (see docs/cli.md)
   users:
   - name: crucible-wharf
@@ -107,7 +121,8 @@ handing out a token the spoke would refuse.`,
   # a ClusterProfile consumer's provider file (--clusterprofile-provider-file)
   {"providers": [{"name": "crucible", "execConfig": {
     "apiVersion": "client.authentication.k8s.io/v1", "command": "crucible",
-    "args": ["credential"], "provideClusterInfo": true, "interactiveMode": "Never"}}]}
+    "args": ["credential", "--server-pins", "/etc/crucible/clusterprofile/server-pins.json"],
+    "provideClusterInfo": true, "interactiveMode": "Never"}}]}
 
   # and the ClusterProfile wharf's status.accessProviders entry
   - name: crucible
@@ -119,7 +134,8 @@ handing out a token the spoke would refuse.`,
         extension: {cluster: wharf}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := credential(os.Getenv(execInfoEnv), tokenFile, os.Getenv(tokenDirEnv), time.Now())
+			fl.tokenDir = os.Getenv(tokenDirEnv)
+			out, err := credential(os.Getenv(execInfoEnv), fl, time.Now())
 			if err != nil {
 				return err
 			}
@@ -127,19 +143,21 @@ handing out a token the spoke would refuse.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&tokenFile, "token-file", "",
+	cmd.Flags().StringVar(&fl.tokenFile, "token-file", "",
 		"the projected service-account token to hand out (default: the one the cluster's exec extension names)")
+	cmd.Flags().StringVar(&fl.serverPins, "server-pins", "",
+		"the consumer's pins: per spoke, the server, CA and audience its token may go to (JSON; required with a cluster config; crucible render clusterprofile --server-pins)")
 	return cmd
 }
 
 // credential answers one exec request: which token the request and the flag
 // name, read, checked against the cluster it is for, in the version asked.
-func credential(execInfo, tokenFlag, tokenDir string, now time.Time) ([]byte, error) {
+func credential(execInfo string, fl credentialFlags, now time.Time) ([]byte, error) {
 	req, err := parseExecInfo(execInfo)
 	if err != nil {
 		return nil, err
 	}
-	src, err := pickToken(req, tokenFlag, tokenDir)
+	src, err := pickToken(req, fl)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +172,9 @@ func credential(execInfo, tokenFlag, tokenDir string, now time.Time) ([]byte, er
 type execRequest struct {
 	present    bool // the variable was set (client-go always sets it)
 	apiVersion string
-	hasCluster bool   // spec.cluster, sent only with provideClusterInfo: true
-	config     []byte // spec.cluster.config; nil when absent or null
+	hasCluster bool        // spec.cluster, sent only with provideClusterInfo: true
+	cluster    execCluster // spec.cluster's connection, checked against the pin
+	config     []byte      // spec.cluster.config; nil when absent or null
 }
 
 // parseExecInfo reads env (v1 when empty, as when run by hand) with
@@ -178,12 +197,16 @@ func parseExecInfo(env string) (execRequest, error) {
 		err = json.Unmarshal([]byte(env), &info)
 		if c := info.Spec.Cluster; c != nil {
 			req.hasCluster, req.config = true, c.Config.Raw
+			req.cluster = execCluster{server: c.Server, tlsServerName: c.TLSServerName, proxyURL: c.ProxyURL,
+				insecure: c.InsecureSkipTLSVerify, caData: c.CertificateAuthorityData}
 		}
 	case clientauthv1beta1.SchemeGroupVersion.String():
 		var info clientauthv1beta1.ExecCredential
 		err = json.Unmarshal([]byte(env), &info)
 		if c := info.Spec.Cluster; c != nil {
 			req.hasCluster, req.config = true, c.Config.Raw
+			req.cluster = execCluster{server: c.Server, tlsServerName: c.TLSServerName, proxyURL: c.ProxyURL,
+				insecure: c.InsecureSkipTLSVerify, caData: c.CertificateAuthorityData}
 		}
 	default:
 		return execRequest{}, fmt.Errorf("%s: %w %q (want %s or %s)", execInfoEnv, ErrExecInfoVersion, meta.APIVersion,
@@ -269,14 +292,24 @@ type tokenSource struct {
 	audience string
 }
 
+// credentialFlags are what the consumer itself configured: its exec args
+// and env, never the ClusterProfile.
+type credentialFlags struct {
+	tokenFile  string // --token-file
+	tokenDir   string // CRUCIBLE_TOKEN_DIR
+	serverPins string // --server-pins
+}
+
 // pickToken decides which file serves the request. --token-file wins for
-// the file (an operator's explicit choice), but a cluster config present
-// beside it is still parsed and its audience still checked: the config
-// says which spoke the client is about to talk to.
-func pickToken(req execRequest, tokenFlag, tokenDir string) (tokenSource, error) {
+// the file (an operator's explicit choice). A cluster config (from a
+// ClusterProfile) only names the spoke: the spoke's pin, from the
+// consumer's --server-pins, decides the server the token may go to and the
+// audience it must carry, and a tokenFile it names must lie inside the
+// token directory.
+func pickToken(req execRequest, fl credentialFlags) (tokenSource, error) {
 	if req.config == nil {
-		if tokenFlag != "" {
-			return tokenSource{file: tokenFlag}, nil
+		if fl.tokenFile != "" {
+			return tokenSource{file: fl.tokenFile}, nil
 		}
 		return tokenSource{}, noConfigError(req)
 	}
@@ -284,23 +317,40 @@ func pickToken(req execRequest, tokenFlag, tokenDir string) (tokenSource, error)
 	if err != nil {
 		return tokenSource{}, err
 	}
-	src := tokenSource{file: tokenFlag, cluster: cfg.Cluster, audience: cfg.Cluster}
-	if cfg.Audience != nil {
-		src.audience = *cfg.Audience
+	pins, err := loadServerPins(fl.serverPins)
+	if err != nil {
+		return tokenSource{}, err
 	}
-	switch {
-	case tokenFlag != "":
-	case cfg.TokenFile != nil:
-		src.file = *cfg.TokenFile
-	default:
-		if tokenDir == "" {
-			tokenDir = defaultTokenDir
-		}
-		if !filepath.IsAbs(tokenDir) {
-			return tokenSource{}, fmt.Errorf("%s %q: must be an absolute path", tokenDirEnv, tokenDir)
-		}
+	pin, ok := pins[cfg.Cluster]
+	if !ok {
+		return tokenSource{}, fmt.Errorf("%w: cluster %s has no pin in --server-pins %s", ErrServerPin, cfg.Cluster, fl.serverPins)
+	}
+	if err := checkServerPin(pin, req.cluster); err != nil {
+		return tokenSource{}, err
+	}
+	src := tokenSource{file: fl.tokenFile, cluster: cfg.Cluster, audience: pinAudience(pin)}
+	if cfg.Audience != nil && *cfg.Audience != src.audience {
+		return tokenSource{}, fmt.Errorf("%w: cluster %s: spec.cluster.config.audience %q is not the pinned audience %q",
+			ErrAudiencePin, cfg.Cluster, httperr.Truncate(*cfg.Audience, 200), src.audience)
+	}
+	if src.file != "" {
+		return src, nil
+	}
+	tokenDir := fl.tokenDir
+	if tokenDir == "" {
+		tokenDir = defaultTokenDir
+	}
+	if !filepath.IsAbs(tokenDir) {
+		return tokenSource{}, fmt.Errorf("%s %q: must be an absolute path", tokenDirEnv, tokenDir)
+	}
+	if cfg.TokenFile == nil {
 		src.file = filepath.Join(tokenDir, cfg.Cluster, "token")
+		return src, nil
 	}
+	if err := insideTokenDir(*cfg.TokenFile, tokenDir); err != nil {
+		return tokenSource{}, err
+	}
+	src.file = *cfg.TokenFile
 	return src, nil
 }
 
@@ -358,6 +408,13 @@ func credentialExpiry(now, exp time.Time) time.Time {
 	return exp
 }
 
+// onlyAudience: aud names want and nothing else. A token that some other
+// server would accept too is refused even for the right spoke: the spoke
+// could replay it there.
+func onlyAudience(aud []string, want string) bool {
+	return len(aud) > 0 && !slices.ContainsFunc(aud, func(a string) bool { return a != want })
+}
+
 // execCredential builds the ExecCredential for token (read from src.file)
 // in apiVersion. The token must be for src.audience, when the request names
 // a cluster, and carry an exp in the future: client-go caches the
@@ -370,8 +427,8 @@ func execCredential(apiVersion, token string, src tokenSource, now time.Time) ([
 		// The ParseError never contains the token.
 		return nil, fmt.Errorf("token file %s: %w: %w", file, ErrTokenMalformed, err)
 	}
-	if src.audience != "" && !tok.Claims.HasAudience(src.audience) {
-		return nil, fmt.Errorf("token file %s: %w: its aud %q does not contain %q, the audience of cluster %s",
+	if src.audience != "" && !onlyAudience(tok.Claims.Audience, src.audience) {
+		return nil, fmt.Errorf("token file %s: %w: its aud %q is not exactly %q, the audience of cluster %s",
 			file, ErrTokenAudience, tok.Claims.Audience, src.audience, src.cluster)
 	}
 	exp := tok.Claims.Expiry

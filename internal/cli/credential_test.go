@@ -27,6 +27,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/jwt/jwttest"
+	"crucible.dev/crucible/internal/render"
 )
 
 var credNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -83,6 +84,24 @@ func writeFile(t *testing.T, dir, rel, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testServer is the server clusterInfo sends for every cluster.
+const testServer = "https://api.wharf.example.com:6443"
+
+// writePins writes a --server-pins file pinning each name to testServer
+// with no CA, and the audiences of auds (name=audience) where given.
+func writePins(t *testing.T, dir string, names []string, auds map[string]string) string {
+	t.Helper()
+	var pins render.ServerPins
+	for _, n := range names {
+		pins.Clusters = append(pins.Clusters, render.ServerPin{Name: n, Server: testServer, Audience: auds[n]})
+	}
+	data, err := json.Marshal(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, dir, "pins/server-pins.json", string(data))
 }
 
 // decodedCredential is the part of an ExecCredential client-go reads.
@@ -183,7 +202,11 @@ func TestExecCredentialRefusals(t *testing.T) {
 		{name: "exp not a number", token: jwttest.Raw(map[string]any{"alg": "RS256"}, map[string]any{"exp": "tomorrow"}, "c2ln"), want: ErrTokenMalformed},
 		{name: "oversized", token: strings.Repeat("a.", jwt.MaxTokenBytes), want: ErrTokenMalformed},
 		{name: "another cluster's audience", token: saToken(t, credNow.Add(time.Hour)), audience: "dock", want: ErrTokenAudience,
-			wantText: `token for another audience: its aud ["wharf"] does not contain "dock", the audience of cluster dock`},
+			wantText: `token for another audience: its aud ["wharf"] is not exactly "dock", the audience of cluster dock`},
+		{name: "an audience besides the cluster's", token: saTokenFor(t, []string{"wharf", "https://kubernetes.default.svc"}, credNow.Add(time.Hour)), audience: "wharf", want: ErrTokenAudience,
+			wantText: `its aud ["wharf" "https://kubernetes.default.svc"] is not exactly "wharf"`},
+		{name: "an empty audience besides", token: saTokenFor(t, []string{"wharf", ""}, credNow.Add(time.Hour)), audience: "wharf", want: ErrTokenAudience},
+		{name: "empty aud list", token: saTokenFor(t, []string{}, credNow.Add(time.Hour)), audience: "wharf", want: ErrTokenAudience},
 		{name: "no aud", token: saTokenFor(t, nil, credNow.Add(time.Hour)), audience: "wharf", want: ErrTokenAudience},
 		{name: "audience before expiry", token: saTokenFor(t, []string{"dock"}, credNow.Add(-time.Hour)), audience: "wharf", want: ErrTokenAudience},
 	} {
@@ -246,11 +269,13 @@ func TestCredentialClusterConfig(t *testing.T) {
 	dir := t.TempDir()
 	exp := credNow.Add(time.Hour)
 	wharf, dock := saTokenFor(t, []string{"wharf"}, exp), saTokenFor(t, []string{"dock"}, exp)
-	custom := saTokenFor(t, []string{"https://wharf.example.com", "other"}, exp)
+	custom := saTokenFor(t, []string{"https://quay.example.com"}, exp)
 	writeFile(t, dir, "wharf/token", wharf+"\n")
 	writeFile(t, dir, "dock/token", wharf) // mislabelled: dock's directory holds wharf's token
 	dockFile := writeFile(t, dir, "elsewhere/dock.jwt", dock)
 	customFile := writeFile(t, dir, "custom/token", custom)
+	writeFile(t, dir, "quay/token", wharf) // quay's pinned audience is not wharf
+	pins := writePins(t, t.TempDir(), []string{"wharf", "dock", "stale", "harbor", "quay"}, map[string]string{"quay": "https://quay.example.com"})
 	writeFile(t, dir, "stale/token", saTokenFor(t, []string{"stale"}, credNow.Add(-time.Minute)))
 
 	for _, tc := range []struct {
@@ -265,19 +290,22 @@ func TestCredentialClusterConfig(t *testing.T) {
 		{name: "v1, default token dir", info: clusterInfo(v1Info, `{"cluster":"wharf"}`), want: wharf},
 		{name: "v1beta1", info: clusterInfo(v1beta1Info, `{"cluster":"wharf"}`), want: wharf},
 		{name: "explicit tokenFile", info: clusterInfo(v1Info, fmt.Sprintf(`{"cluster":"dock","tokenFile":%q}`, dockFile)), want: dock},
-		{name: "audience override", info: clusterInfo(v1Info, fmt.Sprintf(`{"cluster":"wharf","tokenFile":%q,"audience":"https://wharf.example.com"}`, customFile)), want: custom},
+		{name: "pinned audience, named", info: clusterInfo(v1Info, fmt.Sprintf(`{"cluster":"quay","tokenFile":%q,"audience":"https://quay.example.com"}`, customFile)), want: custom},
+		{name: "pinned audience, not named", info: clusterInfo(v1Info, fmt.Sprintf(`{"cluster":"quay","tokenFile":%q}`, customFile)), want: custom},
 		{name: "null optional keys", info: clusterInfo(v1Info, `{"cluster":"wharf","tokenFile":null,"audience":null}`), want: wharf},
 		{name: "--token-file and a config that agree", info: clusterInfo(v1Info, `{"cluster":"dock"}`), flag: dockFile, want: dock},
 		{name: "--token-file wins over tokenFile", info: clusterInfo(v1Info, fmt.Sprintf(`{"cluster":"dock","tokenFile":%q}`, filepath.Join(dir, "absent"))), flag: dockFile, want: dock},
 		{name: "--token-file, no config: no audience to check", info: `{"apiVersion":"client.authentication.k8s.io/v1","spec":{}}`, flag: dockFile, want: dock},
 
 		{name: "config naming dock, wharf's token in dock's directory", info: clusterInfo(v1Info, `{"cluster":"dock"}`), wantErr: ErrTokenAudience,
-			wantText: []string{"token file " + filepath.Join(dir, "dock/token") + ": ", `its aud ["wharf"] does not contain "dock", the audience of cluster dock`}},
+			wantText: []string{"token file " + filepath.Join(dir, "dock/token") + ": ", `its aud ["wharf"] is not exactly "dock", the audience of cluster dock`}},
 		{name: "config naming dock, tokenFile for wharf", info: clusterInfo(v1Info, fmt.Sprintf(`{"cluster":"dock","tokenFile":%q}`, filepath.Join(dir, "wharf/token"))), wantErr: ErrTokenAudience,
 			wantText: []string{`["wharf"]`, `"dock"`}},
 		{name: "config naming dock, --token-file for wharf", info: clusterInfo(v1Info, `{"cluster":"dock"}`), flag: filepath.Join(dir, "wharf/token"), wantErr: ErrTokenAudience},
-		{name: "audience override not in the token", info: clusterInfo(v1Info, `{"cluster":"wharf","audience":"https://wharf.example.com"}`), wantErr: ErrTokenAudience,
-			wantText: []string{`does not contain "https://wharf.example.com", the audience of cluster wharf`}},
+		{name: "pinned audience not in the token", info: clusterInfo(v1Info, `{"cluster":"quay"}`), wantErr: ErrTokenAudience,
+			wantText: []string{`is not exactly "https://quay.example.com", the audience of cluster quay`}},
+		{name: "audience the pin does not allow", info: clusterInfo(v1Info, `{"cluster":"wharf","audience":"https://wharf.example.com"}`), wantErr: ErrAudiencePin,
+			wantText: []string{`audience pin check failed: cluster wharf: spec.cluster.config.audience "https://wharf.example.com" is not the pinned audience "wharf"`}},
 		{name: "expired", info: clusterInfo(v1Info, `{"cluster":"stale"}`), wantErr: ErrTokenExpired, wantText: []string{filepath.Join(dir, "stale/token")}},
 		{name: "missing token file", info: clusterInfo(v1Info, `{"cluster":"harbor"}`), wantErr: fs.ErrNotExist, wantText: []string{"token file " + filepath.Join(dir, "harbor/token") + ": "}},
 		{name: "default token dir", info: clusterInfo(v1Info, `{"cluster":"harbor"}`), tokenDir: "-", wantErr: fs.ErrNotExist,
@@ -328,7 +356,7 @@ func TestCredentialClusterConfig(t *testing.T) {
 			case "-":
 				tokenDir = ""
 			}
-			out, err := credential(tc.info, tc.flag, tokenDir, credNow)
+			out, err := credential(tc.info, credentialFlags{tokenFile: tc.flag, tokenDir: tokenDir, serverPins: pins}, credNow)
 			if tc.want != "" {
 				if err != nil {
 					t.Fatal(err)
@@ -377,6 +405,13 @@ func FuzzCredentialClusterConfig(f *testing.F) {
 		`{"cluster":"wharf","tokenFile":"/a/../b"}`, `{"cluster":"wharf","tokenFile":"a"}`, `{"cluster":"wharf","audience":""}`,
 		`{"cluster":"wharf"} {}`, `{"cluster":"wharf",}`, `null`, `"wharf"`, `[]`, `{}`, ``, `{"cluster":"\u212aelvin"}`,
 		"{\"cluster\":\"wharf\",\"audience\":\"\xff\"}", `{"cluster":"wharf","tokenFile":"/a/..."}`,
+		// Issue 37's hostile ClusterProfiles: the consumer's hub token and
+		// audience, a climb out of the token dir, a server smuggled in.
+		`{"cluster":"wharf","tokenFile":"/var/run/secrets/kubernetes.io/serviceaccount/token","audience":"https://kubernetes.default.svc"}`,
+		`{"cluster":"wharf","tokenFile":"/var/run/secrets/crucible/wharf/../../kubernetes.io/serviceaccount/token"}`,
+		`{"cluster":"wharf","tokenFile":"/var/run/secrets/crucible/wharf/..data/token"}`,
+		`{"cluster":"wharf","server":"https://evil.example.com"}`, `{"cluster":"wharf","audience":"wharf","audience":"https://kubernetes.default.svc"}`,
+		`{"cluster":"wharf","tokenFile":"/var/run/secrets/crucible/wharf/token\u0000"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -511,8 +546,9 @@ func TestCredentialCommandTokenDir(t *testing.T) {
 	writeFile(t, dir, "wharf/token", token+"\n")
 	t.Setenv(tokenDirEnv, dir)
 	t.Setenv(execInfoEnv, clusterInfo(v1Info, `{"cluster":"wharf"}`))
+	pins := writePins(t, t.TempDir(), []string{"wharf", "dock"}, nil)
 	var out bytes.Buffer
-	if err := Run(t.Context(), []string{"credential"}, &out, &out); err != nil {
+	if err := Run(t.Context(), []string{"credential", "--server-pins", pins}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := decodeCredential(t, out.Bytes()); got.APIVersion != v1Info || got.Status.Token != token {
@@ -521,8 +557,13 @@ func TestCredentialCommandTokenDir(t *testing.T) {
 
 	t.Setenv(execInfoEnv, clusterInfo(v1Info, `{"cluster":"dock"}`))
 	out.Reset()
-	if err := Run(t.Context(), []string{"credential"}, &out, &out); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), filepath.Join(dir, "dock", "token")) {
+	if err := Run(t.Context(), []string{"credential", "--server-pins", pins}, &out, &out); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), filepath.Join(dir, "dock", "token")) {
 		t.Errorf("dock without a token: %v", err)
+	}
+
+	out.Reset()
+	if err := Run(t.Context(), []string{"credential"}, &out, &out); !errors.Is(err, ErrNoPins) || out.Len() != 0 {
+		t.Errorf("without --server-pins: %v, printed %q", err, out.String())
 	}
 }
 
@@ -552,16 +593,28 @@ func TestCredentialThroughClientGo(t *testing.T) {
 	}))
 	defer srv.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	pinsFor := func(server string) string {
+		data, err := json.Marshal(render.ServerPins{Clusters: []render.ServerPin{
+			{Name: "wharf", Server: server, CAData: ca}, {Name: "dock", Server: server, CAData: ca}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writeFile(t, t.TempDir(), "pins.json", string(data))
+	}
+	pinned, elsewhere := pinsFor(srv.URL+"/"), pinsFor("https://api.wharf.example.com")
 
 	for _, tc := range []struct {
 		name, apiVersion, config string
+		pins                     string
 		want                     []string // Authorization headers the server saw
 		wantStderr               string   // the plugin's, which client-go passes through
 	}{
-		{"v1", v1Info, `{"cluster":"wharf"}`, []string{"Bearer " + token}, ""},
-		{"v1beta1", v1beta1Info, `{"cluster":"wharf"}`, []string{"Bearer " + token}, ""},
-		{"wrong audience", v1Info, `{"cluster":"dock"}`, nil, "crucible: token file " + filepath.Join(dir, "dock", "token") +
-			`: token for another audience: its aud ["wharf"] does not contain "dock", the audience of cluster dock` + "\n"},
+		{"v1", v1Info, `{"cluster":"wharf"}`, pinned, []string{"Bearer " + token}, ""},
+		{"v1beta1", v1beta1Info, `{"cluster":"wharf"}`, pinned, []string{"Bearer " + token}, ""},
+		{"wrong audience", v1Info, `{"cluster":"dock"}`, pinned, nil, "crucible: token file " + filepath.Join(dir, "dock", "token") +
+			`: token for another audience: its aud ["wharf"] is not exactly "dock", the audience of cluster dock` + "\n"},
+		{"server not the pinned one", v1Info, `{"cluster":"wharf"}`, elsewhere, nil, "crucible: server pin check failed: cluster wharf: spec.cluster.server " +
+			fmt.Sprintf("%q", srv.URL) + ` is not the pinned server "https://api.wharf.example.com"` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mu.Lock()
@@ -573,7 +626,7 @@ func TestCredentialThroughClientGo(t *testing.T) {
 				ExecProvider: &clientcmdapi.ExecConfig{
 					APIVersion:         tc.apiVersion,
 					Command:            bin,
-					Args:               []string{"credential"},
+					Args:               []string{"credential", "--server-pins", tc.pins},
 					Env:                []clientcmdapi.ExecEnvVar{{Name: tokenDirEnv, Value: dir}},
 					ProvideClusterInfo: true,
 					InteractiveMode:    clientcmdapi.NeverExecInteractiveMode,

@@ -202,6 +202,7 @@ func newRenderSpokeCmd() *cobra.Command {
 		subject, mirrorCAFile string
 		hook                  render.WebhookClient
 		federated             []string
+		allowClusterWide      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "spoke --config FILE [--cluster NAME] [--controller-username USER] [--subject NS/SA=RBAC...]",
@@ -230,9 +231,15 @@ manager, Argo CD's application controller) to the spoke: the webhook (or
 kube-apiserver's own authenticator) accepts its tokens too, and its RBAC is
 bound to the User --username-prefix + system:serviceaccount:NS:SA, never to
 the spoke's own account of that name (hub and spoke share the issuer). RBAC
-is a preset, multikueue (Kueue's documented worker-cluster role) or
+is a preset, multikueue:NS[,NS...] (Kueue's documented worker-cluster role
+in the namespaces MultiKueue dispatches to, plus the cluster-wide list and
+watch of its kinds, pods excepted, that its watchers need) or
 argocd:NS[,NS...] (Argo CD's namespace-scoped credential in those
-namespaces), or a rules file:
+namespaces), or a rules file. A preset never covers the cluster's
+loop_namespace (crucible's work pods: other tenants' code, env and secret
+files) unless --allow-cluster-wide is given; with it, multikueue without
+namespaces is Kueue's role as a ClusterRole (docs/federation.md explains the
+reach):
 
   namespaced:            # a Role and RoleBinding in each namespace
     <namespace>: [<rbacv1.PolicyRule>...]
@@ -256,9 +263,9 @@ are named crucible-federated:NS:SA.`,
 
   # federate the hub's Kueue (MultiKueue's manager) to wharf: its RBAC, then the webhook's allowlist
   crucible render spoke --config crucible.toml --cluster wharf \
-    --subject kueue-system/kueue-controller-manager=multikueue | kubectl --context wharf apply -f -
+    --subject kueue-system/kueue-controller-manager=multikueue:batch,research | kubectl --context wharf apply -f -
   crucible render spoke --config crucible.toml --cluster wharf --authn webhook \
-    --subject kueue-system/kueue-controller-manager=multikueue > webhook.yaml
+    --subject kueue-system/kueue-controller-manager=multikueue:batch,research > webhook.yaml
 
   # Argo CD in two namespaces, and a controller of your own with a rules file
   crucible render spoke --config crucible.toml --subject argocd/argocd-application-controller=argocd:apps,web \
@@ -276,7 +283,8 @@ are named crucible-federated:NS:SA.`,
 				return err
 			}
 			fed := render.Federation{ControllerSubject: subject, ControllerUsername: username, UsernamePrefix: trust.UsernamePrefix}
-			if fed.Subjects, err = federatedSubjects(federated); err != nil {
+			scope := render.PresetScope{LoopNamespace: c.LoopNamespace, AllowClusterWide: allowClusterWide}
+			if fed.Subjects, err = federatedSubjects(federated, scope); err != nil {
 				return err
 			}
 			if err := federationFlagErrors(fed.Check(), federated); err != nil {
@@ -326,7 +334,8 @@ are named crucible-federated:NS:SA.`,
 	cmd.Flags().BoolVar(&withNamespace, "namespace", true, "with --authn rbac: print the loop namespace with its Pod Security labels first (false when it is managed elsewhere; label it restricted there)")
 	cmd.Flags().StringVar(&username, "controller-username", defaultControllerUsername, "the user name the spoke's authn webhook gives the controller")
 	cmd.Flags().StringVar(&authn, "authn", "rbac", "what to print: rbac (the objects above), webhook (crucible authn-webhook's config file for this spoke), webhook-kubeconfig (the kubeconfig kube-apiserver uses to reach that webhook, with its client certificate) or builtin (kube-apiserver's AuthenticationConfiguration, for a spoke whose own issuer differs from the hub's)")
-	cmd.Flags().StringArrayVar(&federated, "subject", nil, "federate another hub service account to this spoke: NS/SA=RBAC (or system:serviceaccount:NS:SA=RBAC), RBAC being a preset (multikueue, or argocd:NS[,NS...]) or a rules file (YAML or JSON: {namespaced: {NS: [rules]}, cluster: [rules]}; write ./multikueue for a file of that name). Adds it to the webhook's allowed subjects (--authn webhook, builtin) and prints its RBAC bound to --username-prefix + its subject (--authn rbac). Repeatable; see docs/federation.md")
+	cmd.Flags().StringArrayVar(&federated, "subject", nil, "federate another hub service account to this spoke: NS/SA=RBAC (or system:serviceaccount:NS:SA=RBAC), RBAC being a preset (multikueue:NS[,NS...], or argocd:NS[,NS...]) or a rules file (YAML or JSON: {namespaced: {NS: [rules]}, cluster: [rules]}; write ./multikueue for a file of that name). Adds it to the webhook's allowed subjects (--authn webhook, builtin) and prints its RBAC bound to --username-prefix + its subject (--authn rbac). Repeatable; see docs/federation.md")
+	cmd.Flags().BoolVar(&allowClusterWide, "allow-cluster-wide", false, "let a --subject preset reach the cluster's loop_namespace: multikueue without namespaces (Kueue's ClusterRole), or a preset naming the loop namespace (see docs/federation.md for what that exposes)")
 	cmd.Flags().StringVar(&subject, "hub-subject", "system:serviceaccount:crucible:crucible-controller", "with --authn: the controller's subject on the hub, the one subject the spoke accepts")
 	cmd.Flags().StringVar(&trust.Issuer, "hub-issuer", "https://kubernetes.default.svc", "with --authn: the hub's service-account issuer")
 	cmd.Flags().StringVar(&trust.UsernamePrefix, "username-prefix", "hub:", "with --authn: prefix of the mapped user name (must match --controller-username)")
@@ -342,7 +351,7 @@ are named crucible-federated:NS:SA.`,
 // federatedSubjects reads each --subject NS/SA=RBAC: the account, and its
 // RBAC from a preset or a file, each refusal naming the flag's value and,
 // for a file, the file.
-func federatedSubjects(flags []string) ([]render.FederatedSubject, error) {
+func federatedSubjects(flags []string, scope render.PresetScope) ([]render.FederatedSubject, error) {
 	var subs []render.FederatedSubject
 	for _, arg := range flags {
 		ref, spec, ok := strings.Cut(arg, "=")
@@ -353,7 +362,7 @@ func federatedSubjects(flags []string) ([]render.FederatedSubject, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--subject %q: %w", arg, err)
 		}
-		g, err := subjectGrants(spec)
+		g, err := subjectGrants(spec, scope)
 		if err != nil {
 			return nil, fmt.Errorf("--subject %q: %w", arg, err)
 		}
@@ -365,14 +374,14 @@ func federatedSubjects(flags []string) ([]render.FederatedSubject, error) {
 // subjectGrants is a preset's RBAC (multikueue, argocd:NS[,NS...]) or a
 // rules file's. A preset's name wins over a file of the same name, which
 // ./NAME reaches.
-func subjectGrants(spec string) (render.Grants, error) {
+func subjectGrants(spec string, scope render.PresetScope) (render.Grants, error) {
 	name, nsList, _ := strings.Cut(spec, ":")
 	if slices.Contains(render.Presets, name) {
 		var namespaces []string
 		if nsList != "" {
 			namespaces = strings.Split(nsList, ",")
 		}
-		return render.PresetGrants(name, namespaces)
+		return render.PresetGrants(name, namespaces, scope)
 	}
 	data, err := readRulesFile(spec)
 	if err != nil {

@@ -46,11 +46,18 @@ hub chart's spokes[].audience): credential then checks that audience, and
 
 With --provider-file it prints instead the consumer's provider file (its
 --clusterprofile-provider-file, a JSON document): the provider "crucible"
-runs "crucible credential" (--command: crucible's path in the consumer's
-pod, default /var/run/crucible/bin/crucible) with provideClusterInfo: true, so
-the spoke comes from the extension above and its token from
-$CRUCIBLE_TOKEN_DIR/<spoke>/token in that pod (default
+runs "crucible credential --server-pins /etc/crucible/clusterprofile/server-pins.json"
+(--command: crucible's path in the consumer's pod, default
+/var/run/crucible/bin/crucible; --server-pins-path moves the pins) with
+provideClusterInfo: true, so the spoke comes from the extension above and its
+token from $CRUCIBLE_TOKEN_DIR/<spoke>/token in that pod (default
 /var/run/secrets/crucible).
+
+With --server-pins it prints the consumer's server pins for the clusters (a
+JSON document, key server-pins.json of the same ConfigMap): per spoke its
+server, CA (ca_file) and token audience. A ClusterProfile writer chooses
+which spoke; the pins, on the consumer's side, decide where its token may go:
+credential refuses a ClusterProfile whose server, CA or audience differs.
 
 With --consumer-values it prints the consumer pod's side, as YAML fragments
 for the consumer's own chart values (a chart cannot change another release's
@@ -68,15 +75,17 @@ docs/federation.md.`
 // only some, and the others are refused rather than silently ignored.
 type clusterProfileFlags struct {
 	config, command, tokenDir, image string
+	pinsPath                         string
 	opts                             render.ProfileOptions
 	clusters, audiences              []string
 	providerFile, consumerValues     bool
+	serverPins                       bool
 }
 
 func newRenderClusterProfileCmd() *cobra.Command {
 	var fl clusterProfileFlags
 	cmd := &cobra.Command{
-		Use:   "clusterprofile --config FILE [--namespace NS] | --provider-file | --consumer-values --config FILE",
+		Use:   "clusterprofile --config FILE [--namespace NS] | --provider-file | --server-pins --config FILE | --consumer-values --config FILE",
 		Short: "Print a ClusterProfile per spoke, the consumer's provider file, or its pod's values, for MultiKueue and any KEP-4322 consumer",
 		Long:  clusterProfileLong,
 		Example: `  # every spoke, for MultiKueue (which reads ClusterProfiles in its own namespace)
@@ -84,9 +93,11 @@ func newRenderClusterProfileCmd() *cobra.Command {
   kubectl --context hub apply -f profiles.yaml
   kubectl --context hub apply --server-side --subresource=status -f profiles.yaml
 
-  # the consumer's provider file, as the ConfigMap the consumer mounts
+  # the consumer's provider file and server pins, as the ConfigMap the consumer mounts
   crucible render clusterprofile --provider-file > providers.json
-  kubectl --context hub -n kueue-system create configmap crucible-clusterprofile-providers --from-file=providers.json
+  crucible render clusterprofile --config crucible.toml --server-pins > server-pins.json
+  kubectl --context hub -n kueue-system create configmap crucible-clusterprofile-providers \
+    --from-file=providers.json --from-file=server-pins.json
 
   # the consumer pod's volumes, mounts and init container, for its own chart's values
   crucible render clusterprofile --config crucible.toml --consumer-values \
@@ -100,10 +111,12 @@ func newRenderClusterProfileCmd() *cobra.Command {
 			var err error
 			switch {
 			case fl.providerFile:
-				out, err = render.ProviderFile(fl.opts.Provider, fl.command)
+				out, err = render.ProviderFile(fl.opts.Provider, fl.command, fl.pinsPath)
 				if err != nil {
-					err = fmt.Errorf("--provider-name, --command: %w", err)
+					err = fmt.Errorf("--provider-name, --command, --server-pins-path: %w", err)
 				}
+			case fl.serverPins:
+				out, err = fl.pins()
 			case fl.consumerValues:
 				out, err = fl.consumerPod(cmd)
 			default:
@@ -124,6 +137,8 @@ func newRenderClusterProfileCmd() *cobra.Command {
 	f.StringVar(&fl.opts.Provider, "provider-name", render.AccessProviderName, "the access provider's name, in the ClusterProfiles' status and in the provider file")
 	f.StringVar(&fl.opts.ClusterManager, "cluster-manager", render.ClusterManagerName, "the ClusterProfiles' spec.clusterManager.name and x-k8s.io/cluster-manager label")
 	f.BoolVar(&fl.providerFile, "provider-file", false, "print the consumer's provider file (JSON) instead of the ClusterProfiles")
+	f.BoolVar(&fl.serverPins, "server-pins", false, "print the consumer's server pins (JSON: per spoke its server, CA and token audience; the file credential --server-pins reads) instead")
+	f.StringVar(&fl.pinsPath, "server-pins-path", render.ServerPinsPath, "with --provider-file: where the consumer's pod has the server pins file (passed as credential --server-pins)")
 	f.BoolVar(&fl.consumerValues, "consumer-values", false, "print the consumer pod's volumes, volume mounts and init container (YAML for its chart's values) instead")
 	f.StringVar(&fl.command, "command", render.ConsumerCommand, "with --provider-file or --consumer-values: crucible as the consumer's pod runs it (an absolute path, filled by the init container, or a name on the image's PATH)")
 	f.StringVar(&fl.tokenDir, "token-dir", render.ConsumerTokenDir, "with --consumer-values: where the spokes' tokens are mounted (<dir>/<cluster>/token; anything else is set as CRUCIBLE_TOKEN_DIR)")
@@ -135,19 +150,26 @@ func newRenderClusterProfileCmd() *cobra.Command {
 // refused, so that a flag given for another mode is not silently dropped.
 var modeFlags = map[string][]string{
 	"":                  {"cluster", "audience", "namespace", "provider-name", "cluster-manager"},
-	"--provider-file":   {"provider-name", "command"},
+	"--provider-file":   {"provider-name", "command", "server-pins-path"},
+	"--server-pins":     {"cluster", "audience"},
 	"--consumer-values": {"cluster", "audience", "command", "token-dir", "image"},
 }
 
 func (fl *clusterProfileFlags) checkMode(cmd *cobra.Command) error {
+	var modes []string
+	for name, on := range map[string]bool{"--provider-file": fl.providerFile, "--server-pins": fl.serverPins, "--consumer-values": fl.consumerValues} {
+		if on {
+			modes = append(modes, name)
+		}
+	}
+	slices.Sort(modes)
 	mode := ""
-	switch {
-	case fl.providerFile && fl.consumerValues:
-		return fmt.Errorf("--provider-file, --consumer-values: one or the other (each prints a file of its own)")
-	case fl.providerFile:
-		mode = "--provider-file"
-	case fl.consumerValues:
-		mode = "--consumer-values"
+	switch len(modes) {
+	case 0:
+	case 1:
+		mode = modes[0]
+	default:
+		return fmt.Errorf("%s: one of them only (each prints a file of its own)", strings.Join(modes, ", "))
 	}
 	if !fl.providerFile && fl.config == "" {
 		return fmt.Errorf("--config: required (the profile whose clusters to render)")
@@ -166,6 +188,19 @@ func (fl *clusterProfileFlags) checkMode(cmd *cobra.Command) error {
 		what = "the ClusterProfiles"
 	}
 	return fmt.Errorf("%s: not used by %s (it reads %s)", strings.Join(stray, ", "), what, "--"+strings.Join(modeFlags[mode], ", --"))
+}
+
+// pins is the consumer's server pins file for the picked clusters.
+func (fl *clusterProfileFlags) pins() ([]byte, error) {
+	clusters, _, err := fl.accessClusters(true)
+	if err != nil {
+		return nil, err
+	}
+	out, err := render.ServerPinsFile(clusters)
+	if err != nil {
+		return nil, fmt.Errorf("--server-pins: %w", err)
+	}
+	return out, nil
 }
 
 // profiles is the ClusterProfiles of the picked clusters, as one stream.

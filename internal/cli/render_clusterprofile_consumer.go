@@ -18,6 +18,8 @@ const consumerValuesHeader = `# crucible render clusterprofile --consumer-values
 # Its provider file is then ` + render.ProvidersMountPath + "/" + render.ProvidersKey + ` (the ConfigMap
 # ` + render.ProvidersConfigMap + `, which the hub chart's clusterProfiles install
 # in the consumer's namespace): e.g. --clusterprofile-provider-file=` + render.ProvidersMountPath + "/" + render.ProvidersKey + `.
+# The same ConfigMap holds ` + render.ServerPinsKey + ` (render clusterprofile --server-pins), mounted at
+# ` + render.ServerPinsPath + `: the server, CA and audience each spoke's token may go to.
 `
 
 // consumerPod is --consumer-values: the consumer pod's side for the picked

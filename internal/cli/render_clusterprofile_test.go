@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	cpcredentials "sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 	"sigs.k8s.io/yaml"
@@ -43,7 +45,8 @@ func clusterProfileFixture(t *testing.T, caPEM string) string {
 // the provider file the same command prints, gives `crucible credential`
 // an exec info whose spec.cluster.config names wharf and nothing else.
 func TestRenderClusterProfileRoundTrip(t *testing.T) {
-	profile := clusterProfileFixture(t, "-----BEGIN CERTIFICATE-----\nwharf\n-----END CERTIFICATE-----\n")
+	ca := testCA(t, "wharf-ca")
+	profile := clusterProfileFixture(t, string(ca))
 	var out, errOut bytes.Buffer
 	if err := Run(t.Context(), []string{"render", "clusterprofile", "--config", profile, "--namespace", "kueue-system"}, &out, &errOut); err != nil {
 		t.Fatalf("render: %v\n%s", err, errOut.String())
@@ -79,9 +82,29 @@ func TestRenderClusterProfileRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(clusterConfig{Cluster: "wharf"}, got); diff != "" {
 		t.Errorf("cluster config (-want +got):\n%s", diff)
 	}
-	want := []string{"kueue-system/wharf", "https://api.wharf.example.com:6443", "/var/run/crucible/bin/crucible", "-----BEGIN CERTIFICATE-----\nwharf\n-----END CERTIFICATE-----\n"}
-	if diff := cmp.Diff(want, []string{cp.Namespace + "/" + cp.Name, cfg.Host, cfg.ExecProvider.Command, string(cfg.CAData)}); diff != "" {
+	want := []string{"kueue-system/wharf", "https://api.wharf.example.com:6443", "/var/run/crucible/bin/crucible", string(ca),
+		"credential --server-pins /etc/crucible/clusterprofile/server-pins.json"}
+	if diff := cmp.Diff(want, []string{cp.Namespace + "/" + cp.Name, cfg.Host, cfg.ExecProvider.Command, string(cfg.CAData), strings.Join(cfg.ExecProvider.Args, " ")}); diff != "" {
 		t.Errorf("ClusterProfile (-want +got):\n%s", diff)
+	}
+
+	// The pins render prints for the same profile pass the exec info
+	// client-go builds from that ClusterProfile.
+	out.Reset()
+	if err := Run(t.Context(), []string{"render", "clusterprofile", "--server-pins", "--config", profile}, &out, &errOut); err != nil {
+		t.Fatalf("render --server-pins: %v\n%s", err, errOut.String())
+	}
+	pins := writeFile(t, t.TempDir(), "server-pins.json", out.String())
+	dir := t.TempDir()
+	token := saTokenFor(t, []string{"wharf"}, credNow.Add(time.Hour))
+	writeFile(t, dir, "wharf/token", token)
+	info := execInfoFor(t, clientauthv1.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}, string(raw.Raw))
+	cred, err := credential(info, credentialFlags{tokenDir: dir, serverPins: pins}, credNow)
+	if err != nil {
+		t.Fatalf("credential with the rendered pins: %v", err)
+	}
+	if decodeCredential(t, cred).Status.Token != token {
+		t.Errorf("credential %s", cred)
 	}
 }
 
@@ -100,14 +123,19 @@ func TestRenderClusterProfileRefusals(t *testing.T) {
 		{"bad provider name", []string{"--config", profile, "--provider-name", "Crucible"}, `provider name "Crucible"`},
 		{"bad cluster manager", []string{"--config", profile, "--cluster-manager", "a/b"}, `cluster manager "a/b"`},
 		{"missing ca_file", []string{"--config", exampleProfile}, "cluster wharf: ca_file: open /etc/crucible/wharf/ca.crt"},
-		{"empty command", []string{"--provider-file", "--command", ""}, "--provider-name, --command: provider command: must not be empty"},
+		{"empty command", []string{"--provider-file", "--command", ""}, "--provider-name, --command, --server-pins-path: provider command: must not be empty"},
+		{"relative pins path", []string{"--provider-file", "--server-pins-path", "pins.json"}, `server pins path "pins.json"`},
+		{"pins without config", []string{"--server-pins"}, "--config: required"},
+		{"pins of a CA that is not PEM", []string{"--server-pins", "--config", profile}, "--server-pins: cluster wharf: CA: not a PEM bundle of certificates"},
+		{"--namespace for the pins", []string{"--server-pins", "--config", profile, "--namespace", "x"}, "--namespace: not used by --server-pins (it reads --cluster, --audience)"},
 		{"relative command", []string{"--provider-file", "--command", "bin/crucible"}, `provider command "bin/crucible"`},
 		{"audience without =", []string{"--config", profile, "--audience", "wharf"}, `--audience "wharf": want NAME=AUDIENCE`},
 		{"audience of another cluster", []string{"--config", profile, "--audience", "dock=d"}, `--audience "dock=d": dock is not one of the clusters rendered`},
 		{"audience twice", []string{"--config", profile, "--audience", "wharf=a", "--audience", "wharf=b"}, `--audience "wharf=b": wharf given twice`},
-		{"both modes", []string{"--provider-file", "--consumer-values"}, "--provider-file, --consumer-values: one or the other"},
+		{"both modes", []string{"--provider-file", "--consumer-values"}, "--consumer-values, --provider-file: one of them only"},
+		{"pins and provider file", []string{"--provider-file", "--server-pins"}, "--provider-file, --server-pins: one of them only"},
 		{"--cluster with --provider-file", []string{"--provider-file", "--cluster", "wharf"},
-			"--cluster: not used by --provider-file (it reads --provider-name, --command)"},
+			"--cluster: not used by --provider-file (it reads --provider-name, --command, --server-pins-path)"},
 		{"--command for ClusterProfiles", []string{"--config", profile, "--command", "/x/crucible", "--image", "r/c:1"},
 			"--command, --image: not used by the ClusterProfiles"},
 		{"--namespace for the consumer", []string{"--config", profile, "--consumer-values", "--namespace", "kueue-system"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func decodeRBAC(t *testing.T, stream string) map[string]rbacObject {
 // bound to the prefixed hub user, after the controller's own.
 func TestRenderSpokeSubjects(t *testing.T) {
 	rules := writeFile(t, t.TempDir(), "mine.yaml", "namespaced:\n  tools:\n  - {apiGroups: [apps], resources: [deployments], verbs: [get]}\n")
-	out, err := renderSpoke(t, "--namespace=false", "--username-prefix", "fed:",
+	out, err := renderSpoke(t, "--namespace=false", "--username-prefix", "fed:", "--allow-cluster-wide",
 		"--subject", kueueRef+"=multikueue",
 		"--subject", "system:serviceaccount:argocd:argocd-application-controller=argocd:apps,web",
 		"--subject", "tools/mine="+rules)
@@ -108,10 +109,38 @@ func TestRenderSpokeSubjects(t *testing.T) {
 	}
 }
 
+// Without --allow-cluster-wide, multikueue:NS is Kueue's role in NS and
+// only list and watch cluster-wide, and nothing reaches the loop namespace.
+func TestRenderSpokeSubjectsMultiKueueNamespaced(t *testing.T) {
+	out, err := renderSpoke(t, "--namespace=false", "--subject", kueueRef+"=multikueue:mk,batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeRBAC(t, out)
+	for _, key := range []string{"Role mk/crucible-federated:kueue-system:kueue-controller-manager", "Role batch/crucible-federated:kueue-system:kueue-controller-manager"} {
+		if n := len(objs[key].Rules); n != 23 {
+			t.Errorf("%s has %d rules, want Kueue's 23", key, n)
+		}
+	}
+	for key, o := range objs {
+		if strings.HasPrefix(key, "Role loops/crucible-federated") || strings.HasPrefix(key, "RoleBinding loops/crucible-federated") {
+			t.Errorf("%s reaches the loop namespace", key)
+		}
+		if key != "ClusterRole /crucible-federated:kueue-system:kueue-controller-manager" {
+			continue
+		}
+		for _, r := range o.Rules {
+			if !cmp.Equal(r.Verbs, []string{"list", "watch"}) || slices.Contains(r.Resources, "pods") {
+				t.Errorf("cluster-wide rule %v: want list and watch, never of pods", r)
+			}
+		}
+	}
+}
+
 // --authn webhook and builtin accept the federated subjects after the
 // controller's.
 func TestRenderSpokeSubjectsAllowlist(t *testing.T) {
-	args := []string{"--subject", kueueRef + "=multikueue", "--subject", "argocd/argocd-application-controller=argocd:apps"}
+	args := []string{"--subject", kueueRef + "=multikueue:mk", "--subject", "argocd/argocd-application-controller=argocd:apps"}
 	out, err := renderSpoke(t, append([]string{"--authn", "webhook"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -158,13 +187,15 @@ func TestRenderSpokeSubjectsRefused(t *testing.T) {
 		{[]string{"--subject", "x/y=" + badNS}, `rules file ` + badNS + `: namespaced[Tools]: Invalid value: "Tools"`},
 		{[]string{"--subject", "x/y=" + missing}, `--subject "x/y=` + missing + `": rules file: open ` + missing},
 		{[]string{"--subject", "argocd/ctl=argocd"}, `--subject "argocd/ctl=argocd": preset argocd needs the namespaces`},
-		{[]string{"--subject", "kueue/m=multikueue:apps"}, `preset multikueue takes no namespaces`},
-		{[]string{"--subject", kueueRef + "=multikueue", "--subject", "system:serviceaccount:kueue-system:kueue-controller-manager=argocd:apps"},
+		{[]string{"--subject", kueueRef + "=multikueue"}, `--subject "kueue-system/kueue-controller-manager=multikueue": preset multikueue needs the namespaces MultiKueue dispatches to (multikueue:NS[,NS...]): Kueue's cluster-wide role covers the loop namespace "loops"`},
+		{[]string{"--subject", kueueRef + "=multikueue:mk,loops"}, `--subject "kueue-system/kueue-controller-manager=multikueue:mk,loops": preset multikueue: namespace "loops" covers the loop namespace`},
+		{[]string{"--subject", "argocd/ctl=argocd:loops"}, `preset argocd: namespace "loops" covers the loop namespace`},
+		{[]string{"--subject", kueueRef + "=multikueue:mk", "--subject", "system:serviceaccount:kueue-system:kueue-controller-manager=argocd:apps"},
 			`--subject "system:serviceaccount:kueue-system:kueue-controller-manager=argocd:apps": Duplicate value`},
-		{[]string{"--subject", "crucible/crucible-controller=multikueue"}, `--subject "crucible/crucible-controller=multikueue": Invalid value: "system:serviceaccount:crucible:crucible-controller": is crucible's controller`},
-		{[]string{"--subject", kueueRef + "=multikueue", "--username-prefix", ""}, `--username-prefix: Invalid value: "": username prefix: must not be empty`},
-		{[]string{"--subject", kueueRef + "=multikueue", "--username-prefix", "system:hub:"}, `--username-prefix: Invalid value: "system:hub:"`},
-		{[]string{"--authn", "webhook", "--subject", kueueRef + "=multikueue", "--username-prefix", ""}, `--username-prefix: Invalid value: ""`},
+		{[]string{"--subject", "crucible/crucible-controller=multikueue:mk"}, `--subject "crucible/crucible-controller=multikueue:mk": Invalid value: "system:serviceaccount:crucible:crucible-controller": is crucible's controller`},
+		{[]string{"--subject", kueueRef + "=multikueue:mk", "--username-prefix", ""}, `--username-prefix: Invalid value: "": username prefix: must not be empty`},
+		{[]string{"--subject", kueueRef + "=multikueue:mk", "--username-prefix", "system:hub:"}, `--username-prefix: Invalid value: "system:hub:"`},
+		{[]string{"--authn", "webhook", "--subject", kueueRef + "=multikueue:mk", "--username-prefix", ""}, `--username-prefix: Invalid value: ""`},
 	} {
 		out, err := renderSpoke(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -182,23 +182,27 @@ func ClusterProfile(c AccessCluster, o ProfileOptions) (*cpv1alpha1.ClusterProfi
 
 // ProviderFile is the consumer's --clusterprofile-provider-file: the
 // provider runs command (crucible's absolute path in the consumer's pod, or
-// a name on its PATH) as `credential` with provideClusterInfo, so one entry
-// serves every spoke and the spoke is the ClusterProfile's extension, never
-// a flag per cluster. Never interactive: a controller has no terminal to
-// prompt on.
-func ProviderFile(provider, command string) ([]byte, error) {
+// a name on its PATH) as `credential --server-pins PINS` with
+// provideClusterInfo, so one entry serves every spoke, the spoke is the
+// ClusterProfile's extension, and where its token may go is the consumer's
+// pins file (ServerPinsFile). Never interactive: a controller has no
+// terminal to prompt on.
+func ProviderFile(provider, command, pins string) ([]byte, error) {
 	if err := checkProviderName(provider); err != nil {
 		return nil, err
 	}
 	if err := checkCommand(command); err != nil {
 		return nil, err
 	}
+	if !path.IsAbs(pins) || path.Clean(pins) != pins {
+		return nil, fmt.Errorf("server pins path %q: want a clean absolute path (the consumer's working directory is unknown)", pins)
+	}
 	file := credentials.CredentialsProvider{Providers: []credentials.Provider{{
 		Name: provider,
 		ExecConfig: &clientcmdapi.ExecConfig{
 			APIVersion:         "client.authentication.k8s.io/v1",
 			Command:            command,
-			Args:               []string{"credential"},
+			Args:               []string{"credential", "--server-pins", pins},
 			Env:                []clientcmdapi.ExecEnvVar{},
 			ProvideClusterInfo: true,
 			InteractiveMode:    clientcmdapi.NeverExecInteractiveMode,

@@ -126,7 +126,7 @@ func TestClusterProfileRefusals(t *testing.T) {
 // spoke's server and CA, `crucible credential` with the cluster info, and
 // the extension {"cluster": NAME} as the exec config client-go passes on.
 func TestClusterProfileThroughCredentialsLibrary(t *testing.T) {
-	file, err := ProviderFile(AccessProviderName, "/opt/crucible/bin/crucible")
+	file, err := ProviderFile(AccessProviderName, "/opt/crucible/bin/crucible", ServerPinsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestClusterProfileThroughCredentialsLibrary(t *testing.T) {
 		}
 		got := []any{cfg.Host, string(cfg.CAData), exec.APIVersion, exec.Command, exec.Args, exec.ProvideClusterInfo, exec.InteractiveMode, ext}
 		want := []any{"https://" + name + ".example:6443", "CA of " + name, "client.authentication.k8s.io/v1", "/opt/crucible/bin/crucible",
-			[]string{"credential"}, true, api.NeverExecInteractiveMode, `{"cluster":"` + name + `"}`}
+			[]string{"credential", "--server-pins", "/etc/crucible/clusterprofile/server-pins.json"}, true, api.NeverExecInteractiveMode, `{"cluster":"` + name + `"}`}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: rest.Config (-want +got):\n%s", name, diff)
 		}
@@ -180,7 +180,7 @@ func TestClusterProfileProviderFileCommand(t *testing.T) {
 		{"/opt/my crucible", "must not contain whitespace"},
 		{"crucible\n", "must not contain whitespace"},
 	} {
-		out, err := ProviderFile(AccessProviderName, tc.command)
+		out, err := ProviderFile(AccessProviderName, tc.command, ServerPinsPath)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("command %q: %v", tc.command, err)
@@ -198,7 +198,7 @@ func TestClusterProfileProviderFileCommand(t *testing.T) {
 // The provider's name is the one the ClusterProfiles carry; a name the
 // consumer's admin could not type back is refused.
 func TestClusterProfileProviderFileName(t *testing.T) {
-	out, err := ProviderFile("crucible-prod", "crucible")
+	out, err := ProviderFile("crucible-prod", "crucible", ServerPinsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +206,75 @@ func TestClusterProfileProviderFileName(t *testing.T) {
 		t.Errorf("provider file %s does not name crucible-prod", out)
 	}
 	for _, name := range []string{"", "Crucible", "crucible prod", "a/b"} {
-		if _, err := ProviderFile(name, "crucible"); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("provider name %q", name)) {
+		if _, err := ProviderFile(name, "crucible", ServerPinsPath); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("provider name %q", name)) {
 			t.Errorf("provider name %q: %v; want a refusal naming it", name, err)
+		}
+	}
+}
+
+// The provider passes the pins file's path to credential; a path that
+// depends on the consumer's working directory is refused.
+func TestClusterProfileProviderFilePinsPath(t *testing.T) {
+	out, err := ProviderFile(AccessProviderName, "crucible", "/etc/pins/p.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file credentials.CredentialsProvider
+	if err := json.Unmarshal(out, &file); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"credential", "--server-pins", "/etc/pins/p.json"}, file.Providers[0].ExecConfig.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"", "pins.json", "/etc/../pins.json", "/etc//pins.json"} {
+		if _, err := ProviderFile(AccessProviderName, "crucible", bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("server pins path %q", bad)) {
+			t.Errorf("pins path %q: %v; want a refusal naming it", bad, err)
+		}
+	}
+}
+
+// The pins file holds, per spoke, exactly what credential checks: the
+// server, the CA bytes and the audience written out (the name where none
+// overrides it); a spoke that could not be pinned is refused.
+func TestServerPinsFile(t *testing.T) {
+	out, err := ServerPinsFile([]AccessCluster{
+		{Name: "wharf", Server: "https://api.wharf:6443", CAPEM: []byte("-----BEGIN CERTIFICATE-----\nQ0E=\n-----END CERTIFICATE-----\n")},
+		{Name: "dock", Server: "https://api.dock", Audience: "https://dock.example.com"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "clusters": [
+    {
+      "name": "wharf",
+      "server": "https://api.wharf:6443",
+      "certificate-authority-data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tClEwRT0KLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=",
+      "audience": "wharf"
+    },
+    {
+      "name": "dock",
+      "server": "https://api.dock",
+      "audience": "https://dock.example.com"
+    }
+  ]
+}
+`
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("pins file (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		clusters []AccessCluster
+		want     string
+	}{
+		{nil, "no clusters"},
+		{[]AccessCluster{{Name: "wharf", Server: "http://api.wharf"}}, `cluster wharf: server "http://api.wharf": want an https URL`},
+		{[]AccessCluster{{Name: "Wharf", Server: "https://api.wharf"}}, `cluster "Wharf"`},
+		{[]AccessCluster{{Name: "wharf", Server: "https://api.wharf", Audience: "wharf "}}, "leading or trailing whitespace"},
+		{[]AccessCluster{{Name: "wharf", Server: "https://api.wharf", CAPEM: []byte("CA")}}, "cluster wharf: CA: not a PEM bundle of certificates"},
+	} {
+		if _, err := ServerPinsFile(tc.clusters); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v; want an error containing %q", tc.clusters, err, tc.want)
 		}
 	}
 }

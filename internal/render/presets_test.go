@@ -1,6 +1,8 @@
 package render
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,12 +41,17 @@ cluster:
 - {apiGroups: [workload.codeflare.dev], resources: [appwrappers/status], verbs: [get]}
 `
 
+// loops is the spoke's loop namespace in these tests.
+var loops = PresetScope{LoopNamespace: "loops"}
+
+// With --allow-cluster-wide and no namespaces, the multikueue preset is
+// Kueue's documented ClusterRole, rule for rule.
 func TestPresetMultiKueueIsKueuesWorkerRole(t *testing.T) {
 	want, err := ParseGrants([]byte(kueueWorkerRole))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := PresetGrants(PresetMultiKueue, nil)
+	got, err := PresetGrants(PresetMultiKueue, nil, PresetScope{LoopNamespace: "loops", AllowClusterWide: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +63,7 @@ func TestPresetMultiKueueIsKueuesWorkerRole(t *testing.T) {
 // Argo CD's preset is its namespace-scoped credential: everything in each
 // named namespace, nothing cluster-wide.
 func TestPresetArgoCDIsNamespaceScoped(t *testing.T) {
-	got, err := PresetGrants(PresetArgoCD, []string{"apps", "web"})
+	got, err := PresetGrants(PresetArgoCD, []string{"apps", "web"}, loops)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +84,50 @@ func TestPresetRefuses(t *testing.T) {
 		{PresetArgoCD, []string{"apps", "apps"}, `preset argocd: namespace "apps" appears twice`},
 		{PresetArgoCD, []string{"Apps"}, `preset argocd: namespaced[Apps]: Invalid value: "Apps"`},
 		{PresetArgoCD, []string{""}, `preset argocd: namespaced[]: Invalid value: ""`},
-		{PresetMultiKueue, []string{"apps"}, "preset multikueue takes no namespaces"},
+		{PresetMultiKueue, nil, `preset multikueue needs the namespaces MultiKueue dispatches to (multikueue:NS[,NS...]): Kueue's cluster-wide role covers the loop namespace "loops"`},
+		{PresetMultiKueue, []string{"mk", "loops"}, `preset multikueue: namespace "loops" covers the loop namespace (crucible's work pods`},
+		{PresetMultiKueue, []string{"mk", "mk"}, `preset multikueue: namespace "mk" appears twice`},
+		{PresetMultiKueue, []string{"MK"}, `preset multikueue: namespaced[MK]: Invalid value: "MK"`},
+		{PresetArgoCD, []string{"loops"}, `preset argocd: namespace "loops" covers the loop namespace`},
 		{"kueue", nil, `no preset "kueue" (presets: multikueue, argocd)`},
 	} {
-		_, err := PresetGrants(tc.name, tc.namespaces)
+		_, err := PresetGrants(tc.name, tc.namespaces, loops)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %v: %v; want an error containing %q", tc.name, tc.namespaces, err, tc.want)
 		}
+	}
+}
+
+// Given namespaces, the multikueue preset is Kueue's role in each of them,
+// and cluster-wide only the list and watch its watchers need, never of
+// pods; --allow-cluster-wide lets a namespace list include the loop
+// namespace.
+func TestPresetMultiKueueNamespaced(t *testing.T) {
+	got, err := PresetGrants(PresetMultiKueue, []string{"mk", "batch"}, loops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := ParseGrants([]byte(kueueWorkerRole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(doc.Cluster, got.Namespaced["mk"]); diff != "" || len(got.Namespaced) != 2 || !cmp.Equal(got.Namespaced["mk"], got.Namespaced["batch"]) {
+		t.Errorf("namespaced rules (-doc +preset):\n%s\nnamespaces %v", diff, slices.Sorted(maps.Keys(got.Namespaced)))
+	}
+	for _, r := range got.Cluster {
+		if !cmp.Equal(r.Verbs, []string{"list", "watch"}) || slices.Contains(r.Resources, "pods") || strings.Contains(r.Resources[0], "/") {
+			t.Errorf("cluster-wide rule %v: want list and watch of a kind MultiKueue watches, never pods", r)
+		}
+	}
+	wantKinds := []string{"jobs", "jobsets", "workloads", "tfjobs", "paddlejobs", "pytorchjobs", "xgboostjobs", "mpijobs", "rayjobs", "rayclusters", "appwrappers"}
+	var kinds []string
+	for _, r := range got.Cluster {
+		kinds = append(kinds, r.Resources...)
+	}
+	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
+		t.Errorf("cluster-wide watches (-want +got):\n%s", diff)
+	}
+	if _, err := PresetGrants(PresetMultiKueue, []string{"mk", "loops"}, PresetScope{LoopNamespace: "loops", AllowClusterWide: true}); err != nil {
+		t.Errorf("the loop namespace with --allow-cluster-wide: %v", err)
 	}
 }

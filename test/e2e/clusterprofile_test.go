@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,13 +174,26 @@ func kubectlApplyClusterProfile(t *testing.T, s *devstack.Stack, hub dynamic.Int
 }
 
 // consumerProviders is the rendered provider file, with the absolute path
-// of the binary under test and CRUCIBLE_TOKEN_DIR set in its exec env (a
-// consumer pod sets neither: crucible on its PATH, the chart's token
-// layout), read by the credentials library as a consumer reads it.
-func consumerProviders(t *testing.T, tokenDir string) *credentials.CredentialsProvider {
+// of the binary under test, pins as its --server-pins file and
+// CRUCIBLE_TOKEN_DIR set in its exec env (a consumer pod sets neither:
+// crucible on its PATH, the chart's token layout and pins file), read by
+// the credentials library as a consumer reads it.
+func consumerProviders(t *testing.T, tokenDir, pins string) *credentials.CredentialsProvider {
 	t.Helper()
-	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", devstacktest.CrucibleBinary(t))
+	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", devstacktest.CrucibleBinary(t), "--server-pins-path", pins)
 	return loadProviders(t, withTokenDir(t, "provider file", out, tokenDir))
+}
+
+// renderedPins is `crucible render clusterprofile --server-pins` for the
+// stack's spokes, in a file of the test's.
+func renderedPins(t testing.TB, s *devstack.Stack) string {
+	t.Helper()
+	out := crucibleOutput(t, "render", "clusterprofile", "--server-pins", "--config", s.Federation.ProfileFile)
+	path := filepath.Join(t.TempDir(), "server-pins.json")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // withTokenDir is a provider file (what names it, for errors) of one
@@ -247,7 +264,7 @@ func TestClusterProfileConsumerLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := createClusterProfile(t, hub, renderClusterProfile(t, s, "wharf", "clusterprofile-consumer"))
-	cfg, err := consumerProviders(t, tokenDir).BuildConfigFromCP(cp)
+	cfg, err := consumerProviders(t, tokenDir, renderedPins(t, s)).BuildConfigFromCP(cp)
 	if err != nil {
 		t.Fatalf("BuildConfigFromCP: %v", err)
 	}
@@ -270,9 +287,10 @@ func TestClusterProfileConsumerLibrary(t *testing.T) {
 	}
 }
 
-// A ClusterProfile whose extension names dock but points tokenFile at
-// wharf's token gets nothing from `crucible credential`: the consumer's
-// request fails before it reaches dock, and the plugin says why.
+// A ClusterProfile naming dock, where the consumer's token directory holds
+// wharf's token under dock's name (a mislabelled mount), gets nothing from
+// `crucible credential`: the consumer's request fails before it reaches
+// dock, and the plugin says why.
 func TestClusterProfileWrongAudienceRefused(t *testing.T) {
 	s := devstacktest.Shared(t)
 	hub, err := dynamic.NewForConfig(s.Hub.Admin)
@@ -282,15 +300,20 @@ func TestClusterProfileWrongAudienceRefused(t *testing.T) {
 	installClusterProfileCRD(t, hub)
 	hubNamespace(t, s, "clusterprofile-refused")
 
-	rendered := renderClusterProfile(t, s, "dock", "clusterprofile-refused")
-	wharfToken := s.Federation.SpokeTokenFiles["wharf"]
-	ext, err := json.Marshal(map[string]string{"cluster": "dock", "tokenFile": wharfToken})
+	tokenDir := t.TempDir()
+	wharfToken, err := os.ReadFile(s.Federation.SpokeTokenFiles["wharf"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered.Status.AccessProviders[0].Cluster.Extensions[0].Extension = runtime.RawExtension{Raw: ext}
-	cp := kubectlApplyClusterProfile(t, s, hub, rendered)
-	cfg, err := consumerProviders(t, t.TempDir()).BuildConfigFromCP(cp)
+	dockFile := filepath.Join(tokenDir, "dock", "token")
+	if err := os.Mkdir(filepath.Dir(dockFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dockFile, wharfToken, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp := kubectlApplyClusterProfile(t, s, hub, renderClusterProfile(t, s, "dock", "clusterprofile-refused"))
+	cfg, err := consumerProviders(t, tokenDir, renderedPins(t, s)).BuildConfigFromCP(cp)
 	if err != nil {
 		t.Fatalf("BuildConfigFromCP: %v", err)
 	}
@@ -308,8 +331,8 @@ func TestClusterProfileWrongAudienceRefused(t *testing.T) {
 	// client-go sends the plugin's stderr to the process's; run the same
 	// exec config with the exec info client-go builds, to read the reason.
 	stderr := runExecPlugin(t, cfg)
-	if !strings.Contains(stderr, "token for another audience") || !strings.Contains(stderr, `"dock"`) || !strings.Contains(stderr, wharfToken) {
-		t.Errorf("plugin stderr = %q; want the audience refusal naming dock and %s", stderr, wharfToken)
+	if !strings.Contains(stderr, "token for another audience") || !strings.Contains(stderr, `"dock"`) || !strings.Contains(stderr, dockFile) {
+		t.Errorf("plugin stderr = %q; want the audience refusal naming dock and %s", stderr, dockFile)
 	}
 }
 
@@ -340,7 +363,157 @@ func runExecPlugin(t *testing.T, cfg *rest.Config) string {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if out, err := cmd.Output(); err == nil {
-		t.Fatalf("the plugin handed out a credential for dock: %s", out)
+		t.Fatalf("the plugin handed out a credential for %s: %s", cfg.Host, out)
 	}
 	return stderr.String()
+}
+
+// headerRecorder is an https listener of the test's own, standing in for a
+// server a ClusterProfile writer controls: it records every Authorization
+// header it is sent (as a thief would) and answers like an API server.
+type headerRecorder struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	auths []string
+}
+
+func newHeaderRecorder(t *testing.T) *headerRecorder {
+	t.Helper()
+	h := &headerRecorder{}
+	h.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		if a := r.Header.Get("Authorization"); a != "" {
+			h.auths = append(h.auths, a)
+		}
+		h.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *headerRecorder) caPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.srv.Certificate().Raw})
+}
+
+func (h *headerRecorder) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.auths = nil
+}
+
+// received is how many requests carried a credential.
+func (h *headerRecorder) received() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.auths)
+}
+
+// writePins writes a --server-pins file of the test's: wharf pinned to
+// server and ca.
+func writePins(t *testing.T, server string, ca []byte) string {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"clusters": []map[string]any{{"name": "wharf", "server": server, "certificate-authority-data": ca}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "server-pins.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Issue 37: a ClusterProfile writer chooses which spoke, never where its
+// token goes. The credentials library (the version Kueue v0.17.0 pins)
+// reads ClusterProfiles whose status was written by someone else than the
+// consumer — pointing wharf at a listener of the test's, or naming a token
+// file outside the token directory (directly or through a symlink), or the
+// consumer's hub audience — and gets an error from the plugin, whose stderr
+// names the check; the listener never sees an Authorization header. The
+// honest ClusterProfile still reaches wharf (TestClusterProfileConsumerLibrary).
+func TestClusterProfileHostileStatusRefused(t *testing.T) {
+	s := devstacktest.Shared(t)
+	hub, err := dynamic.NewForConfig(s.Hub.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installClusterProfileCRD(t, hub)
+	hubNamespace(t, s, "clusterprofile-hostile")
+	thief := newHeaderRecorder(t)
+
+	// The consumer's token directory: wharf's projected token, and the
+	// consumer's own hub token where a careless layout might keep it.
+	tokenDir := t.TempDir()
+	wharfToken := s.Federation.SpokeTokenFiles["wharf"]
+	if err := os.Mkdir(filepath.Join(tokenDir, "wharf"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(wharfToken, filepath.Join(tokenDir, "wharf", "token")); err != nil {
+		t.Fatal(err)
+	}
+	hubToken, err := s.Hub.TokenRequest(t.Context(), devstack.HubNamespace, devstack.HubServiceAccount, []string{devstack.Issuer}, 600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubTokenFile := filepath.Join(tokenDir, "hub-token")
+	if err := os.WriteFile(hubTokenFile, []byte(hubToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "escape")
+	if err := os.Symlink(filepath.Dir(wharfToken), outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(tokenDir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+
+	realPins := renderedPins(t, s)
+	// Pinned to the listener, so that no server check is what refuses.
+	thiefPins := writePins(t, thief.srv.URL, thief.caPEM())
+	for _, tc := range []struct {
+		name      string
+		pins      string
+		extension map[string]string
+		wantCheck string
+	}{
+		{"server elsewhere", realPins, map[string]string{"cluster": "wharf"}, `server pin check failed: cluster wharf: spec.cluster.server "` + thief.srv.URL + `" is not the pinned server`},
+		{"tokenFile outside the token dir", thiefPins, map[string]string{"cluster": "wharf", "tokenFile": wharfToken}, "token dir check failed: spec.cluster.config.tokenFile " + wharfToken},
+		{"tokenFile through a symlink out", thiefPins, map[string]string{"cluster": "wharf", "tokenFile": filepath.Join(tokenDir, "escape", filepath.Base(wharfToken))}, "token dir check failed"},
+		{"hub audience", thiefPins, map[string]string{"cluster": "wharf", "tokenFile": hubTokenFile, "audience": devstack.Issuer},
+			`audience pin check failed: cluster wharf: spec.cluster.config.audience "` + devstack.Issuer + `" is not the pinned audience "wharf"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rendered := renderClusterProfile(t, s, "wharf", "clusterprofile-hostile")
+			rendered.Name = strings.ToLower(strings.ReplaceAll(tc.name, " ", "-"))
+			thief.reset()
+			ext, err := json.Marshal(tc.extension)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &rendered.Status.AccessProviders[0].Cluster
+			c.Server, c.CertificateAuthorityData = thief.srv.URL, thief.caPEM()
+			c.Extensions[0].Extension = runtime.RawExtension{Raw: ext}
+			cp := createClusterProfile(t, hub, rendered)
+			cfg, err := consumerProviders(t, tokenDir, tc.pins).BuildConfigFromCP(cp)
+			if err != nil {
+				t.Fatalf("BuildConfigFromCP: %v", err)
+			}
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = client.Discovery().ServerVersion()
+			if err == nil || !strings.Contains(err.Error(), "exec: executable") {
+				t.Errorf("server version through the hostile ClusterProfile = %v; want the exec plugin's failure", err)
+			}
+			if n := thief.received(); n != 0 {
+				t.Fatalf("the listener received %d Authorization headers", n)
+			}
+			if stderr := runExecPlugin(t, cfg); !strings.Contains(stderr, tc.wantCheck) {
+				t.Errorf("plugin stderr = %q; want it to name the check: %q", stderr, tc.wantCheck)
+			}
+		})
+	}
 }

@@ -44,6 +44,19 @@ import (
 // (ingest_replay_test.go; the stale-uid, unknown-id and per-source cases in
 // internal/ingest/replay_test.go), and one submitter or cluster filling its
 // artifact budget (internal/ingest/budgets_test.go).
+// Issue 37's hostile ClusterProfiles, read by the
+// cluster-inventory-api credentials library with `crucible credential` as
+// the access provider (clusterprofile_test.go,
+// TestClusterProfileHostileStatusRefused): a status pointing wharf's server
+// at a listener of the attacker's, a tokenFile outside CRUCIBLE_TOKEN_DIR
+// (named directly and through a symlink), and the consumer's own hub token
+// with the hub's audience — each refused by the plugin, naming its check,
+// with no Authorization header reaching the listener; their unit cases
+// (server spellings, CAs, skip-verify, TLS name, proxy, .., a token of two
+// audiences) are internal/cli/credential_pins_test.go's, with a fuzz test
+// of the server comparison.
+// Another submitter's pod on the run-live relay, and a session outliving
+// the run_live key a reload turned off (portforward_owner_test.go).
 
 // signRaw signs raw header and claims JSON with key (RS256 for RSA, ES256 for
 // P-256), so a case can carry JSON that encoding/json would never produce

@@ -16,16 +16,19 @@ import (
 )
 
 // Issue 25, point 2, on a real spoke: the RBAC `render spoke --subject
-// kueue-system/kueue-controller-manager=multikueue` prints, applied to
-// wharf, lets the hub's Kueue (the spoke's user hub:system:serviceaccount:…)
-// do exactly MultiKueue's worker-side verbs, and nothing the spoke grants
-// its own Kueue service account of the same name — which keeps its own.
+// kueue-system/kueue-controller-manager=multikueue:default` prints, applied
+// to wharf, lets the hub's Kueue (the spoke's user hub:system:serviceaccount:…)
+// do exactly MultiKueue's worker-side verbs in default, and nothing the
+// spoke grants its own Kueue service account of the same name — which keeps
+// its own. Issue 37: nothing of it reaches the loop namespace's pods (no
+// create, delete, get or list there, none cluster-wide); cluster-wide it
+// may only list and watch the kinds Kueue's watchers list.
 // Asked as kube-apiserver's authorizer decides (SubjectAccessReview, what
 // kubectl auth can-i --as asks).
 func TestFederatedSubjectHasExactlyItsRBAC(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	grants, err := render.PresetGrants(render.PresetMultiKueue, nil)
+	grants, err := render.PresetGrants(render.PresetMultiKueue, []string{"default"}, render.PresetScope{LoopNamespace: devstack.SpokeNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +66,14 @@ func TestFederatedSubjectHasExactlyItsRBAC(t *testing.T) {
 		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "kueue.x-k8s.io", Resource: "workloads", Subresource: "status", Verb: "patch", Namespace: "default"}, true},
 		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "secrets", Verb: "get", Namespace: "default"}, false},
 		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "nodes", Verb: "delete"}, false},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "pods", Verb: "create", Namespace: "default"}, true},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "pods", Verb: "create", Namespace: devstack.SpokeNamespace}, false},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "pods", Verb: "delete", Namespace: devstack.SpokeNamespace}, false},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "pods", Verb: "get", Namespace: devstack.SpokeNamespace}, false},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "", Resource: "pods", Verb: "list"}, false},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "batch", Resource: "jobs", Verb: "create", Namespace: devstack.SpokeNamespace}, false},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "batch", Resource: "jobs", Verb: "watch"}, true},
+		{hubKueue, nil, authorizationv1.ResourceAttributes{Group: "kueue.x-k8s.io", Resource: "workloads", Verb: "list"}, true},
 		{spokeKueue, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}, authorizationv1.ResourceAttributes{Group: "", Resource: "secrets", Verb: "get", Namespace: "default"}, true},
 		{spokeKueue, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}, authorizationv1.ResourceAttributes{Group: "batch", Resource: "jobs", Verb: "create", Namespace: "default"}, false},
 	} {

@@ -1,11 +1,19 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -71,13 +79,43 @@ func chartObjectsOfKind(objs []*unstructured.Unstructured, kind string) []*unstr
 	return out
 }
 
+// realCAValues are values giving both spokes of ci/two-spokes-values.yaml a
+// CA that parses (the file's are placeholders): the server pins carry it.
+func realCAValues(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("spokes:\n")
+	for _, name := range []string{"wharf", "dock"} {
+		ca := selfSignedCA(t, name)
+		fmt.Fprintf(&b, "- name: %s\n  server: https://api.%s.example.com:6443\n  caBundle: %q\n  loopNamespace: loops\n  turnServiceAccount: crucible-turn\n  ingestAudience: crucible-ingest\n", name, name, ca)
+	}
+	return clusterProfilesValuesFile(t, b.String())
+}
+
+// selfSignedCA is a CA certificate's PEM, for values that must parse.
+func selfSignedCA(t *testing.T, name string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
 // With clusterProfiles.enabled the hub chart installs, per entry of spokes,
 // the ClusterProfile `crucible render clusterprofile` prints for the
 // chart's own profile (object for object, status included: the audience a
 // spoke overrides joins its extension), and the ConfigMap
-// crucible-clusterprofile-providers whose providers.json is byte for byte
-// what `render clusterprofile --provider-file` prints for the same values
-// (the command escaped as Go's JSON escapes it).
+// crucible-clusterprofile-providers whose providers.json and
+// server-pins.json are byte for byte what `render clusterprofile
+// --provider-file` and `--server-pins` print for the same values (the
+// command escaped as Go's JSON escapes it).
 func TestHelmClusterProfilesMatchRender(t *testing.T) {
 	twoSpokes := chartCase{chart: "crucible-hub", values: "ci/two-spokes-values.yaml"}.args()
 	for _, tc := range []struct {
@@ -101,7 +139,7 @@ func TestHelmClusterProfilesMatchRender(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append(append([]string{}, twoSpokes...), "-f", clusterProfilesValuesFile(t, tc.values), "--set", "spokes[1].audience=https://dock.example.com")
+			args := append(append([]string{}, twoSpokes...), "-f", realCAValues(t), "-f", clusterProfilesValuesFile(t, tc.values), "--set", "spokes[1].audience=https://dock.example.com")
 			_, objs := helmTemplate(t, "crucible-hub", "hub-ns", args...)
 			chart := chartObjectsOfKind(objs, "ClusterProfile")
 			if len(chart) != 2 {
@@ -126,6 +164,10 @@ func TestHelmClusterProfilesMatchRender(t *testing.T) {
 			wantFile := crucibleOutput(t, append([]string{"render", "clusterprofile", "--provider-file"}, tc.renderFile...)...)
 			if got := configMapData(t, objs, render.ProvidersConfigMap, render.ProvidersKey); got != string(wantFile) {
 				t.Errorf("providers.json differs from render --provider-file:\nchart:\n%q\nrender:\n%q", got, wantFile)
+			}
+			wantPins := crucibleOutput(t, "render", "clusterprofile", "--server-pins", "--config", profile, "--audience", "dock=https://dock.example.com")
+			if got := configMapData(t, objs, render.ProvidersConfigMap, render.ServerPinsKey); got != string(wantPins) {
+				t.Errorf("server-pins.json differs from render --server-pins:\nchart:\n%s\nrender:\n%s", got, wantPins)
 			}
 			if ns := find(t, objs, "ConfigMap", render.ProvidersConfigMap).GetNamespace(); ns != tc.namespace {
 				t.Errorf("ConfigMap %s in %q; want the ClusterProfiles' %q", render.ProvidersConfigMap, ns, tc.namespace)
@@ -192,7 +234,7 @@ func TestHelmClusterProfilesRefusesBadValues(t *testing.T) {
 		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "at '/clusterProfiles/command'")):
 			t.Errorf("command %q: %v; want a refusal at /clusterProfiles/command", tc.command, err)
 		}
-		if _, rerr := render.ProviderFile(render.AccessProviderName, tc.command); (rerr == nil) != tc.ok {
+		if _, rerr := render.ProviderFile(render.AccessProviderName, tc.command, render.ServerPinsPath); (rerr == nil) != tc.ok {
 			t.Errorf("command %q: chart ok %v, render says %v", tc.command, tc.ok, rerr)
 		}
 	}
@@ -256,7 +298,8 @@ func TestHelmClusterProfilesOnTheHub(t *testing.T) {
 	if err := os.Symlink(s.Federation.SpokeTokenFiles["wharf"], filepath.Join(tokenDir, "wharf", "token")); err != nil {
 		t.Fatal(err)
 	}
-	providers := chartProviders(t, configMapData(t, objs, render.ProvidersConfigMap, render.ProvidersKey), tokenDir)
+	providers := chartProviders(t, configMapData(t, objs, render.ProvidersConfigMap, render.ProvidersKey),
+		configMapData(t, objs, render.ProvidersConfigMap, render.ServerPinsKey), tokenDir)
 	cfg, err := providers.BuildConfigFromCP(hubClusterProfile(t, hub, ns, "wharf"))
 	if err != nil {
 		t.Fatalf("BuildConfigFromCP: %v", err)
@@ -320,8 +363,20 @@ func hubClusterProfile(t *testing.T, hub dynamic.Interface, ns, name string) *cp
 
 // chartProviders is the chart's providers.json as the credentials library
 // reads it, with CRUCIBLE_TOKEN_DIR added to the exec env where the
-// consumer values would set it on the container.
-func chartProviders(t *testing.T, providersJSON, tokenDir string) *credentials.CredentialsProvider {
+// consumer values would set it on the container, and --server-pins pointed
+// at a file holding the chart's server-pins.json (the pod mounts it at
+// render.ServerPinsPath).
+func chartProviders(t *testing.T, providersJSON, pinsJSON, tokenDir string) *credentials.CredentialsProvider {
 	t.Helper()
-	return loadProviders(t, withTokenDir(t, "chart's providers.json", []byte(providersJSON), tokenDir))
+	file := withTokenDir(t, "chart's providers.json", []byte(providersJSON), tokenDir)
+	args := file.Providers[0].ExecConfig.Args
+	if diff := cmp.Diff([]string{"credential", "--server-pins", render.ServerPinsPath}, args); diff != "" {
+		t.Fatalf("chart's provider args (-want +got):\n%s", diff)
+	}
+	pins := filepath.Join(t.TempDir(), render.ServerPinsKey)
+	if err := os.WriteFile(pins, []byte(pinsJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args[2] = pins
+	return loadProviders(t, file)
 }

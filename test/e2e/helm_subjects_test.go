@@ -29,9 +29,10 @@ func chartSubjects(t *testing.T) []render.FederatedSubject {
 	}
 	var values struct {
 		ExtraSubjects []struct {
-			Subject, Preset string
-			Namespaces      []string
-			Rules           json.RawMessage
+			Subject, Preset  string
+			Namespaces       []string
+			AllowClusterWide bool `json:"allowClusterWide"`
+			Rules            json.RawMessage
 		} `json:"extraSubjects"`
 	}
 	if err := yaml.UnmarshalStrict(data, &values); err != nil {
@@ -45,7 +46,7 @@ func chartSubjects(t *testing.T) []render.FederatedSubject {
 		}
 		var g render.Grants
 		if e.Preset != "" {
-			g, err = render.PresetGrants(e.Preset, e.Namespaces)
+			g, err = render.PresetGrants(e.Preset, e.Namespaces, render.PresetScope{LoopNamespace: "loops", AllowClusterWide: e.AllowClusterWide})
 		} else {
 			g, err = render.ParseGrants(e.Rules)
 		}
@@ -94,14 +95,19 @@ func TestHelmSpokeSubjectsMatchRender(t *testing.T) {
 
 // The chart refuses the extraSubjects render spoke refuses, naming the value.
 func TestHelmSpokeSubjectsRefused(t *testing.T) {
-	const kueue = `{"subject":"system:serviceaccount:kueue-system:kueue-controller-manager","preset":"multikueue"}`
+	const kueue = `{"subject":"system:serviceaccount:kueue-system:kueue-controller-manager","preset":"multikueue","namespaces":["batch"]}`
 	for _, tc := range []struct{ set, want string }{
 		{`[` + kueue + `,` + kueue + `]`, "extraSubjects[1]: system:serviceaccount:kueue-system:kueue-controller-manager appears twice (as extraSubjects[0])"},
-		{`[{"subject":"system:serviceaccount:crucible:crucible-controller","preset":"multikueue"}]`, "extraSubjects[0]: system:serviceaccount:crucible:crucible-controller is crucible's controller"},
+		{`[{"subject":"system:serviceaccount:crucible:crucible-controller","preset":"multikueue","allowClusterWide":true}]`, "extraSubjects[0]: system:serviceaccount:crucible:crucible-controller is crucible's controller"},
 		{`[{"subject":"system:node:n1","preset":"multikueue"}]`, "/extraSubjects/0/subject"},
 		{`[{"subject":"system:serviceaccount:Kueue:m","preset":"multikueue"}]`, "/extraSubjects/0/subject"},
 		{`[{"subject":"system:serviceaccount:argocd:ctl","preset":"argocd"}]`, "/extraSubjects/0"},
-		{`[{"subject":"system:serviceaccount:argocd:ctl","preset":"multikueue","namespaces":["apps"]}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:argocd:ctl","preset":"multikueue","namespaces":["apps"],"rules":{}}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:k:m","preset":"multikueue"}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:k:m","preset":"multikueue","allowClusterWide":false}]`, "/extraSubjects/0"},
+		{`[{"subject":"system:serviceaccount:k:m","preset":"multikueue","namespaces":["batch","loops"]}]`,
+			`extraSubjects[0]: preset multikueue: namespace "loops" is loopNamespace.name`},
+		{`[{"subject":"system:serviceaccount:argocd:ctl","preset":"argocd","namespaces":["loops"]}]`, `extraSubjects[0]: preset argocd: namespace "loops" is loopNamespace.name`},
 		{`[{"subject":"system:serviceaccount:t:c","rules":{"cluster":[{"apiGroups":[""],"resources":["pods"],"verb":["get"]}]}}]`, "/extraSubjects/0"},
 		{`[{"subject":"system:serviceaccount:t:c","rules":{"namespaced":{"t":[{"nonResourceURLs":["/healthz"],"verbs":["get"]}]}}}]`, "/extraSubjects/0"},
 		{`[{"subject":"system:serviceaccount:t:c","rules":{}}]`, "/extraSubjects/0"},
@@ -111,7 +117,10 @@ func TestHelmSpokeSubjectsRefused(t *testing.T) {
 			t.Errorf("extraSubjects=%s: %v; want an error containing %q", tc.set, err, tc.want)
 		}
 	}
-	if _, err := helm(t, "template", "crucible", chartDir("crucible-spoke"), "--set-json", "extraSubjects=["+kueue+"]"); err != nil {
-		t.Errorf("one valid subject refused: %v", err)
+	for _, ok := range []string{kueue, `{"subject":"system:serviceaccount:k:m","preset":"multikueue","allowClusterWide":true}`,
+		`{"subject":"system:serviceaccount:k:m","preset":"multikueue","namespaces":["loops"],"allowClusterWide":true}`} {
+		if _, err := helm(t, "template", "crucible", chartDir("crucible-spoke"), "--set-json", "extraSubjects=["+ok+"]"); err != nil {
+			t.Errorf("valid subject %s refused: %v", ok, err)
+		}
 	}
 }

@@ -102,11 +102,14 @@ func TestMultiKueueThroughFederation(t *testing.T) {
 	// hub's).
 	for _, w := range workers {
 		wantAccess(t, w, "hub:"+kueueSubject, []string{"system:authenticated"}, map[authorizationv1.ResourceAttributes]bool{
-			{Group: "batch", Resource: "jobs", Verb: "create", Namespace: mkNamespace}:             true,
-			{Group: "kueue.x-k8s.io", Resource: "workloads", Subresource: "status", Verb: "patch"}: true,
-			{Resource: "secrets", Verb: "get", Namespace: kueueNamespace}:                          false,
-			{Group: "batch", Resource: "jobs", Verb: "update", Namespace: mkNamespace}:             false,
-			{Resource: "configmaps", Verb: "get", Namespace: kueueNamespace}:                       false,
+			{Group: "batch", Resource: "jobs", Verb: "create", Namespace: mkNamespace}:                                     true,
+			{Group: "kueue.x-k8s.io", Resource: "workloads", Subresource: "status", Verb: "patch", Namespace: mkNamespace}: true,
+			{Group: "batch", Resource: "jobs", Verb: "watch"}:                                                              true,
+			{Resource: "pods", Verb: "create", Namespace: devstack.SpokeNamespace}:                                         false,
+			{Resource: "pods", Verb: "list"}:                                                                               false,
+			{Resource: "secrets", Verb: "get", Namespace: kueueNamespace}:                                                  false,
+			{Group: "batch", Resource: "jobs", Verb: "update", Namespace: mkNamespace}:                                     false,
+			{Resource: "configmaps", Verb: "get", Namespace: kueueNamespace}:                                               false,
 		})
 		wantAccess(t, w, kueueSubject, []string{"system:serviceaccounts", "system:authenticated"}, map[authorizationv1.ResourceAttributes]bool{
 			{Resource: "configmaps", Verb: "get", Namespace: kueueNamespace}:           true,
@@ -150,9 +153,12 @@ func startMultiKueue(tb testing.TB, clientConnection map[string]any, quota kueue
 	metricsCerts(tb, s)
 
 	// The spoke side: the hub's Kueue federated to each spoke with the
-	// multikueue preset (its allowlist entry and RBAC as render makes them),
-	// next to a Kueue account of the spoke's own with a right of its own.
-	grants, err := render.PresetGrants(render.PresetMultiKueue, nil)
+	// multikueue preset in the jobs' namespace, as `render spoke --subject
+	// kueue-system/kueue-controller-manager=multikueue:mk` makes it (Kueue's
+	// role in mk, cluster-wide only the list and watch its watchers need,
+	// nothing in the loop namespace), next to a Kueue account of the
+	// spoke's own with a right of its own.
+	grants, err := render.PresetGrants(render.PresetMultiKueue, []string{mkNamespace}, render.PresetScope{LoopNamespace: devstack.SpokeNamespace})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -190,7 +196,7 @@ func startMultiKueue(tb testing.TB, clientConnection map[string]any, quota kueue
 		createClusterProfile(tb, hubDyn, renderClusterProfile(tb, s, w.Name, kueueNamespace))
 	}
 	runs := filepath.Join(tb.TempDir(), "credential-runs.log")
-	providers := kueueProviders(tb, tokenDir, credentialWrapper(tb, tokenDir, runs))
+	providers := kueueProviders(tb, tokenDir, credentialWrapper(tb, tokenDir, runs), renderedPins(tb, s))
 
 	// Kueue on all three: CRDs, webhooks on loopback, the manager process.
 	for _, c := range all {
@@ -379,11 +385,12 @@ func credentialWrapper(t testing.TB, tokenDir, runs string) string {
 // kueueProviders is the provider file `crucible render clusterprofile
 // --provider-file` prints, as Kueue's Configuration takes it
 // (multiKueue.clusterProfile.credentialsProviders), with command as the
-// plugin and CRUCIBLE_TOKEN_DIR set (a consumer pod needs neither: crucible
-// at the rendered path, the chart's token layout).
-func kueueProviders(t testing.TB, tokenDir, command string) []any {
+// plugin, pins (`render clusterprofile --server-pins`) as its --server-pins
+// and CRUCIBLE_TOKEN_DIR set (a consumer pod needs none of these: crucible
+// at the rendered path, the pins and tokens where the chart mounts them).
+func kueueProviders(t testing.TB, tokenDir, command, pins string) []any {
 	t.Helper()
-	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", command)
+	out := crucibleOutput(t, "render", "clusterprofile", "--provider-file", "--command", command, "--server-pins-path", pins)
 	file := withTokenDir(t, "provider file", out, tokenDir)
 	data, err := json.Marshal(file.Providers)
 	if err != nil {

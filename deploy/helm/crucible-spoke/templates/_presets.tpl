@@ -5,22 +5,24 @@ chart's output with render spoke's).
 */}}
 {{- define "crucible-spoke.grants" -}}
 {{- if eq (.preset | default "") "multikueue" -}}
-{{- /* Kueue's documented worker-cluster role for the MultiKueue manager's kubeconfig user:
-https://kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue/ (create-multikueue-kubeconfig.sh). */ -}}
+{{- if .namespaces }}
+namespaced:
+{{- range .namespaces }}
+  {{ . }}:
+{{- include "crucible-spoke.multikueueRules" . | indent 2 }}
+{{- end }}
+{{- /* Only the cluster-wide list and watch Kueue's watchers need (remoteClient.startWatcher), never of pods. */}}
 cluster:
-{{- range list (list "batch" "jobs") (list "" "pods") (list "jobset.x-k8s.io" "jobsets") (list "kueue.x-k8s.io" "workloads") (list "kubeflow.org" "tfjobs") (list "kubeflow.org" "paddlejobs") (list "kubeflow.org" "pytorchjobs") (list "kubeflow.org" "xgboostjobs") (list "kubeflow.org" "mpijobs") (list "ray.io" "rayjobs") (list "ray.io" "rayclusters") (list "workload.codeflare.dev" "appwrappers") }}
+{{- range (include "crucible-spoke.multikueueKinds" . | fromYamlArray) }}
+{{- if ne (index . 1) "pods" }}
 - apiGroups: [{{ index . 0 | quote }}]
   resources: [{{ index . 1 }}]
-  verbs: [create, delete, get, list, watch]
-{{- if eq (index . 1) "workloads" }}
-- apiGroups: [{{ index . 0 | quote }}]
-  resources: [workloads/status]
-  verbs: [get, patch, update]
-{{- else if ne (index . 1) "pods" }}
-- apiGroups: [{{ index . 0 | quote }}]
-  resources: [{{ index . 1 }}/status]
-  verbs: [get]
+  verbs: [list, watch]
 {{- end }}
+{{- end }}
+{{- else }}
+cluster:
+{{- include "crucible-spoke.multikueueRules" . }}
 {{- end }}
 {{- else if eq (.preset | default "") "argocd" -}}
 {{- /* Argo CD's namespace-scoped cluster credential (argocd cluster add --namespace NS:
@@ -34,5 +36,31 @@ namespaced:
 {{- end }}
 {{- else -}}
 {{ toYaml .rules }}
+{{- end }}
+{{- end }}
+
+{{/*
+The kinds of Kueue's documented worker-cluster role for the MultiKueue manager's kubeconfig user:
+https://kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue/ (create-multikueue-kubeconfig.sh).
+*/}}
+{{- define "crucible-spoke.multikueueKinds" -}}
+{{ list (list "batch" "jobs") (list "" "pods") (list "jobset.x-k8s.io" "jobsets") (list "kueue.x-k8s.io" "workloads") (list "kubeflow.org" "tfjobs") (list "kubeflow.org" "paddlejobs") (list "kubeflow.org" "pytorchjobs") (list "kubeflow.org" "xgboostjobs") (list "kubeflow.org" "mpijobs") (list "ray.io" "rayjobs") (list "ray.io" "rayclusters") (list "workload.codeflare.dev" "appwrappers") | toYaml }}
+{{- end }}
+
+{{/* The rules of that role, as a YAML list. */}}
+{{- define "crucible-spoke.multikueueRules" -}}
+{{- range (include "crucible-spoke.multikueueKinds" . | fromYamlArray) }}
+- apiGroups: [{{ index . 0 | quote }}]
+  resources: [{{ index . 1 }}]
+  verbs: [create, delete, get, list, watch]
+{{- if eq (index . 1) "workloads" }}
+- apiGroups: [{{ index . 0 | quote }}]
+  resources: [workloads/status]
+  verbs: [get, patch, update]
+{{- else if ne (index . 1) "pods" }}
+- apiGroups: [{{ index . 0 | quote }}]
+  resources: [{{ index . 1 }}/status]
+  verbs: [get]
+{{- end }}
 {{- end }}
 {{- end }}
