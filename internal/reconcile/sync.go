@@ -60,11 +60,15 @@ func (r *Reconciler) sync(ctx context.Context, k key) error {
 	return r.act(ctx, f)
 }
 
-// act records what the pod shows of its start and why it waits, when its
+// act records a pod already on the spoke as dispatched (recordDispatched),
+// then what the pod shows of its start and why it waits, when its
 // row has not (observation), gives up on a pod unschedulable past its
 // class's max_pending (enforceMaxPending), then does what decideSync
 // decides for f: a moment is recorded before the state change it led to.
 func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
+	if err := r.recordDispatched(ctx, &f); err != nil {
+		return err
+	}
 	if o, ok := observation(f); ok {
 		row, _, err := r.Store.ObservePod(ctx, f.Row.ID, o)
 		if err != nil {
@@ -86,6 +90,26 @@ func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 		return r.transition(ctx, f.Row.ID, f.Pod, a.State)
 	case syncLeave:
 	}
+	return nil
+}
+
+// recordDispatched moves a row the dispatcher has not yet marked dispatched
+// to dispatched when its pod is already on the spoke (the watch can see the
+// pod, and the scheduler's verdict on it, before the dispatcher has created
+// the pod's ConfigMap and Secret), so that the history says dispatched
+// before anything the pod shows of its wait or start.
+func (r *Reconciler) recordDispatched(ctx context.Context, f *syncFacts) error {
+	if f.Row == nil || f.Row.State != store.StatePending || decideSync(*f).Op != syncAdvance {
+		return nil
+	}
+	if err := r.transition(ctx, f.Row.ID, f.Pod, store.StateDispatched); err != nil {
+		return err
+	}
+	row, err := r.Store.GetWorkPod(ctx, f.Row.ID)
+	if err != nil {
+		return err
+	}
+	f.Row = &row
 	return nil
 }
 

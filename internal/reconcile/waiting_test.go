@@ -230,3 +230,43 @@ func TestSyncRecordsWaiting(t *testing.T) {
 		t.Errorf("history (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncRecordsDispatchedBeforeTheWait: the watch may see a pod, and the
+// scheduler's verdict on it, while its row is still pending (the dispatcher
+// has yet to create the pod's ConfigMap and Secret): the row is recorded
+// dispatched, with the pod's uid, before the wait.
+func TestSyncRecordsDispatchedBeforeTheWait(t *testing.T) {
+	st := storetest.SQLite(t)
+	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending}); err != nil {
+		t.Fatal(err)
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	r := &Reconciler{Store: st, caches: map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}}}
+	p := podWith(corev1.PodPending, "", scheduledFalse("Unschedulable", unschedulable))
+	p.Namespace = "loops"
+	if err := indexer.Update(inCache(p)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sync(t.Context(), key{Cluster: "wharf", Name: "p1"}); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	row, err := st.GetWorkPod(t.Context(), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != store.StateDispatched || row.PodUID != string(p.UID) || row.Waiting == nil {
+		t.Errorf("row: state %s uid %q waiting %+v; want dispatched with the pod's uid, waiting", row.State, row.PodUID, row.Waiting)
+	}
+	h, err := st.PodHistory(t.Context(), "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range h {
+		got = append(got, string(e.Event)+"/"+string(e.State))
+	}
+	want := []string{string(store.EventState) + "/" + string(store.StatePending), string(store.EventState) + "/" + string(store.StateDispatched), string(store.EventWaiting) + "/" + string(store.StateDispatched)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+}
