@@ -19,9 +19,9 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	podevents "crucible.dev/crucible/internal/events"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 )
@@ -30,7 +30,7 @@ import (
 type Server struct {
 	// Profile is the profile in force, swapped by a reload: a handler
 	// reads it once (profile) and decides with that one.
-	Profile *fleet.Current
+	Profile *profile.Current
 	// Owners, with leader election, names the replica running each
 	// cluster's loops (GET /api/clusters); nil without.
 	Owners func() map[string]string
@@ -175,7 +175,7 @@ func detach(ctx context.Context, d time.Duration) (context.Context, context.Canc
 
 // profile is the profile in force; nil for a server without one (tests,
 // benches).
-func (s *Server) profile() *fleet.Profile {
+func (s *Server) profile() *profile.Profile {
 	if s.Profile == nil {
 		return nil
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 	"crucible.dev/crucible/internal/workpod"
@@ -105,14 +105,14 @@ func newFixture(t *testing.T) *fixture {
 	}}
 	var logBuf bytes.Buffer
 	s := &Server{
-		Profile: fleet.NewCurrent(testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops"})),
+		Profile: profile.NewCurrent(testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, profile.ClusterEntry{Name: "dock", LoopNamespace: "loops"})),
 		Store:   st, Artifacts: arts, Dispatcher: disp,
 		DispatchTimeout: 10 * time.Second,
 		Log:             slog.New(slog.NewTextHandler(&logBuf, nil)),
 		MaxRequestBytes: 1 << 20,
 		Authn:           fakeAuthn{"tok-viewer": "viewer", "tok-submitter": "submitter", "tok-nobody": "nobody", "tok-flaky": "flaky", "tok-dock": "dockonly", "tok-admin": "admin"},
 		Authz:           authz,
-		AllowedHosts:    fleet.DefaultAPIAllowedHosts(),
+		AllowedHosts:    profile.DefaultAPIAllowedHosts(),
 		PageSize:        3,
 	}
 	mux := http.NewServeMux()

@@ -10,10 +10,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Budget names, as crucible_budget_refusals_total labels them.
@@ -81,20 +81,20 @@ func callerName(id apiauth.Identity) string {
 }
 
 // liveLimits is the profile's [live] section, fleet's defaults without one.
-func (s *Server) liveLimits() fleet.Live {
+func (s *Server) liveLimits() profile.Live {
 	if p := s.profile(); p != nil {
 		return p.Live
 	}
-	return fleet.Default().Live
+	return profile.Default().Live
 }
 
 // eventLimits is the profile's [events] section, fleet's defaults without
 // one.
-func (s *Server) eventLimits() fleet.Events {
+func (s *Server) eventLimits() profile.Events {
 	if p := s.profile(); p != nil {
 		return p.Events
 	}
-	return fleet.Default().Events
+	return profile.Default().Events
 }
 
 // acquireViewer takes one of the live-log stream slots for caller, or

@@ -22,6 +22,7 @@ import (
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -65,10 +66,10 @@ func (quietSource) Open(ctx context.Context, _ time.Time, _ bool) (io.ReadCloser
 
 // withLive gives s a profile whose [live] section is fleet's defaults
 // edited by edit.
-func withLive(s *Server, edit func(*fleet.Live)) {
-	p := fleet.Default()
+func withLive(s *Server, edit func(*profile.Live)) {
+	p := profile.Default()
 	edit(&p.Live)
-	s.Profile = fleet.NewCurrent(&p)
+	s.Profile = profile.NewCurrent(&p)
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -87,13 +88,13 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // stream closes) and what it held is freed; the cut is counted.
 func TestLiveLogClientThatStopsReadingIsCut(t *testing.T) {
 	s, srv := newLogServer(t, quietSource{})
-	withLive(s, func(l *fleet.Live) { l.WriteTimeout.Duration = 200 * time.Millisecond })
+	withLive(s, func(l *profile.Live) { l.WriteTimeout.Duration = 200 * time.Millisecond })
 	// A queue that never fills, so that only the deadline can end the
 	// stream; 500 lines of 60 KB are more than the kernel buffers between
 	// server and client hold.
-	d := fleet.Default()
+	d := profile.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return floodSource{lines: 500} }, live.Options{Buffer: 1000, BufferBytes: 1 << 30,
-		History: d.Live.History, HistoryBytes: d.Live.HistoryBytes, Poll: 10 * time.Millisecond, Retry: d.Reconcile.RetryPolicy()})
+		History: d.Live.History, HistoryBytes: d.Live.HistoryBytes, Poll: 10 * time.Millisecond, Retry: fleet.RetryPolicy(d.Reconcile)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func (l *lockedBuffer) lines(substr string) int {
 // never with the token.
 func TestLiveLogStreamCaps(t *testing.T) {
 	s, srv := newLogServer(t, quietSource{})
-	withLive(s, func(l *fleet.Live) { l.MaxViewers, l.MaxViewersPerIdentity = 3, 2 })
+	withLive(s, func(l *profile.Live) { l.MaxViewers, l.MaxViewersPerIdentity = 3, 2 })
 	s.Authn = fakeAuthn{"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}
 	s.Authz = apiauth.AllowAll{}
 	var logs lockedBuffer

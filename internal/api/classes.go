@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/podclass"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Class is a pod class as GET /api/classes shows it: what a pod of it gets
@@ -73,7 +73,7 @@ func (s *Server) classes(w http.ResponseWriter, r *http.Request) error {
 }
 
 // offered are the classes cluster c offers to a caller in groups.
-func offered(p *fleet.Profile, c fleet.ClusterEntry, groups []string) []Class {
+func offered(p *profile.Profile, c profile.ClusterEntry, groups []string) []Class {
 	out := []Class{}
 	for _, pc := range p.Pods.Classes {
 		class, err := p.ClassFor(c, pc.Name, "")
@@ -85,7 +85,7 @@ func offered(p *fleet.Profile, c fleet.ClusterEntry, groups []string) []Class {
 	return out
 }
 
-func classView(c fleet.PodClass) Class {
+func classView(c profile.PodClass) Class {
 	v := Class{
 		Name: c.Name, DefaultFor: c.DefaultFor, Requests: quantities(c.Requests), Limits: quantities(c.Limits),
 		GPUs: c.GPUs, GPUResource: c.GPUResource, Deadline: c.Deadline.String(), MaxDeadline: c.MaxDeadline.String(),
@@ -110,7 +110,7 @@ func classView(c fleet.PodClass) Class {
 	return v
 }
 
-func quantities(m map[string]fleet.Quantity) map[string]string {
+func quantities(m map[string]profile.Quantity) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // GET /api/classes lists, per cluster the caller may create on, the classes
@@ -17,14 +17,14 @@ import (
 func TestClasses(t *testing.T) {
 	f := newFixture(t)
 	p := f.srv.Profile.Load()
-	p.Clusters[1].Classes = map[string]fleet.ClassAdjust{"gpu": {Withhold: true}}
-	p.Pods.Classes = append(p.Pods.Classes, fleet.PodClass{
+	p.Clusters[1].Classes = map[string]profile.ClassAdjust{"gpu": {Withhold: true}}
+	p.Pods.Classes = append(p.Pods.Classes, profile.PodClass{
 		Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml"},
-		Requests: map[string]fleet.Quantity{"cpu": {Quantity: resource.MustParse("2")}, "memory": {Quantity: resource.MustParse("8Gi")}},
-		Shm:      fleet.Quantity{Quantity: resource.MustParse("1Gi")},
-		Deadline: fleet.Duration{Duration: time.Hour}, MaxDeadline: fleet.Duration{Duration: 24 * time.Hour},
-		Allow: fleet.ClassAllow{GPUs: fleet.IntRange{Min: 1, Max: 8},
-			Resources: map[string]fleet.QuantityRange{"memory": {Max: fleet.Quantity{Quantity: resource.MustParse("64Gi")}}}},
+		Requests: map[string]profile.Quantity{"cpu": {Quantity: resource.MustParse("2")}, "memory": {Quantity: resource.MustParse("8Gi")}},
+		Shm:      profile.Quantity{Quantity: resource.MustParse("1Gi")},
+		Deadline: profile.Duration{Duration: time.Hour}, MaxDeadline: profile.Duration{Duration: 24 * time.Hour},
+		Allow: profile.ClassAllow{GPUs: profile.IntRange{Min: 1, Max: 8},
+			Resources: map[string]profile.QuantityRange{"memory": {Max: profile.Quantity{Quantity: resource.MustParse("64Gi")}}}},
 	})
 	f.srv.Authn = fakeAuthn{"tok-ml": "bo|ml,research", "tok-submitter": "submitter", "tok-viewer": "viewer", "tok-flaky": "flaky"}
 	f.authz.allowed["bo create wharf"], f.authz.allowed["bo create dock"] = true, true

@@ -18,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"crucible.dev/crucible/internal/dispatch"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
@@ -330,7 +330,7 @@ func lastEventID(v string) (int64, error) {
 func (s *Server) liveHub() (*live.Hub, error) {
 	s.liveOnce.Do(func() {
 		if s.Live == nil {
-			var l fleet.Live // zero without a profile, which NewHub refuses
+			var l profile.Live // zero without a profile, which NewHub refuses
 			if p := s.profile(); p != nil {
 				l = p.Live
 			}

@@ -23,6 +23,7 @@ import (
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
@@ -40,11 +41,11 @@ func (f fixedSource) Open(_ context.Context, _ time.Time, _ bool) (io.ReadCloser
 
 func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	t.Helper()
-	s := &Server{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
-	d := fleet.Default()
+	s := &Server{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts()}
+	d := profile.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return src },
 		live.Options{Buffer: d.Live.Buffer, BufferBytes: d.Live.ViewerBufferBytes, History: d.Live.History, HistoryBytes: d.Live.HistoryBytes,
-			Poll: 10 * time.Millisecond, Retry: d.Reconcile.RetryPolicy()})
+			Poll: 10 * time.Millisecond, Retry: fleet.RetryPolicy(d.Reconcile)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -227,8 +227,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	f.Limit = s.PageSize
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > fleet.MaxAPIPageSize {
-			return &httperr.Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", httperr.Truncate(l, 20), fleet.MaxAPIPageSize)}
+		if err != nil || n < 1 || n > profile.MaxAPIPageSize {
+			return &httperr.Error{Code: http.StatusBadRequest, Field: "limit", Msg: fmt.Sprintf("limit %q: must be a number from 1 to %d", httperr.Truncate(l, 20), profile.MaxAPIPageSize)}
 		}
 		f.Limit = n
 	}

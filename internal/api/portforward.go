@@ -17,10 +17,10 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/portforward"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 )
@@ -114,11 +114,11 @@ func (s *Server) forwarder() PortForwarder {
 }
 
 // runLiveLimits is the profile's [run_live], fleet's defaults without one.
-func (s *Server) runLiveLimits() fleet.RunLive {
+func (s *Server) runLiveLimits() profile.RunLive {
 	if p := s.profile(); p != nil {
 		return p.RunLive
 	}
-	return fleet.Default().RunLive
+	return profile.Default().RunLive
 }
 
 // portForward serves GET /api/pods/{pod}/portforward?port=N (R-RL1): after
@@ -219,14 +219,14 @@ func (s *Server) authorizeOwner(r *http.Request, p store.WorkPod) error {
 
 // runLiveCluster is the cluster entry of a session and the key path of its
 // run_live in the profile, or 409 when the cluster does not enable it.
-func (s *Server) runLiveCluster(name string) (fleet.ClusterEntry, string, error) {
-	var clusters []fleet.ClusterEntry
+func (s *Server) runLiveCluster(name string) (profile.ClusterEntry, string, error) {
+	var clusters []profile.ClusterEntry
 	if p := s.profile(); p != nil {
 		clusters = p.Clusters
 	}
-	i := slices.IndexFunc(clusters, func(e fleet.ClusterEntry) bool { return e.Name == name })
+	i := slices.IndexFunc(clusters, func(e profile.ClusterEntry) bool { return e.Name == name })
 	if i < 0 {
-		return fleet.ClusterEntry{}, "", httperr.New(http.StatusConflict, fmt.Sprintf("cluster %q is not in the controller's profile: no run-live", name))
+		return profile.ClusterEntry{}, "", httperr.New(http.StatusConflict, fmt.Sprintf("cluster %q is not in the controller's profile: no run-live", name))
 	}
 	e, key := clusters[i], fmt.Sprintf("clusters[%d]", i)
 	if !e.RunLive {
@@ -238,23 +238,23 @@ func (s *Server) runLiveCluster(name string) (fleet.ClusterEntry, string, error)
 
 // runLivePorts are the ports of e that may be forwarded: run_live_ports,
 // which fleet defaults to [run_live_port].
-func runLivePorts(e fleet.ClusterEntry) []int {
+func runLivePorts(e profile.ClusterEntry) []int {
 	if len(e.RunLivePorts) > 0 {
 		return e.RunLivePorts
 	}
 	return []int{runLivePort(e)}
 }
 
-func runLivePort(e fleet.ClusterEntry) int {
+func runLivePort(e profile.ClusterEntry) int {
 	if e.RunLivePort > 0 {
 		return e.RunLivePort
 	}
-	return fleet.DefaultRunLivePort
+	return profile.DefaultRunLivePort
 }
 
 // forwardPort parses ?port= and refuses (403) a port the cluster does not
 // allow, naming the ones it does.
-func forwardPort(v string, e fleet.ClusterEntry, key string) (int, error) {
+func forwardPort(v string, e profile.ClusterEntry, key string) (int, error) {
 	port, err := strconv.Atoi(v)
 	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != v {
 		return 0, &httperr.Error{Code: http.StatusBadRequest, Field: "port", Msg: fmt.Sprintf("port %q: must be a port number from 1 to 65535", httperr.Truncate(v, 20))}

@@ -15,10 +15,10 @@ import (
 	"github.com/gorilla/websocket"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/portforward"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -74,10 +74,10 @@ type session struct {
 	pod    store.WorkPod
 	port   int
 	caller string
-	limits fleet.RunLive
+	limits profile.RunLive
 	// profile is the profile the session was last checked against
 	// (watchProfile).
-	profile *fleet.Profile
+	profile *profile.Profile
 
 	toPod, fromPod atomic.Int64
 	lastActive     atomic.Int64 // UnixNano of the last byte either way
@@ -234,14 +234,14 @@ func (ss *session) maxSession() time.Duration {
 	if d := ss.limits.MaxSession.Duration; d > 0 {
 		return d
 	}
-	return fleet.DefaultRunLiveMaxSession
+	return profile.DefaultRunLiveMaxSession
 }
 
 func (ss *session) writeTimeout() time.Duration {
 	if d := ss.limits.WriteTimeout.Duration; d > 0 {
 		return d
 	}
-	return fleet.DefaultRunLiveWriteTimeout
+	return profile.DefaultRunLiveWriteTimeout
 }
 
 func (ss *session) touch() { ss.lastActive.Store(time.Now().UnixNano()) }
@@ -385,7 +385,7 @@ func (ss *session) idle(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	timeout := ss.limits.IdleTimeout.Duration
 	if timeout <= 0 {
-		timeout = fleet.DefaultRunLiveIdleTimeout
+		timeout = profile.DefaultRunLiveIdleTimeout
 	}
 	go func() {
 		t := time.NewTimer(timeout)

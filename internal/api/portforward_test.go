@@ -25,8 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -411,12 +411,12 @@ func TestPortForwardEndings(t *testing.T) {
 			wantCode: websocket.CloseInternalServerErr, wantReason: "the connection to wharf's API server was lost"},
 		{name: "idle", pod: hold,
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.Load().RunLive.IdleTimeout = fleet.Duration{Duration: 50 * time.Millisecond}
+				f.srv.Profile.Load().RunLive.IdleTimeout = profile.Duration{Duration: 50 * time.Millisecond}
 			},
 			wantCode: websocket.CloseNormalClosure, wantReason: "idle for 50ms ([run_live] idle_timeout)"},
 		{name: "permission gone", pod: hold,
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.Load().API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
+				f.srv.Profile.Load().API.StreamRecheck = profile.Duration{Duration: 20 * time.Millisecond}
 			},
 			during: func(f *fixture, _ *fakeForwarder) {
 				f.authz.mu.Lock()
@@ -426,7 +426,7 @@ func TestPortForwardEndings(t *testing.T) {
 			wantCode: websocket.ClosePolicyViolation, wantReason: "permission revoked: forbidden: admin may not create workpods/portforward.crucible.dev wharf"},
 		{name: "create-any gone, another submitter's pod", pod: hold,
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.Load().API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
+				f.srv.Profile.Load().API.StreamRecheck = profile.Duration{Duration: 20 * time.Millisecond}
 			},
 			during: func(f *fixture, _ *fakeForwarder) {
 				f.authz.mu.Lock()
@@ -436,26 +436,28 @@ func TestPortForwardEndings(t *testing.T) {
 			wantCode: websocket.ClosePolicyViolation, wantReason: "permission revoked: forbidden: admin may not create-any workpods/portforward.crucible.dev wharf"},
 		{name: "one's own pod needs no create-any", pod: hold, token: "tok-alice",
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.Load().API.StreamRecheck = fleet.Duration{Duration: 20 * time.Millisecond}
-				f.srv.Profile.Load().RunLive.MaxSession = fleet.Duration{Duration: 300 * time.Millisecond}
+				f.srv.Profile.Load().API.StreamRecheck = profile.Duration{Duration: 20 * time.Millisecond}
+				f.srv.Profile.Load().RunLive.MaxSession = profile.Duration{Duration: 300 * time.Millisecond}
 			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: "open for 300ms ([run_live] max_session)"},
 		{name: "run_live turned off by a reload", pod: hold,
 			during: func(f *fixture, _ *fakeForwarder) {
-				reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLive = false })
+				reload(f, func(p *profile.Profile) { p.Clusters[0].RunLive = false })
 			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: `cluster "wharf" no longer enables run-live (clusters[0].run_live)`},
 		{name: "the port dropped from run_live_ports by a reload", pod: hold,
 			during: func(f *fixture, _ *fakeForwarder) {
-				reload(f, func(p *fleet.Profile) { p.Clusters[0].RunLivePorts = []int{9000} })
+				reload(f, func(p *profile.Profile) { p.Clusters[0].RunLivePorts = []int{9000} })
 			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: "port 7777 is no longer in clusters[0].run_live_ports"},
 		{name: "the cluster removed by a reload", pod: hold,
-			during:   func(f *fixture, _ *fakeForwarder) { reload(f, func(p *fleet.Profile) { p.Clusters = p.Clusters[1:] }) },
+			during: func(f *fixture, _ *fakeForwarder) {
+				reload(f, func(p *profile.Profile) { p.Clusters = p.Clusters[1:] })
+			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: `cluster "wharf" is no longer in the controller's profile`},
 		{name: "max_session", pod: echo,
 			setup: func(f *fixture, _ *fakeForwarder) {
-				f.srv.Profile.Load().RunLive.MaxSession = fleet.Duration{Duration: 200 * time.Millisecond}
+				f.srv.Profile.Load().RunLive.MaxSession = profile.Duration{Duration: 200 * time.Millisecond}
 			},
 			wantCode: websocket.ClosePolicyViolation, wantReason: "open for 200ms ([run_live] max_session)"},
 	}
@@ -483,7 +485,7 @@ func TestPortForwardEndings(t *testing.T) {
 
 // reload puts in force a copy of f's profile that change changed, as a
 // profile reload does.
-func reload(f *fixture, change func(*fleet.Profile)) {
+func reload(f *fixture, change func(*profile.Profile)) {
 	next := *f.srv.Profile.Load()
 	next.Clusters = slices.Clone(next.Clusters)
 	change(&next)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // callerGone is why a stream's caller may no longer read it: the cause its
@@ -31,7 +31,7 @@ func (s *Server) recheckEvery() time.Duration {
 	if p := s.profile(); p != nil && p.API.StreamRecheck.Duration > 0 {
 		return p.API.StreamRecheck.Duration
 	}
-	return fleet.Default().API.StreamRecheck.Duration
+	return profile.Default().API.StreamRecheck.Duration
 }
 
 // streamCheck is a condition a stream holds beyond its route's permission

@@ -20,15 +20,15 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	podevents "crucible.dev/crucible/internal/events"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
 // newTestBus is an event bus with fleet's default [events] bounds.
 func newTestBus(t *testing.T) *podevents.Bus {
 	t.Helper()
-	b, err := podevents.NewBus(fleet.Default().Events)
+	b, err := podevents.NewBus(profile.Default().Events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestStreamsEndWhenCallerLosesAccess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, srv := newLogServer(t, quietSource{})
-			s.Profile = fleet.NewCurrent(testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}))
+			s.Profile = profile.NewCurrent(testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}))
 			s.Profile.Load().API.StreamRecheck.Duration = 10 * time.Millisecond
 			bus := newTestBus(t)
 			s.Events, s.Store = bus, podevents.Store{Store: s.Store.(store.Store), Pub: bus}

@@ -9,9 +9,9 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/podclass"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -36,7 +36,7 @@ type submission struct {
 // key is well-formed but not the submitter's to set), the spec as stored
 // and, with an Idempotency-Key, the request's digest. id makes the work
 // pod's id from a prefix. An error names the field at fault.
-func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity, key string, digestKey []byte, id func(prefix string) string) (submission, error) {
+func newSubmission(p *profile.Profile, req SubmitRequest, caller apiauth.Identity, key string, digestKey []byte, id func(prefix string) string) (submission, error) {
 	if req.Kind == "" {
 		req.Kind = workpod.DefaultKind
 	}
@@ -90,7 +90,7 @@ func newSubmission(p *fleet.Profile, req SubmitRequest, caller apiauth.Identity,
 // shapeFor resolves req's class as cluster offers it into the pod's shape:
 // 422 naming the field and its bound for what the class or cluster does
 // not allow, 403 for a caller outside the class's groups.
-func shapeFor(p *fleet.Profile, cluster fleet.ClusterEntry, req SubmitRequest, groups []string) (workpod.Shape, error) {
+func shapeFor(p *profile.Profile, cluster profile.ClusterEntry, req SubmitRequest, groups []string) (workpod.Shape, error) {
 	class, err := p.ClassFor(cluster, req.Class, workpod.ShapeKind(req.Kind))
 	if err != nil {
 		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
@@ -109,7 +109,7 @@ func shapeFor(p *fleet.Profile, cluster fleet.ClusterEntry, req SubmitRequest, g
 // targetCluster is the cluster a submit naming name goes to: the default
 // for "", name itself when the fleet has no such cluster (authorization is
 // asked about what was named, before the 400 reveals the fleet).
-func targetCluster(p *fleet.Profile, name string) string {
+func targetCluster(p *profile.Profile, name string) string {
 	if c, ok := p.Cluster(name); ok {
 		return c.Name
 	}

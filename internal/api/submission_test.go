@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
 // newSubmission decides a submit without a store or a spoke: the defaults,
 // the cluster, validation and the digest, table-tested.
 func TestNewSubmission(t *testing.T) {
-	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "dock-loops"})
+	p := testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, profile.ClusterEntry{Name: "dock", LoopNamespace: "dock-loops"})
 	id := func(prefix string) string { return prefix + "-fixed" }
 	tests := []struct {
 		name      string
@@ -72,7 +72,7 @@ func TestNewSubmission(t *testing.T) {
 // A retry that names the defaults is the same request as one that left
 // them out: the digest is taken with them filled in.
 func TestNewSubmissionDigestsWithDefaults(t *testing.T) {
-	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
+	p := testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
 	id := func(prefix string) string { return prefix + "-fixed" }
 	bare, err := newSubmission(p, SubmitRequest{Image: "busybox"}, alice, "k", testDigestKey, id)
 	if err != nil {
@@ -101,8 +101,8 @@ var testDigestKey = []byte("0123456789abcdef0123456789abcdef")
 
 // testProfile is a defaulted profile (fleet.Default: the standard class)
 // with these clusters, the first the default.
-func testProfile(clusters ...fleet.ClusterEntry) *fleet.Profile {
-	p := fleet.Default()
+func testProfile(clusters ...profile.ClusterEntry) *profile.Profile {
+	p := profile.Default()
 	p.DefaultCluster, p.Clusters = clusters[0].Name, clusters
 	return &p
 }
@@ -110,12 +110,12 @@ func testProfile(clusters ...fleet.ClusterEntry) *fleet.Profile {
 // A submission's class becomes its shape: the kind's default without one,
 // the class's bounds and groups and the cluster's withholding enforced.
 func TestNewSubmissionClasses(t *testing.T) {
-	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"},
-		fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops", Classes: map[string]fleet.ClassAdjust{"gpu": {Withhold: true}}})
-	gpu := fleet.PodClass{Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml"},
-		Requests: map[string]fleet.Quantity{"cpu": {Quantity: resource.MustParse("1")}, "memory": {Quantity: resource.MustParse("1Gi")}},
-		Deadline: fleet.Duration{Duration: time.Hour}, MaxDeadline: fleet.Duration{Duration: 2 * time.Hour}, RunAsUser: 1, RunAsGroup: 1,
-		Allow: fleet.ClassAllow{GPUs: fleet.IntRange{Min: 1, Max: 8}}}
+	p := testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"},
+		profile.ClusterEntry{Name: "dock", LoopNamespace: "loops", Classes: map[string]profile.ClassAdjust{"gpu": {Withhold: true}}})
+	gpu := profile.PodClass{Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu", Groups: []string{"ml"},
+		Requests: map[string]profile.Quantity{"cpu": {Quantity: resource.MustParse("1")}, "memory": {Quantity: resource.MustParse("1Gi")}},
+		Deadline: profile.Duration{Duration: time.Hour}, MaxDeadline: profile.Duration{Duration: 2 * time.Hour}, RunAsUser: 1, RunAsGroup: 1,
+		Allow: profile.ClassAllow{GPUs: profile.IntRange{Min: 1, Max: 8}}}
 	p.Pods.Classes = append(p.Pods.Classes, gpu)
 	ml := apiauth.Identity{User: "bo", Groups: []string{"ml"}}
 	id := func(prefix string) string { return prefix + "-fixed" }
@@ -166,7 +166,7 @@ func TestNewSubmissionClasses(t *testing.T) {
 // 422 naming the key and the profile key to change; a malformed key is
 // still validation's 400; crucible's own prefix is never the submitter's.
 func TestNewSubmissionMetadataPrefixes(t *testing.T) {
-	p := testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
+	p := testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
 	p.Pods.MetadataPrefixes = []string{"example.com/"}
 	id := func(prefix string) string { return prefix + "-fixed" }
 	tests := []struct {

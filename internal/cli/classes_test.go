@@ -17,7 +17,7 @@ import (
 
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/dispatch"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store/storetest"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -84,13 +84,13 @@ withhold = true
 
 func classesFixture(t *testing.T) (*httptest.Server, *recordingDispatcher) {
 	t.Helper()
-	p, err := fleet.Parse([]byte(classesProfile))
+	p, err := profile.Parse([]byte(classesProfile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &recordingDispatcher{}
-	s := &api.Server{Profile: fleet.NewCurrent(p), Store: storetest.SQLite(t), Dispatcher: d, DispatchTimeout: 10 * time.Second,
-		Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: 10}
+	s := &api.Server{Profile: profile.NewCurrent(p), Store: storetest.SQLite(t), Dispatcher: d, DispatchTimeout: 10 * time.Second,
+		Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: 10}
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewServer(mux)

@@ -11,12 +11,12 @@ import (
 	"strings"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // fallbackServer is the controller's default internal listener, for a
 // client with no other address.
-const fallbackServer = "http://" + fleet.DefaultInternalListen
+const fallbackServer = "http://" + profile.DefaultInternalListen
 
 // devDir is --dev of the client commands: the dev stack whose env file names
 // the controller. Like the credentials, one value for the one command a

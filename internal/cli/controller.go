@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"crucible.dev/crucible/internal/controller"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httpserve"
+	"crucible.dev/crucible/internal/profile"
 )
 
 func newControllerCmd() *cobra.Command {
@@ -72,8 +72,8 @@ port-forward, e.g.
 					return err
 				}
 			}
-			load := func(path string) (*fleet.Profile, error) {
-				p, err := fleet.Load(path)
+			load := func(path string) (*profile.Profile, error) {
+				p, err := profile.Load(path)
 				if err != nil || !leaderElect || p.Controller.LeaderElect {
 					return p, err
 				}
@@ -99,7 +99,7 @@ port-forward, e.g.
 
 // runController runs the controller and, when pprofListen is set, Go's
 // profiler beside it (withPprof).
-func runController(ctx context.Context, p *fleet.Profile, src *controller.ProfileSource, pprofListen string, log *slog.Logger) error {
+func runController(ctx context.Context, p *profile.Profile, src *controller.ProfileSource, pprofListen string, log *slog.Logger) error {
 	run := func(ctx context.Context) error { return controller.Run(ctx, p, log, src) }
 	if pprofListen == "" {
 		return run(ctx)

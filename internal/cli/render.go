@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/podclass"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -55,10 +55,10 @@ func (f *renderFlags) add(cmd *cobra.Command) {
 }
 
 // load reads the profile and picks the cluster.
-func (f *renderFlags) load() (*fleet.Profile, fleet.ClusterEntry, error) {
-	p, err := fleet.Load(f.config)
+func (f *renderFlags) load() (*profile.Profile, profile.ClusterEntry, error) {
+	p, err := profile.Load(f.config)
 	if err != nil {
-		return nil, fleet.ClusterEntry{}, fmt.Errorf("--config: %w", err)
+		return nil, profile.ClusterEntry{}, fmt.Errorf("--config: %w", err)
 	}
 	c, ok := p.Cluster(f.cluster)
 	if !ok {
@@ -66,7 +66,7 @@ func (f *renderFlags) load() (*fleet.Profile, fleet.ClusterEntry, error) {
 		for _, e := range p.Clusters {
 			names = append(names, e.Name)
 		}
-		return nil, fleet.ClusterEntry{}, fmt.Errorf("--cluster %q: no such cluster in %s (it has: %s)", f.cluster, f.config, strings.Join(names, ", "))
+		return nil, profile.ClusterEntry{}, fmt.Errorf("--cluster %q: no such cluster in %s (it has: %s)", f.cluster, f.config, strings.Join(names, ", "))
 	}
 	return p, c, nil
 }
@@ -165,7 +165,7 @@ arguments; without it the image's entrypoint runs.`,
 
 // classShape is the pod's shape from the flags' class on cluster c, each
 // refusal named by its flag.
-func classShape(cmd *cobra.Command, p *fleet.Profile, c fleet.ClusterEntry, cf *classFlags, kind string) (workpod.Shape, error) {
+func classShape(cmd *cobra.Command, p *profile.Profile, c profile.ClusterEntry, cf *classFlags, kind string) (workpod.Shape, error) {
 	class, err := p.ClassFor(c, cf.class, workpod.ShapeKind(kind))
 	if err != nil {
 		return workpod.Shape{}, fmt.Errorf("--class: %w", err)

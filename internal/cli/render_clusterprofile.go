@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -226,7 +226,7 @@ func (fl *clusterProfileFlags) profiles() ([]byte, error) {
 // pickClusters is the profile's clusters named by the flags, in the
 // profile's order, or all of them; an unknown name is refused with the
 // names there are.
-func pickClusters(p *fleet.Profile, config string, names []string) ([]fleet.ClusterEntry, error) {
+func pickClusters(p *profile.Profile, config string, names []string) ([]profile.ClusterEntry, error) {
 	if len(names) == 0 {
 		return p.Clusters, nil
 	}
@@ -239,7 +239,7 @@ func pickClusters(p *fleet.Profile, config string, names []string) ([]fleet.Clus
 			return nil, fmt.Errorf("--cluster %q: no such cluster in %s (it has: %s)", n, config, strings.Join(have, ", "))
 		}
 	}
-	var picked []fleet.ClusterEntry
+	var picked []profile.ClusterEntry
 	for _, c := range p.Clusters {
 		if slices.Contains(names, c.Name) {
 			picked = append(picked, c)
@@ -251,8 +251,8 @@ func pickClusters(p *fleet.Profile, config string, names []string) ([]fleet.Clus
 // accessClusters is the picked clusters with their --audience and, for
 // ClusterProfiles (withCA), their ca_file's bytes, read here so that render
 // stays free of I/O.
-func (fl *clusterProfileFlags) accessClusters(withCA bool) ([]render.AccessCluster, *fleet.Profile, error) {
-	p, err := fleet.Load(fl.config)
+func (fl *clusterProfileFlags) accessClusters(withCA bool) ([]render.AccessCluster, *profile.Profile, error) {
+	p, err := profile.Load(fl.config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--config: %w", err)
 	}
@@ -279,14 +279,14 @@ func (fl *clusterProfileFlags) accessClusters(withCA bool) ([]render.AccessClust
 
 // parseAudiences reads --audience NAME=AUD flags, each naming one of the
 // picked clusters once.
-func parseAudiences(flags []string, picked []fleet.ClusterEntry) (map[string]string, error) {
+func parseAudiences(flags []string, picked []profile.ClusterEntry) (map[string]string, error) {
 	out := map[string]string{}
 	for _, arg := range flags {
 		name, aud, ok := strings.Cut(arg, "=")
 		if !ok || aud == "" {
 			return nil, fmt.Errorf("--audience %q: want NAME=AUDIENCE", arg)
 		}
-		if !slices.ContainsFunc(picked, func(c fleet.ClusterEntry) bool { return c.Name == name }) {
+		if !slices.ContainsFunc(picked, func(c profile.ClusterEntry) bool { return c.Name == name }) {
 			return nil, fmt.Errorf("--audience %q: %s is not one of the clusters rendered", arg, name)
 		}
 		if _, dup := out[name]; dup {

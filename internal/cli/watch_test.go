@@ -16,7 +16,7 @@ import (
 
 	"crucible.dev/crucible/internal/api"
 	podevents "crucible.dev/crucible/internal/events"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
@@ -25,17 +25,17 @@ import (
 // changes feed its event bus.
 func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 	t.Helper()
-	p := fleet.Default()
-	p.DefaultCluster, p.Clusters = "wharf", []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}
+	p := profile.Default()
+	p.DefaultCluster, p.Clusters = "wharf", []profile.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}
 	bus, err := podevents.NewBus(p.Events)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := podevents.Store{Store: storetest.SQLite(t), Pub: bus}
 	s := &api.Server{
-		Profile: fleet.NewCurrent(&p),
+		Profile: profile.NewCurrent(&p),
 		Store:   st, Events: bus, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
-		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
+		AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: profile.DefaultAPIPageSize,
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)

@@ -11,15 +11,16 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // apiAuth builds the API's authenticator and authorizer for [api] auth. The
 // reviews go to the hub with the controller's own hub identity, each kind
 // on a client-side rate limit of its own: a flood of tokens to review must
 // not starve the SubjectAccessReviews of callers already known.
-func apiAuth(p *fleet.Profile, hubCfg *rest.Config, log *slog.Logger) (api.Authenticator, api.Authorizer, error) {
+func apiAuth(p *profile.Profile, hubCfg *rest.Config, log *slog.Logger) (api.Authenticator, api.Authorizer, error) {
 	a := p.API
-	if a.Auth == fleet.AuthNone {
+	if a.Auth == profile.AuthNone {
 		return apiauth.Anonymous{}, apiauth.AllowAll{}, nil
 	}
 	access, err := reviewClient(hubCfg, "api.access_review_qps", a.AccessReviewQPS, a.AccessReviewBurst)
@@ -28,7 +29,7 @@ func apiAuth(p *fleet.Profile, hubCfg *rest.Config, log *slog.Logger) (api.Authe
 	}
 	authz := apiauth.NewSubjectAccess(apiauth.Hub{Client: access}, a.Namespace, a.AccessAllowTTL.Duration, a.AccessDenyTTL.Duration, a.CacheSize)
 	switch a.Auth {
-	case fleet.AuthKubernetes:
+	case profile.AuthKubernetes:
 		tokens, err := reviewClient(hubCfg, "api.token_review_qps", a.TokenReviewQPS, a.TokenReviewBurst)
 		if err != nil {
 			return nil, nil, err
@@ -36,7 +37,7 @@ func apiAuth(p *fleet.Profile, hubCfg *rest.Config, log *slog.Logger) (api.Authe
 		b := apiauth.NewBearer(apiauth.Hub{Client: tokens}, a.TokenAcceptTTL.Duration, a.TokenNegativeTTL.Duration, a.CacheSize).
 			WithFailureBudget(float64(a.AuthFailuresPerSource), a.AuthFailureBurst, a.CacheSize, log)
 		return b, authz, nil
-	case fleet.AuthProxy:
+	case profile.AuthProxy:
 		proxy, err := proxyAuth(p)
 		if err != nil {
 			return nil, nil, err
@@ -64,7 +65,7 @@ func reviewClient(hubCfg *rest.Config, key string, qps float32, burst int) (kube
 // listener: the proxy's client certificate is asked for in the listener's
 // TLS handshake, and a controller that started anyway would trust
 // addresses alone. Checked before anything is opened.
-func checkProxyClientCA(p *fleet.Profile) error {
+func checkProxyClientCA(p *profile.Profile) error {
 	if p.API.ProxyClientCA != "" && p.Controller.InternalTLSCert == "" {
 		return fmt.Errorf("api.proxy_client_ca %q needs controller.internal_tls_cert (and internal_tls_key): the proxy's client certificate is asked for in the internal listener's TLS handshake", p.API.ProxyClientCA)
 	}
@@ -73,7 +74,7 @@ func checkProxyClientCA(p *fleet.Profile) error {
 
 // proxyAuth is auth "proxy"; with api.proxy_client_ca the identity headers
 // also need the proxy's verified client certificate.
-func proxyAuth(p *fleet.Profile) (*apiauth.Proxy, error) {
+func proxyAuth(p *profile.Profile) (*apiauth.Proxy, error) {
 	a := p.API
 	proxy := &apiauth.Proxy{UserHeader: a.ProxyUserHeader, GroupsHeader: a.ProxyGroupsHeader, RequireClientCert: a.ProxyClientCA != ""}
 	for _, cidr := range a.ProxyCIDRs {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // api.proxy_client_ca needs a TLS internal listener: the error names both
@@ -19,7 +19,7 @@ func TestCheckProxyClientCA(t *testing.T) {
 		{"client CA with TLS", "/etc/proxy-ca.crt", "/etc/tls.crt", false},
 		{"no client CA", "", "", false},
 	} {
-		p := fleet.Default()
+		p := profile.Default()
 		p.API.ProxyClientCA, p.Controller.InternalTLSCert = tc.ca, tc.crt
 		err := checkProxyClientCA(&p)
 		switch {

@@ -14,8 +14,8 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/artifact/pgblob"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/ingest"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/reconcile"
 )
 
@@ -44,8 +44,8 @@ var ErrSQLiteShared = errors.New("the SQLite store is in use by another controll
 // is PostgreSQL, so every replica serves every artifact; else the local
 // directory. It also clears what a crash left staged. The returned func
 // releases what it holds.
-func openArtifacts(ctx context.Context, c fleet.Controller, log *slog.Logger) (artifactBytes, func(), error) {
-	if fleet.IsPostgres(c.Store) {
+func openArtifacts(ctx context.Context, c profile.Controller, log *slog.Logger) (artifactBytes, func(), error) {
+	if profile.IsPostgres(c.Store) {
 		b, err := pgblob.Open(ctx, c.Store)
 		if err != nil {
 			return nil, nil, fmt.Errorf("artifacts: %w", err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"crucible.dev/crucible/internal/artifact"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // TestSQLiteServesOneController: a second controller on the same SQLite
@@ -15,7 +15,7 @@ import (
 // the first lets go, it may.
 func TestSQLiteServesOneController(t *testing.T) {
 	dir := t.TempDir()
-	c := fleet.Controller{Store: "sqlite:" + filepath.Join(dir, "crucible.db"), ArtifactsDir: filepath.Join(dir, "artifacts")}
+	c := profile.Controller{Store: "sqlite:" + filepath.Join(dir, "crucible.db"), ArtifactsDir: filepath.Join(dir, "artifacts")}
 	first, release, err := openArtifacts(t.Context(), c, discard())
 	if err != nil {
 		t.Fatal(err)

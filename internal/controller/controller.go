@@ -29,6 +29,7 @@ import (
 	"crucible.dev/crucible/internal/ingest"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/mirror"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/shard"
 	"crucible.dev/crucible/internal/store"
@@ -40,7 +41,7 @@ import (
 // and token path, but reads the token through the same file token source as
 // the spoke clients, so a 401 after a rotation re-reads the file instead of
 // waiting for the minute.
-func hubRESTConfig(h fleet.Hub) (*rest.Config, string, error) {
+func hubRESTConfig(h profile.Hub) (*rest.Config, string, error) {
 	if h.Server != "" {
 		cfg, err := fleet.TokenFileConfig(h.Server, h.CAFile, h.TokenFile)
 		return cfg, h.TokenFile, err
@@ -56,8 +57,8 @@ func hubRESTConfig(h fleet.Hub) (*rest.Config, string, error) {
 // clientOptions lets spokes with token_source = "request" ask the hub for
 // their tokens as the service account of the hub token in tokenFile; only
 // then is the hub token read for its account.
-func clientOptions(p *fleet.Profile, hubCfg *rest.Config, tokenFile string, log *slog.Logger) ([]fleet.Option, error) {
-	if !slices.ContainsFunc(p.Clusters, func(e fleet.ClusterEntry) bool { return e.TokenSource == fleet.TokenSourceRequest }) {
+func clientOptions(p *profile.Profile, hubCfg *rest.Config, tokenFile string, log *slog.Logger) ([]fleet.Option, error) {
+	if !slices.ContainsFunc(p.Clusters, func(e profile.ClusterEntry) bool { return e.TokenSource == profile.TokenSourceRequest }) {
 		return nil, nil
 	}
 	_, kube, err := fleet.NewClientset("hub", rest.CopyConfig(hubCfg)) // refuses redirects, as every hub client
@@ -81,7 +82,7 @@ func clientOptions(p *fleet.Profile, hubCfg *rest.Config, tokenFile string, log 
 // Run serves until ctx ends: it assembles the controller's parts from the
 // profile, then runs them until the first one returns. With a ProfileSource
 // it also reloads the profile when the file changes or on SIGHUP (reload).
-func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger, src *ProfileSource) error {
+func Run(ctx context.Context, p *profile.Profile, log *slog.Logger, src *ProfileSource) error {
 	c, err := assemble(ctx, p, log)
 	if err != nil {
 		return err
@@ -100,8 +101,8 @@ func Run(ctx context.Context, p *fleet.Profile, log *slog.Logger, src *ProfileSo
 // parts is the assembled controller: what its runnables serve and run, and
 // what closes when they are done.
 type parts struct {
-	p        *fleet.Profile // as the process started: what only a restart changes
-	current  *fleet.Current // what a reload changes: the fleet and the pod classes
+	p        *profile.Profile // as the process started: what only a restart changes
+	current  *profile.Current // what a reload changes: the fleet and the pod classes
 	log      *slog.Logger
 	hubCfg   *rest.Config
 	hubToken string // the hub token's file, whose subject TokenRequest spokes ask for
@@ -123,11 +124,11 @@ type parts struct {
 // discovery mirror, the store and its feed of changes, one federated client
 // per spoke, the dispatcher, the reconciler, the API and its authentication,
 // the drop-box, and the two listeners' handlers. Nothing runs yet.
-func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts, err error) {
+func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *parts, err error) {
 	if err := checkProxyClientCA(p); err != nil {
 		return nil, err
 	}
-	c = &parts{p: p, current: fleet.NewCurrent(p), log: log}
+	c = &parts{p: p, current: profile.NewCurrent(p), log: log}
 	opened := c // every "return nil, err" below sets c to nil before this runs
 	defer func() {
 		if err != nil {
@@ -162,7 +163,7 @@ func assemble(ctx context.Context, p *fleet.Profile, log *slog.Logger) (c *parts
 		return nil, err
 	}
 	c.clients.SetLogger(log.With("component", "fleet"))
-	policy := p.Reconcile.RetryPolicy()
+	policy := fleet.RetryPolicy(p.Reconcile)
 	d := &dispatch.Dispatcher{Clients: c.clients, Pods: p.Pods, Instance: p.Controller.Instance, Retry: policy}
 	arts, release, err := openArtifacts(ctx, p.Controller, log)
 	if err != nil {
@@ -205,7 +206,7 @@ func (c *parts) close() {
 
 // newMirror is the discovery mirror: the hub's OIDC documents, fetched with
 // the controller's own hub identity.
-func newMirror(p *fleet.Profile, hubCfg *rest.Config, log *slog.Logger) (*mirror.Mirror, error) {
+func newMirror(p *profile.Profile, hubCfg *rest.Config, log *slog.Logger) (*mirror.Mirror, error) {
 	hubHTTP, err := rest.HTTPClientFor(hubCfg)
 	if err != nil {
 		return nil, fmt.Errorf("hub client: %w", err)
@@ -279,7 +280,7 @@ func (c *parts) runnables() []runnable {
 			CertFile: ctl.ExternalTLSCert, KeyFile: ctl.ExternalTLSKey, InsecureHTTP: ctl.ExternalTLSCert == "", WriteTimeout: 5 * time.Minute,
 			NoReadTimeout: true}}, // the drop-box enforces a minimum upload rate instead
 	}
-	if ctl.MetricsListen != fleet.MetricsListenOff {
+	if ctl.MetricsListen != profile.MetricsListenOff {
 		rs = append(rs, metricsListener(ctl, c.log))
 	}
 	return rs
@@ -293,7 +294,7 @@ const MetricsAllowedHostsKey = "controller.metrics_allowed_hosts"
 // listener may face users, and scraping must not need an API identity.
 // Without one, the Host allowlist is what keeps a page that rebinds its
 // name to this address from reading it through an admin's browser.
-func metricsListener(ctl fleet.Controller, log *slog.Logger) listener {
+func metricsListener(ctl profile.Controller, log *slog.Logger) listener {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
 	return listener{log: log, handler: httpserve.RequireHost(ctl.MetricsAllowedHosts, MetricsAllowedHostsKey, mux),
@@ -308,7 +309,7 @@ type loops struct {
 	spokes   *spokeLoops
 	elect    bool
 	hub      *rest.Config
-	election fleet.LeaderElection
+	election profile.LeaderElection
 	log      *slog.Logger
 }
 
@@ -344,7 +345,7 @@ func (l loops) followThenLead(ctx context.Context) error {
 
 // newAssigner shares the spokes out over the replicas through a Lease
 // per spoke on the hub, with [leader_election]'s durations.
-func newAssigner(hub *rest.Config, le fleet.LeaderElection, log *slog.Logger) (*shard.Assigner, error) {
+func newAssigner(hub *rest.Config, le profile.LeaderElection, log *slog.Logger) (*shard.Assigner, error) {
 	cfg := rest.CopyConfig(hub)
 	// A renewal held back by the client's rate limiter counts against
 	// renew_deadline: every held spoke renews each retry_period.
@@ -402,13 +403,13 @@ func runAll(ctx context.Context, runnables []runnable, started func()) error {
 
 // dispatchTimeout bounds one submit's work on the spoke; a pending row
 // younger than this may still get its pod from the replica dispatching it.
-func dispatchTimeout(p *fleet.Profile) time.Duration {
+func dispatchTimeout(p *profile.Profile) time.Duration {
 	return p.Reconcile.RetryBudget.Duration + 30*time.Second
 }
 
 // newDropBox builds the drop-box from the profile's [ingest] section and
 // the fleet's validator map (validators).
-func newDropBox(p *fleet.Profile, st store.Store, clients *fleet.Clients, arts ingest.Blobs, log *slog.Logger) (*ingest.Handler, error) {
+func newDropBox(p *profile.Profile, st store.Store, clients *fleet.Clients, arts ingest.Blobs, log *slog.Logger) (*ingest.Handler, error) {
 	h, err := ingest.New(ingest.Options{Clusters: validators(clients), Store: st, Artifacts: arts, Ingest: p.Ingest, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("drop-box: %w", err)

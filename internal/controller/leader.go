@@ -17,6 +17,7 @@ import (
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // ErrLeadershipLost ends a controller whose lease was taken or could not be
@@ -40,7 +41,7 @@ func leaderIdentity() string {
 // hub. It returns nil when parent ends (the lease released for the next
 // leader), loops' error if they fail, and ErrLeadershipLost when the lease
 // was lost — always after loops have returned.
-func runAsLeader(parent context.Context, hub *rest.Config, le fleet.LeaderElection, log *slog.Logger, loops func(context.Context) error) error {
+func runAsLeader(parent context.Context, hub *rest.Config, le profile.LeaderElection, log *slog.Logger, loops func(context.Context) error) error {
 	_, kube, err := fleet.NewClientset("hub", rest.CopyConfig(hub)) // refuses redirects, as every hub client
 	if err != nil {
 		return fmt.Errorf("leader election client: %w", err)
@@ -119,7 +120,7 @@ func runAsLeader(parent context.Context, hub *rest.Config, le fleet.LeaderElecti
 }
 
 // leaseLock is the Lease the replicas of one instance compete for.
-func leaseLock(kube kubernetes.Interface, le fleet.LeaderElection, id string) *resourcelock.LeaseLock {
+func leaseLock(kube kubernetes.Interface, le profile.LeaderElection, id string) *resourcelock.LeaseLock {
 	return &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: le.LeaseName, Namespace: le.LeaseNamespace},
 		Client:     kube.CoordinationV1(),

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // TestMetricsListenerHosts: the controller's metrics listener, as its
@@ -20,7 +20,7 @@ import (
 func TestMetricsListenerHosts(t *testing.T) {
 	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
-	p := &fleet.Profile{Controller: fleet.Controller{MetricsListen: addr, MetricsAllowedHosts: append(fleet.DefaultMetricsAllowedHosts(), "prometheus-target.example")}}
+	p := &profile.Profile{Controller: profile.Controller{MetricsListen: addr, MetricsAllowedHosts: append(profile.DefaultMetricsAllowedHosts(), "prometheus-target.example")}}
 	var metricsLn runnable
 	for _, r := range (&parts{p: p, log: slog.New(slog.DiscardHandler)}).runnables() {
 		if l, ok := r.(listener); ok && l.opts.Name == "metrics" {

@@ -16,6 +16,7 @@ import (
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // ProfileSource is where a running controller reloads its profile from:
@@ -23,7 +24,7 @@ import (
 // way as at start, so a flag is no change).
 type ProfileSource struct {
 	Path string
-	Load func(path string) (*fleet.Profile, error)
+	Load func(path string) (*profile.Profile, error)
 	// Every is how often the file is checked for a change; SIGHUP reloads
 	// at once. Zero: every 2 s, soon after a ConfigMap's update reaches the
 	// pod's volume (which itself takes up to a minute).
@@ -128,8 +129,8 @@ func (e *restartNeededError) Error() string {
 // new spoke client must build (Clients.Update). Then the profile the API
 // reads, the drop-box's validators and the spokes' loops move to it, and
 // new clients are probed at once rather than at the next health round.
-func (c *parts) reload(ctx context.Context, next *fleet.Profile) (fleet.Changes, error) {
-	if keys := fleet.RestartNeeded(c.p, next); len(keys) > 0 {
+func (c *parts) reload(ctx context.Context, next *profile.Profile) (fleet.Changes, error) {
+	if keys := profile.RestartNeeded(c.p, next); len(keys) > 0 {
 		return fleet.Changes{}, &restartNeededError{keys: keys}
 	}
 	var opts []fleet.Option

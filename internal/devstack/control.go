@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Tests use these to take parts of a running stack away and bring them back:
@@ -333,7 +334,7 @@ func nodeSummary(ctx context.Context, c *Cluster, name string) string {
 // controllerServed waits until spoke c lets the controller's identity list
 // the loop namespace's pods, as its watch and sweep do.
 func (s *Stack) controllerServed(ctx context.Context, c *Cluster) error {
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{s.ClusterEntry(c)})
+	clients, err := fleet.NewClients([]profile.ClusterEntry{s.ClusterEntry(c)})
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -259,15 +259,15 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 // server, the stack's CA and the controller's federated token file, or for
 // a TokenRequest spoke token_source = "request" (a client built from that
 // entry needs the hub's account, fleet.WithHubAccount).
-func (s *Stack) ClusterEntry(c *Cluster) fleet.ClusterEntry {
-	e := fleet.ClusterEntry{
-		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: fleet.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
+func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
+	e := profile.ClusterEntry{
+		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: profile.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
 		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
 		RunLive: c.RunLive,
 	}
 	if s.tokenRequest(c) {
-		e.TokenSource, e.TokenFile = fleet.TokenSourceRequest, ""
+		e.TokenSource, e.TokenFile = profile.TokenSourceRequest, ""
 	}
 	return e
 }
@@ -392,7 +392,7 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 		e := s.ClusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it
 		fmt.Fprintf(&b, "\n[[clusters]]\nname = %q\nserver = %q\nca_file = %q\nloop_namespace = %q\n", e.Name, e.Server, e.CAFile, e.LoopNamespace)
-		if e.TokenSource == fleet.TokenSourceRequest {
+		if e.TokenSource == profile.TokenSourceRequest {
 			b.WriteString("token_source = \"request\"\n")
 		} else {
 			fmt.Fprintf(&b, "token_file = %q\n", e.TokenFile)

@@ -20,6 +20,7 @@ import (
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/workpod"
@@ -39,7 +40,7 @@ type Dispatcher struct {
 	// fleet: what every work pod gets, and Pods.MaxLogBytes, the bound of a
 	// pulled log (tier 1; the drop-box takes larger output), which Logs
 	// refuses to read without.
-	Pods     fleet.Pods
+	Pods     profile.Pods
 	Instance string
 	Retry    retry.Policy
 }

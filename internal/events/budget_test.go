@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -31,7 +31,7 @@ func costOf(p store.WorkPod) int64 {
 func TestBusQueueOverflowsByBytesBeforeCount(t *testing.T) {
 	large := bigPod("a", 16<<10)
 	limit := 3 * costOf(large)
-	b := newBus(t, func(e *fleet.Events) { e.Queue, e.QueueBytes = 1024, limit })
+	b := newBus(t, func(e *profile.Events) { e.Queue, e.QueueBytes = 1024, limit })
 
 	fits, _ := b.Subscribe("")
 	defer fits.Close()
@@ -67,7 +67,7 @@ func TestBusQueueOverflowsByBytesBeforeCount(t *testing.T) {
 // a reset.
 func TestBusHistoryDropsOldestByBytes(t *testing.T) {
 	large := costOf(bigPod("a", 16<<10))
-	b := newBus(t, func(e *fleet.Events) { e.History, e.HistoryBytes = 1024, 2*large })
+	b := newBus(t, func(e *profile.Events) { e.History, e.HistoryBytes = 1024, 2*large })
 	for _, id := range []string{"a", "b", "c"} {
 		b.Publish(bigPod(id, 16<<10))
 	}
@@ -112,7 +112,7 @@ func TestBusHistoryDropsOldestByBytes(t *testing.T) {
 // from the same id again.
 func TestBusResumeBeyondQueueBytesResets(t *testing.T) {
 	large := costOf(bigPod("a", 16<<10))
-	b := newBus(t, func(e *fleet.Events) { e.HistoryBytes, e.QueueBytes = 10*large, 2*large })
+	b := newBus(t, func(e *profile.Events) { e.HistoryBytes, e.QueueBytes = 10*large, 2*large })
 	for _, id := range []string{"a", "b", "c", "d"} {
 		b.Publish(bigPod(id, 16<<10))
 	}
@@ -133,7 +133,7 @@ func TestBusResumeBeyondQueueBytesResets(t *testing.T) {
 
 // Every bound must be positive, and the refusal names the key.
 func TestNewBusRefusesZeroBounds(t *testing.T) {
-	e := fleet.Default().Events
+	e := profile.Default().Events
 	e.QueueBytes = 0
 	if _, err := NewBus(e); err == nil || !strings.Contains(err.Error(), "[events] queue_bytes is 0") {
 		t.Fatalf("NewBus with queue_bytes 0: %v, want an error naming it", err)

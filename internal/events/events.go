@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -70,7 +70,7 @@ func changeCost(p store.WorkPod) int64 {
 // grow the controller. The zero value is not usable; use NewBus.
 type Bus struct {
 	epoch  string // tells a resume from a previous process apart
-	limits fleet.Events
+	limits profile.Events
 
 	mu        sync.Mutex
 	seq       uint64
@@ -83,7 +83,7 @@ type Bus struct {
 // NewBus makes a bus bounded by the profile's [events] section. Every bound
 // must be positive: a zero one would drop every subscriber at its first
 // change.
-func NewBus(e fleet.Events) (*Bus, error) {
+func NewBus(e profile.Events) (*Bus, error) {
 	for _, b := range []struct {
 		key string
 		v   int64
@@ -196,7 +196,7 @@ func (overflowError) Error() string { return "subscriber fell too far behind" }
 
 // push queues c, or drops the subscriber and frees its queue when c would
 // take it past either bound.
-func (s *Sub) push(c Change, l fleet.Events) {
+func (s *Sub) push(c Change, l profile.Events) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.overflow || s.closed {

@@ -8,15 +8,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
 
 // newBus is a bus with fleet's default [events] bounds edited by edit.
-func newBus(t *testing.T, edit func(*fleet.Events)) *Bus {
+func newBus(t *testing.T, edit func(*profile.Events)) *Bus {
 	t.Helper()
-	e := fleet.Default().Events
+	e := profile.Default().Events
 	if edit != nil {
 		edit(&e)
 	}
@@ -90,7 +90,7 @@ func TestBusResume(t *testing.T) {
 }
 
 func TestBusResetWhenResumeImpossible(t *testing.T) {
-	b := newBus(t, func(e *fleet.Events) { e.History = 2 })
+	b := newBus(t, func(e *profile.Events) { e.History = 2 })
 	for _, st := range []store.State{store.StatePending, store.StateDispatched, store.StateRunning, store.StateSucceeded} {
 		b.Publish(pod("a", st))
 	}
@@ -124,7 +124,7 @@ func TestBusResetWhenResumeImpossible(t *testing.T) {
 }
 
 func TestBusOverflowDropsSlowSubscriber(t *testing.T) {
-	b := newBus(t, func(e *fleet.Events) { e.Queue = 3 })
+	b := newBus(t, func(e *profile.Events) { e.Queue = 3 })
 	slow, _ := b.Subscribe("")
 	defer slow.Close()
 	for range 4 {

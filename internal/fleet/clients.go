@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
+
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Client is the one shared client of one cluster (R-ID2). Every caller
@@ -22,7 +24,7 @@ import (
 // builds its own.
 type Client struct {
 	// Entry is the cluster's profile entry.
-	Entry ClusterEntry
+	Entry profile.ClusterEntry
 	// Config is the configuration Kube and HTTP were built from. Its
 	// WrapTransport injects the token from the entry's token source (see
 	// NewClients); BearerToken and BearerTokenFile are empty. Treat it as
@@ -104,7 +106,7 @@ func WithHubAccount(hub *HubAccount) Option {
 // its tokens from the hub (WithHubAccount, see requestedTokens) when its
 // client first needs one: a hub that refuses shows in the cluster's health
 // and in every call to it, not as a controller that will not start.
-func NewClients(entries []ClusterEntry, opts ...Option) (*Clients, error) {
+func NewClients(entries []profile.ClusterEntry, opts ...Option) (*Clients, error) {
 	o := clientsOptions{now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
@@ -148,7 +150,7 @@ func (c Changes) Empty() bool {
 // be built (its token file missing) fails the update whole, naming it,
 // and the clients stay as they were. opts add to NewClient's (a hub
 // account once an entry asks for requested tokens).
-func (cs *Clients) Update(entries []ClusterEntry, opts ...Option) (Changes, error) {
+func (cs *Clients) Update(entries []profile.ClusterEntry, opts ...Option) (Changes, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	o := cs.opts
@@ -228,7 +230,7 @@ func (cs *Clients) SetLogger(l *slog.Logger) {
 	cs.log = l
 }
 
-func newClient(e ClusterEntry, o clientsOptions) (*Client, error) {
+func newClient(e profile.ClusterEntry, o clientsOptions) (*Client, error) {
 	tokens, err := entryTokens(e, o)
 	if err != nil {
 		return nil, err
@@ -250,9 +252,9 @@ func newClient(e ClusterEntry, o clientsOptions) (*Client, error) {
 
 // entryTokens is the token source of entry e. An entry built without Parse
 // (a test's, a tool's) has no token_source: its token file.
-func entryTokens(e ClusterEntry, o clientsOptions) (tokenSource, error) {
+func entryTokens(e profile.ClusterEntry, o clientsOptions) (tokenSource, error) {
 	switch e.TokenSource {
-	case "", TokenSourceFile:
+	case "", profile.TokenSourceFile:
 		tokens := transport.NewCachedFileTokenSource(e.TokenFile)
 		// Fail now on a missing or empty token file, as client-go's own
 		// BearerTokenFile does, rather than on every request later.
@@ -260,13 +262,13 @@ func entryTokens(e ClusterEntry, o clientsOptions) (tokenSource, error) {
 			return nil, err
 		}
 		return fileTokens{tokens, e.TokenFile}, nil
-	case TokenSourceRequest:
+	case profile.TokenSourceRequest:
 		if o.hub == nil {
 			return nil, errors.New("token_source = \"request\" needs the controller's hub account (fleet.WithHubAccount)")
 		}
 		return newRequestedTokens(e, o.hub, o.now), nil
 	}
-	return nil, fmt.Errorf("token_source %q: must be %q or %q", e.TokenSource, TokenSourceFile, TokenSourceRequest)
+	return nil, fmt.Errorf("token_source %q: must be %q or %q", e.TokenSource, profile.TokenSourceFile, profile.TokenSourceRequest)
 }
 
 // ErrRedirect is a cluster's API server answering with a redirect, which no
@@ -335,7 +337,7 @@ func (redirectError) Permanent() bool { return true }
 // newly requested one): client-go's BearerTokenFile transport re-reads only
 // on its minute timer. Never BearerToken, which would freeze the first
 // token forever.
-func restConfig(e ClusterEntry, tokens transport.ResettableTokenSource) *rest.Config {
+func restConfig(e profile.ClusterEntry, tokens transport.ResettableTokenSource) *rest.Config {
 	cfg := tokenConfig(e.Server, e.CAFile, tokens)
 	cfg.QPS, cfg.Burst, cfg.UserAgent = e.QPS, e.Burst, "crucible/"+e.Name
 	SpeakProtobuf(cfg)

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/metrics"
+
+	"crucible.dev/crucible/internal/profile"
 )
 
 const selfSubjectReviewPath = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
@@ -36,6 +38,14 @@ func jwtWithExp(t testing.TB, exp int64) string {
 		t.Fatal(err)
 	}
 	return enc.EncodeToString([]byte(`{"alg":"RS256","kid":"k"}`)) + "." + enc.EncodeToString(payload) + "." + enc.EncodeToString([]byte("sig"))
+}
+
+// errString is err's message, "<nil>" for none, so a table can want either.
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
 }
 
 // fakeSpoke is a TLS server that answers SelfSubjectReviews like a spoke's
@@ -141,19 +151,19 @@ func writeToken(t *testing.T, path, token string) {
 	}
 }
 
-func entryFor(t *testing.T, name string, s *fakeSpoke, token string) ClusterEntry {
+func entryFor(t *testing.T, name string, s *fakeSpoke, token string) profile.ClusterEntry {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	writeToken(t, tokenFile, token)
-	return ClusterEntry{
+	return profile.ClusterEntry{
 		Name: name, Server: s.srv.URL, CAFile: s.caFile, TokenFile: tokenFile,
 		LoopNamespace: "loops", TurnServiceAccount: "crucible-turn",
 		IngestURL: "https://crucible.example.com", IngestAudience: "crucible-ingest",
-		QPS: DefaultQPS, Burst: DefaultBurst,
+		QPS: profile.DefaultQPS, Burst: profile.DefaultBurst,
 	}
 }
 
-func newClientsT(t *testing.T, entries ...ClusterEntry) *Clients {
+func newClientsT(t *testing.T, entries ...profile.ClusterEntry) *Clients {
 	t.Helper()
 	cs, err := NewClients(entries)
 	if err != nil {
@@ -228,12 +238,12 @@ func TestNewClientsErrors(t *testing.T) {
 	writeToken(t, empty.TokenFile, "\n")
 	tests := []struct {
 		name    string
-		entries []ClusterEntry
+		entries []profile.ClusterEntry
 		want    string
 	}{
-		{name: "duplicate", entries: []ClusterEntry{wharf, wharf}, want: "cluster wharf: defined twice"},
-		{name: "token file empty", entries: []ClusterEntry{empty}, want: "cluster pier: read empty token from file \"" + empty.TokenFile + "\""},
-		{name: "token file missing", entries: []ClusterEntry{wharf, missing}, want: "cluster dock: failed to read token file \"" + missing.TokenFile + "\": open " + missing.TokenFile + ": no such file or directory"},
+		{name: "duplicate", entries: []profile.ClusterEntry{wharf, wharf}, want: "cluster wharf: defined twice"},
+		{name: "token file empty", entries: []profile.ClusterEntry{empty}, want: "cluster pier: read empty token from file \"" + empty.TokenFile + "\""},
+		{name: "token file missing", entries: []profile.ClusterEntry{wharf, missing}, want: "cluster dock: failed to read token file \"" + missing.TokenFile + "\": open " + missing.TokenFile + ": no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,10 @@
 package fleet
 
-import "time"
+import (
+	"time"
+
+	"crucible.dev/crucible/internal/profile"
+)
 
 // TokenSource is what a client's transport and health take tokens from,
 // for the external tests.
@@ -8,6 +12,6 @@ type TokenSource = tokenSource
 
 // NewRequestedTokens is the token source of an entry with token_source =
 // "request" on the clock now, for tests that step time.
-func NewRequestedTokens(e ClusterEntry, hub *HubAccount, now func() time.Time) TokenSource {
+func NewRequestedTokens(e profile.ClusterEntry, hub *HubAccount, now func() time.Time) TokenSource {
 	return newRequestedTokens(e, hub, now)
 }

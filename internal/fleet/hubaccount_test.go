@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/kubernetes/fake"
+
+	"crucible.dev/crucible/internal/profile"
 )
 
 // NewHubAccount names the service account of the hub token's sub claim,
@@ -65,8 +67,8 @@ func TestEntryTokens(t *testing.T) {
 	if err := os.WriteFile(file, []byte(jwtWithExp(t, 1900000000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, source := range []string{"", TokenSourceFile} {
-		ts, err := entryTokens(ClusterEntry{Name: "wharf", TokenSource: source, TokenFile: file}, clientsOptions{})
+	for _, source := range []string{"", profile.TokenSourceFile} {
+		ts, err := entryTokens(profile.ClusterEntry{Name: "wharf", TokenSource: source, TokenFile: file}, clientsOptions{})
 		if err != nil {
 			t.Fatalf("source %q: %v", source, err)
 		}
@@ -74,13 +76,13 @@ func TestEntryTokens(t *testing.T) {
 			t.Errorf("source %q: %T, want the file", source, ts)
 		}
 	}
-	if _, err := entryTokens(ClusterEntry{Name: "wharf", TokenSource: TokenSourceRequest}, clientsOptions{}); err == nil || !strings.Contains(err.Error(), "WithHubAccount") {
+	if _, err := entryTokens(profile.ClusterEntry{Name: "wharf", TokenSource: profile.TokenSourceRequest}, clientsOptions{}); err == nil || !strings.Contains(err.Error(), "WithHubAccount") {
 		t.Errorf("request without the hub account: %v", err)
 	}
-	if _, err := entryTokens(ClusterEntry{Name: "wharf", TokenSource: "vault"}, clientsOptions{}); err == nil || !strings.Contains(err.Error(), `"vault"`) {
+	if _, err := entryTokens(profile.ClusterEntry{Name: "wharf", TokenSource: "vault"}, clientsOptions{}); err == nil || !strings.Contains(err.Error(), `"vault"`) {
 		t.Errorf("unknown source: %v", err)
 	}
-	if _, err := NewClients([]ClusterEntry{{Name: "wharf", Server: "https://wharf.example.com", TokenSource: TokenSourceRequest}}); err == nil || !strings.Contains(err.Error(), "cluster wharf") {
+	if _, err := NewClients([]profile.ClusterEntry{{Name: "wharf", Server: "https://wharf.example.com", TokenSource: profile.TokenSourceRequest}}); err == nil || !strings.Contains(err.Error(), "cluster wharf") {
 		t.Errorf("NewClients of a request entry without the hub: %v", err)
 	}
 }

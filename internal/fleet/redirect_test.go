@@ -18,6 +18,8 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/retry"
+
+	"crucible.dev/crucible/internal/profile"
 )
 
 // recorder is a server anywhere the controller can reach, answering every
@@ -49,7 +51,7 @@ func (rec *recorder) requests() []string {
 
 // redirectingSpoke answers every request with code to target's /stolen: a
 // compromised spoke, or whatever sits in front of its API server.
-func redirectingSpoke(t *testing.T, code int, target string) ClusterEntry {
+func redirectingSpoke(t *testing.T, code int, target string) profile.ClusterEntry {
 	t.Helper()
 	srv, caFile := newTLSServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target+"/stolen", code)

@@ -19,6 +19,7 @@ import (
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // testBoundToPod runs against the real hub of TestRequestedTokens, once the
@@ -28,7 +29,7 @@ import (
 // bound to that pod. The hub honours the binding: the spoke token names
 // the pod, and stops authenticating once the pod is deleted, while a token
 // of the unbound account (the controller outside a pod) still does.
-func testBoundToPod(t *testing.T, s *devstack.Stack, unbound *fleet.HubAccount, entry fleet.ClusterEntry) {
+func testBoundToPod(t *testing.T, s *devstack.Stack, unbound *fleet.HubAccount, entry profile.ClusterEntry) {
 	hub := s.Hub.Client
 	pod, err := hub.CoreV1().Pods(devstack.HubNamespace).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-0"},

@@ -24,6 +24,8 @@ import (
 
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/retry"
+
+	"crucible.dev/crucible/internal/profile"
 )
 
 // A spoke entry with token_source = "request" has no token file: a projected
@@ -233,7 +235,7 @@ type requestedTokens struct {
 
 var _ transport.ResettableTokenSource = (*requestedTokens)(nil)
 
-func newRequestedTokens(e ClusterEntry, hub *HubAccount, now func() time.Time) *requestedTokens {
+func newRequestedTokens(e profile.ClusterEntry, hub *HubAccount, now func() time.Time) *requestedTokens {
 	return &requestedTokens{
 		cluster: e.Name, audience: e.TokenAudience, seconds: int64(e.TokenExpiration.Seconds()),
 		hub: hub, now: now,

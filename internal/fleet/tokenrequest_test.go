@@ -26,6 +26,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 )
@@ -103,9 +104,9 @@ func hubAccount(t *testing.T, s *devstack.Stack, tap *hubTap) *fleet.HubAccount 
 
 // requestEntry is a cluster entry with token_source = "request" as Parse
 // defaults it.
-func requestEntry(name, server, caFile string) fleet.ClusterEntry {
-	return fleet.ClusterEntry{Name: name, Server: server, CAFile: caFile, TokenSource: fleet.TokenSourceRequest,
-		TokenAudience: name, TokenExpiration: fleet.Duration{Duration: 10 * time.Minute}, QPS: 50, Burst: 100}
+func requestEntry(name, server, caFile string) profile.ClusterEntry {
+	return profile.ClusterEntry{Name: name, Server: server, CAFile: caFile, TokenSource: profile.TokenSourceRequest,
+		TokenAudience: name, TokenExpiration: profile.Duration{Duration: 10 * time.Minute}, QPS: 50, Burst: 100}
 }
 
 // wantTransient: the spoke request that could not get a token (its
@@ -169,7 +170,7 @@ func TestRequestedTokens(t *testing.T) {
 	// A probe of a spoke whose token the hub refuses sends nothing to the
 	// spoke: not reachable, credentials not valid, the refusal as its error.
 	t.Run("health of a refused spoke", func(t *testing.T) {
-		clients, err := fleet.NewClients([]fleet.ClusterEntry{entry}, fleet.WithHubAccount(acct))
+		clients, err := fleet.NewClients([]profile.ClusterEntry{entry}, fleet.WithHubAccount(acct))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"crucible.dev/crucible/internal/benchreport"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // BenchmarkFlood counts the TokenReviews the drop-box sends its spoke for
@@ -47,7 +47,7 @@ func BenchmarkFlood(b *testing.B) {
 		b.ReportMetric(float64(validReviews), "reviews-valid")
 
 		method := fmt.Sprintf("%d uploads per case through the drop-box handler (in process), a fake spoke counting TokenReviews, "+
-			"default NegativeTTL %s and AcceptTTL %s, clock still", requests, fleet.DefaultIngestNegativeTTL, fleet.DefaultIngestAcceptTTL)
+			"default NegativeTTL %s and AcceptTTL %s, clock still", requests, profile.DefaultIngestNegativeTTL, profile.DefaultIngestAcceptTTL)
 		rows := []benchreport.Record{
 			benchreport.Record{ID: "flood", Case: "forged tokens", Unit: "TokenReviews", Value: float64(forgedReviews), Goal: "0", Method: method}.Judged(forgedReviews == 0),
 			benchreport.Record{ID: "flood", Case: "one rejected token", Unit: "TokenReviews", Value: float64(rejectedReviews), Goal: "≤ 1 per TTL", Method: method}.Judged(rejectedReviews <= 1),

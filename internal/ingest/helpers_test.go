@@ -26,6 +26,7 @@ import (
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt/jwttest"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
@@ -321,7 +322,7 @@ func newEnvClusters(t testing.TB, n int, modify ...func(*Options)) *env {
 	e.spoke = e.spokes[0]
 	e.store = storetest.SQLite(t)
 	// The profile's defaults, but rates no test reaches unless it sets them.
-	limits := fleet.Default().Ingest
+	limits := profile.Default().Ingest
 	limits.RatePerSource, limits.RateBurst, limits.RatePerPod, limits.RateBurstPerPod = 1e9, 1<<30, 1e9, 1<<30
 	opts := Options{
 		Clusters:  clusters,
@@ -357,7 +358,7 @@ func spokeClient(t testing.TB, spoke *fakeSpoke, name, dir string) *fleet.Client
 	if err := os.WriteFile(tokenFile, []byte("controller-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{{
+	clients, err := fleet.NewClients([]profile.ClusterEntry{{
 		Name: name, Server: spoke.srv.URL, CAFile: caFile, TokenFile: tokenFile,
 		LoopNamespace: testNS, TurnServiceAccount: testSA, IngestAudience: testAudience,
 		QPS: 1e6, Burst: 1e6,

@@ -45,6 +45,7 @@ import (
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/lru"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -76,7 +77,7 @@ type Options struct {
 	// proxies and the upload quotas and pacing (R-IN7, save.go). Package
 	// fleet is the one home of their defaults: New refuses a zero limit
 	// instead of choosing one.
-	fleet.Ingest
+	profile.Ingest
 
 	// The fields below are not in the profile; a zero one takes the value
 	// noted, which is this package's (or package jwt's) own choice.
@@ -198,7 +199,7 @@ func validateClusters(clusters []Cluster) []error {
 // validateSection refuses a zero or negative limit of the [ingest] section,
 // by its profile key (in the file's order, so the errors come out the same
 // every run), and a trusted proxy that is no CIDR.
-func validateSection(in *fleet.Ingest) []error {
+func validateSection(in *profile.Ingest) []error {
 	var errs []error
 	for _, f := range []struct {
 		key string

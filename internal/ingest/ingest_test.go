@@ -18,8 +18,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -330,7 +330,7 @@ func TestRejectedTokenFlood(t *testing.T) {
 		if got := e.spoke.reviews.Load(); got != int64(round) {
 			t.Errorf("after round %d: %d TokenReviews, want %d (one per NegativeTTL)", round, got, round)
 		}
-		e.clock.Step(fleet.DefaultIngestNegativeTTL)
+		e.clock.Step(profile.DefaultIngestNegativeTTL)
 	}
 }
 

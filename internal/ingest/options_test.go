@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // The drop-box takes the profile's [ingest] section as it is: fleet's
@@ -16,7 +16,7 @@ import (
 func TestOptionsTakeTheSection(t *testing.T) {
 	e := newEnv(t)
 	opts := e.h.opts.Options
-	opts.Ingest = fleet.Default().Ingest
+	opts.Ingest = profile.Default().Ingest
 	opts.TrustedProxies = []string{"10.0.0.0/8", "fd00::/8"}
 	h, err := New(opts)
 	if err != nil {
@@ -24,9 +24,9 @@ func TestOptionsTakeTheSection(t *testing.T) {
 	}
 	c := h.opts
 	got := []any{c.MaxBodyBytes, c.AcceptTTL, c.NegativeTTL, c.UploadRateWindow, c.RatePerSource, c.RatePerPod, c.RateBurstPerPod, c.MaxKindsPerPod, c.MaxTotalBytes, c.TrustedProxies}
-	want := []any{int64(fleet.DefaultIngestMaxBodyBytes), fleet.DefaultIngestAcceptTTL, fleet.DefaultIngestNegativeTTL, fleet.DefaultIngestUploadRateWindow,
-		float64(fleet.DefaultIngestRatePerSource), float64(fleet.DefaultIngestRatePerPod), fleet.DefaultIngestRateBurstPod, fleet.DefaultIngestMaxKindsPerPod,
-		int64(fleet.DefaultIngestMaxTotalBytes), []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
+	want := []any{int64(profile.DefaultIngestMaxBodyBytes), profile.DefaultIngestAcceptTTL, profile.DefaultIngestNegativeTTL, profile.DefaultIngestUploadRateWindow,
+		float64(profile.DefaultIngestRatePerSource), float64(profile.DefaultIngestRatePerPod), profile.DefaultIngestRateBurstPod, profile.DefaultIngestMaxKindsPerPod,
+		int64(profile.DefaultIngestMaxTotalBytes), []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 		t.Errorf("handler's limits (-want +got):\n%s", diff)
 	}
@@ -38,7 +38,7 @@ func TestOptionsRefuseZeroLimits(t *testing.T) {
 	e := newEnv(t)
 	opts := e.h.opts.Options
 	opts.MaxBodyBytes, opts.RatePerPod, opts.RateBurstPerPod, opts.MaxTotalBytes = 0, 0, -1, 0
-	opts.UploadRateWindow = fleet.Duration{Duration: -time.Second}
+	opts.UploadRateWindow = profile.Duration{Duration: -time.Second}
 	opts.TrustedProxies = []string{"10.0.0.0/8", "10.0.0.1"}
 	_, err := New(opts)
 	if err == nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -156,7 +156,7 @@ func TestStagingBoundedPerPod(t *testing.T) {
 // below it is cut with 408 and the connection closed.
 func TestUploadRate(t *testing.T) {
 	const window = 250 * time.Millisecond
-	e := newEnv(t, func(o *Options) { o.MinUploadRate, o.UploadRateWindow = 200, fleet.Duration{Duration: window} }) // 50 bytes per window
+	e := newEnv(t, func(o *Options) { o.MinUploadRate, o.UploadRateWindow = 200, profile.Duration{Duration: window} }) // 50 bytes per window
 	srv := httptest.NewUnstartedServer(e.h)
 	srv.Config.ReadHeaderTimeout = 5 * time.Second
 	srv.Config.WriteTimeout = 400 * time.Millisecond // runs from the headers; the honest upload takes longer

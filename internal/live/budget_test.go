@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Budgets of the byte tests: small against 60 KB lines, so a few lines
@@ -25,7 +25,7 @@ const (
 // above what the tests print) and whose byte budgets are the tests'.
 func newBudgetHub(t *testing.T, f *fakeSource) *Hub {
 	t.Helper()
-	d := fleet.Default().Live
+	d := profile.Default().Live
 	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: d.Buffer, BufferBytes: testBufferBytes,
 		History: d.History, HistoryBytes: testHistoryBytes, Poll: 10 * time.Millisecond, Retry: fastRetry})
 	if err != nil {

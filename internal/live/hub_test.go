@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/retry"
 )
 
@@ -22,8 +22,8 @@ var fastRetry = retry.Policy{Initial: 5 * time.Millisecond, Max: 20 * time.Milli
 
 func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
 	t.Helper()
-	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: buffer, BufferBytes: fleet.DefaultLiveViewerBufferBytes,
-		History: fleet.DefaultLiveHistory, HistoryBytes: fleet.DefaultLiveHistoryBytes, Poll: 10 * time.Millisecond, Retry: fastRetry})
+	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: buffer, BufferBytes: profile.DefaultLiveViewerBufferBytes,
+		History: profile.DefaultLiveHistory, HistoryBytes: profile.DefaultLiveHistoryBytes, Poll: 10 * time.Millisecond, Retry: fastRetry})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 )
 
 func TestConcurrentMissesShareOneFetch(t *testing.T) {
@@ -174,7 +174,7 @@ func TestInvalidAnswersNeverReplaceGoodOnes(t *testing.T) {
 			}
 
 			hub.set(tt.path, tt.bad)
-			clock.Step(fleet.DefaultMirrorTTL)
+			clock.Step(profile.DefaultMirrorTTL)
 			got := do(t, m, http.MethodGet, tt.path)
 			want := reply{status: 200, body: good.body}
 			if diff := cmp.Diff(want, reply{status: got.status, body: got.body}, cmp.AllowUnexported(reply{})); diff != "" {
@@ -243,7 +243,7 @@ func TestStatusAndCheck(t *testing.T) {
 	}
 
 	hub.set(discoveryPath, answer{status: http.StatusForbidden, body: "forbidden"})
-	clock.Step(fleet.DefaultMirrorTTL)
+	clock.Step(profile.DefaultMirrorTTL)
 	t1 := clock.Now()
 	want := view{
 		Discovery:    DocumentStatus{LastSuccess: t0, LastFailure: t1},

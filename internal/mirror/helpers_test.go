@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
+	"crucible.dev/crucible/internal/profile"
 )
 
 const (
@@ -162,7 +162,7 @@ func newFakeClock() *testingclock.FakeClock {
 // newTestMirror returns a mirror of hub on clock, with options edited by edit.
 func newTestMirror(t *testing.T, hub *fakeHub, clock *testingclock.FakeClock, edit func(*Options)) *Mirror {
 	t.Helper()
-	d := fleet.Default().Mirror
+	d := profile.Default().Mirror
 	opts := Options{
 		Upstream:    hub.client(t),
 		UpstreamURL: hub.srv.URL,

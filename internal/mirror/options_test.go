@@ -8,12 +8,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 func TestOptionsValidation(t *testing.T) {
 	valid := func() Options {
-		d := fleet.Default().Mirror
+		d := profile.Default().Mirror
 		return Options{
 			Upstream:    http.DefaultClient,
 			UpstreamURL: "https://127.0.0.1:6443",

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -36,7 +36,7 @@ type Ask struct {
 // Resolve is the shape of a pod of class c asked for with ask, or every
 // field of ask that c does not allow, each naming the bound it breaks.
 // globalSelector is the profile's [pods] node_selector, under the class's.
-func Resolve(c fleet.PodClass, globalSelector map[string]string, ask Ask) (workpod.Shape, field.ErrorList) {
+func Resolve(c profile.PodClass, globalSelector map[string]string, ask Ask) (workpod.Shape, field.ErrorList) {
 	var errs field.ErrorList
 	requests := corev1.ResourceList{}
 	limits := corev1.ResourceList{}
@@ -80,14 +80,14 @@ func Resolve(c fleet.PodClass, globalSelector map[string]string, ask Ask) (workp
 
 // Allows reports whether a caller in groups may submit with class c: a class
 // without groups is anyone's who may create on the cluster.
-func Allows(c fleet.PodClass, groups []string) bool {
+func Allows(c profile.PodClass, groups []string) bool {
 	if len(c.Groups) == 0 {
 		return true
 	}
 	return slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(c.Groups, g) })
 }
 
-func askGPUs(c fleet.PodClass, ask *int) (int, field.ErrorList) {
+func askGPUs(c profile.PodClass, ask *int) (int, field.ErrorList) {
 	if ask == nil {
 		return c.GPUs, nil
 	}
@@ -105,7 +105,7 @@ func askGPUs(c fleet.PodClass, ask *int) (int, field.ErrorList) {
 // askResources sets each asked resource as the request, and as the limit
 // too where the class limits it (a limit below the request is refused by
 // the API server).
-func askResources(c fleet.PodClass, ask map[string]string, requests, limits corev1.ResourceList) field.ErrorList {
+func askResources(c profile.PodClass, ask map[string]string, requests, limits corev1.ResourceList) field.ErrorList {
 	var errs field.ErrorList
 	for _, name := range slices.Sorted(maps.Keys(ask)) {
 		p := field.NewPath("resources").Key(name)
@@ -138,7 +138,7 @@ func askResources(c fleet.PodClass, ask map[string]string, requests, limits core
 	return errs
 }
 
-func allowedNames(c fleet.PodClass) string {
+func allowedNames(c profile.PodClass) string {
 	var names []string
 	if c.Allow.GPUs.Max > 0 {
 		names = append(names, "gpus")
@@ -148,7 +148,7 @@ func allowedNames(c fleet.PodClass) string {
 	return "only " + strings.Join(names, ", ")
 }
 
-func askDeadline(c fleet.PodClass, ask string) (time.Duration, field.ErrorList) {
+func askDeadline(c profile.PodClass, ask string) (time.Duration, field.ErrorList) {
 	if ask == "" {
 		return c.Deadline.Duration, nil
 	}
@@ -171,7 +171,7 @@ func wholeSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-func tolerations(ts []fleet.Toleration) []corev1.Toleration {
+func tolerations(ts []profile.Toleration) []corev1.Toleration {
 	out := make([]corev1.Toleration, 0, len(ts))
 	for _, t := range ts {
 		ct := corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)}
@@ -198,7 +198,7 @@ func nodeSelector(global, class map[string]string) map[string]string {
 	return out
 }
 
-func affinity(reqs []fleet.NodeRequirement) *corev1.Affinity {
+func affinity(reqs []profile.NodeRequirement) *corev1.Affinity {
 	if len(reqs) == 0 {
 		return nil
 	}

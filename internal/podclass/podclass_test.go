@@ -10,25 +10,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
-func q(s string) fleet.Quantity { return fleet.Quantity{Quantity: resource.MustParse(s)} }
+func q(s string) profile.Quantity { return profile.Quantity{Quantity: resource.MustParse(s)} }
 
 // gpuClass is the dev stack's gpu class: 1 GPU unless asked for 1–8, memory
 // up to 64Gi, 6 h deadlines up to 24 h.
-func gpuClass() fleet.PodClass {
-	return fleet.PodClass{
+func gpuClass() profile.PodClass {
+	return profile.PodClass{
 		Name: "gpu", GPUs: 1, GPUResource: "nvidia.com/gpu",
-		Requests:     map[string]fleet.Quantity{"cpu": q("2"), "memory": q("8Gi")},
-		Limits:       map[string]fleet.Quantity{"memory": q("8Gi")},
-		Tolerations:  []fleet.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		Requests:     map[string]profile.Quantity{"cpu": q("2"), "memory": q("8Gi")},
+		Limits:       map[string]profile.Quantity{"memory": q("8Gi")},
+		Tolerations:  []profile.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
 		NodeSelector: map[string]string{"nvidia.com/gpu.present": "true"},
-		NodeAffinity: []fleet.NodeRequirement{{Key: "nvidia.com/gpu.memory", Operator: "Gt", Values: []string{"40000"}}},
-		Shm:          q("1Gi"), Deadline: fleet.Duration{Duration: 6 * time.Hour}, MaxDeadline: fleet.Duration{Duration: 24 * time.Hour},
+		NodeAffinity: []profile.NodeRequirement{{Key: "nvidia.com/gpu.memory", Operator: "Gt", Values: []string{"40000"}}},
+		Shm:          q("1Gi"), Deadline: profile.Duration{Duration: 6 * time.Hour}, MaxDeadline: profile.Duration{Duration: 24 * time.Hour},
 		RunAsUser: 65532, RunAsGroup: 65532, RuntimeClass: "nvidia", PriorityClass: "gpu-batch",
-		Allow: fleet.ClassAllow{GPUs: fleet.IntRange{Min: 1, Max: 8}, Resources: map[string]fleet.QuantityRange{"memory": {Min: q("1Gi"), Max: q("64Gi")}}},
+		Allow: profile.ClassAllow{GPUs: profile.IntRange{Min: 1, Max: 8}, Resources: map[string]profile.QuantityRange{"memory": {Min: q("1Gi"), Max: q("64Gi")}}},
 	}
 }
 
@@ -61,16 +61,16 @@ func TestResolveTheClassAsWritten(t *testing.T) {
 
 func TestResolveAsks(t *testing.T) {
 	gpu := gpuClass()
-	standard := fleet.PodClass{Name: "standard", GPUResource: "nvidia.com/gpu",
-		Requests: map[string]fleet.Quantity{"cpu": q("500m"), "memory": q("1Gi")},
-		Deadline: fleet.Duration{Duration: time.Hour}, MaxDeadline: fleet.Duration{Duration: 2 * time.Hour}, RunAsUser: 1}
+	standard := profile.PodClass{Name: "standard", GPUResource: "nvidia.com/gpu",
+		Requests: map[string]profile.Quantity{"cpu": q("500m"), "memory": q("1Gi")},
+		Deadline: profile.Duration{Duration: time.Hour}, MaxDeadline: profile.Duration{Duration: 2 * time.Hour}, RunAsUser: 1}
 	type want struct {
 		gpus, memoryRequest, memoryLimit string
 		deadline                         int64
 	}
 	ok := []struct {
 		name  string
-		class fleet.PodClass
+		class profile.PodClass
 		ask   Ask
 		want  want
 	}{
@@ -100,7 +100,7 @@ func TestResolveAsks(t *testing.T) {
 
 	refused := []struct {
 		name  string
-		class fleet.PodClass
+		class profile.PodClass
 		ask   Ask
 		want  []string // "type field: detail"
 	}{
@@ -148,7 +148,7 @@ func TestResolveKeepsMaxPending(t *testing.T) {
 		{time.Millisecond, 1},
 	} {
 		c := gpuClass()
-		c.MaxPending = fleet.Duration{Duration: tc.maxPending}
+		c.MaxPending = profile.Duration{Duration: tc.maxPending}
 		s, errs := Resolve(c, nil, Ask{GPUs: ptr.To(2)})
 		if len(errs) > 0 {
 			t.Fatal(errs)
@@ -160,10 +160,10 @@ func TestResolveKeepsMaxPending(t *testing.T) {
 }
 
 func TestAllows(t *testing.T) {
-	open := fleet.PodClass{Name: "standard"}
-	gpu := fleet.PodClass{Name: "gpu", Groups: []string{"ml", "research"}}
+	open := profile.PodClass{Name: "standard"}
+	gpu := profile.PodClass{Name: "gpu", Groups: []string{"ml", "research"}}
 	for _, tc := range []struct {
-		class  fleet.PodClass
+		class  profile.PodClass
 		groups []string
 		want   bool
 	}{

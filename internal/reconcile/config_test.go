@@ -9,6 +9,7 @@ import (
 
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // The reconciler has no defaults of its own: Start refuses every profile
@@ -28,9 +29,9 @@ func TestStartRefusesUnconfigured(t *testing.T) {
 		t.Errorf("Start error (-want +got):\n%s", diff)
 	}
 
-	d := fleet.Default()
+	d := profile.Default()
 	r := &Reconciler{
-		Dispatcher: &dispatch.Dispatcher{Pods: d.Pods}, Retry: d.Reconcile.RetryPolicy(),
+		Dispatcher: &dispatch.Dispatcher{Pods: d.Pods}, Retry: fleet.RetryPolicy(d.Reconcile),
 		Workers: d.Reconcile.Workers, SweepPage: d.Reconcile.SweepPage,
 	}
 	if err := r.validate(); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
@@ -283,7 +284,7 @@ func (s *deleteSpoke) clients(t *testing.T, name string) *fleet.Clients {
 	if err := os.WriteFile(tokenFile, []byte("controller-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{{Name: name, Server: s.srv.URL, CAFile: caFile, TokenFile: tokenFile,
+	clients, err := fleet.NewClients([]profile.ClusterEntry{{Name: name, Server: s.srv.URL, CAFile: caFile, TokenFile: tokenFile,
 		LoopNamespace: "loops", QPS: 1e6, Burst: 1e6}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"crucible.dev/crucible/internal/artifact"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 )
@@ -82,7 +82,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 			}
 			src := &logSource{content: real, err: tc.fetchErr}
 			r := &Reconciler{Store: st, Artifacts: dir}
-			err := r.storeLog(ctx, "wp", fleet.DefaultMaxLogBytes, src.fetch)
+			err := r.storeLog(ctx, "wp", profile.DefaultMaxLogBytes, src.fetch)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("storeLog: %v, wantErr %v", err, tc.wantErr)
 			}

@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Pod Security Admission's namespace labels and the level crucible's loop
@@ -49,7 +49,7 @@ func LoopNamespaceLabels() map[string]string {
 // first object `crucible render spoke` prints, so that applying its output
 // to a fresh spoke creates the namespace the Role lives in, and applying it
 // to an existing one adds the labels.
-func LoopNamespace(c fleet.ClusterEntry) *corev1.Namespace {
+func LoopNamespace(c profile.ClusterEntry) *corev1.Namespace {
 	return &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: corev1.SchemeGroupVersion.String(), Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.LoopNamespace, Labels: LoopNamespaceLabels()},

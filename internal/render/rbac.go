@@ -5,7 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -23,7 +23,7 @@ const ControllerRBACName = "crucible-controller"
 // create to the Role, and only then: a port-forward reaches any port of any
 // pod in the namespace. In apply order: Role, RoleBinding, ClusterRole,
 // ClusterRoleBinding.
-func SpokeRBAC(c fleet.ClusterEntry, controllerUsername string) []runtime.Object {
+func SpokeRBAC(c profile.ClusterEntry, controllerUsername string) []runtime.Object {
 	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: controllerUsername}}
 	typeMeta := func(kind string) metav1.TypeMeta {

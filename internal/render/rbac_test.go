@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -270,8 +270,8 @@ func TestYAMLErrors(t *testing.T) {
 // run_live adds pods/portforward create to the Role and nothing else; off,
 // no rule names pods/portforward at all.
 func TestSpokeRBACRunLive(t *testing.T) {
-	off := SpokeRBAC(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, controllerUser)
-	on := SpokeRBAC(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops", RunLive: true}, controllerUser)
+	off := SpokeRBAC(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, controllerUser)
+	on := SpokeRBAC(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops", RunLive: true}, controllerUser)
 	for _, obj := range off {
 		if strings.Contains(mustYAML(t, obj), "portforward") {
 			t.Errorf("without run_live the RBAC names portforward:\n%s", mustYAML(t, obj))

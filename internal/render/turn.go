@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -60,7 +60,7 @@ func (o Objects) List() []runtime.Object {
 // on every container). v was validated by
 // workpod.Check, so Turn does not validate it again; pods comes defaulted
 // from fleet.Parse, so a zero token lifetime is a caller's mistake, refused.
-func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, v workpod.Valid) (Objects, error) {
+func Turn(c profile.ClusterEntry, pods profile.Pods, instance string, v workpod.Valid) (Objects, error) {
 	if v.IsZero() {
 		return Objects{}, errUnchecked
 	}
@@ -102,7 +102,7 @@ func Turn(c fleet.ClusterEntry, pods fleet.Pods, instance string, v workpod.Vali
 
 // workPod is the Pod of w: one work container with w's image, command and
 // environment and crucible's own variables after it, never restarted.
-func workPod(c fleet.ClusterEntry, pods fleet.Pods, w workpod.WorkPod, labels map[string]string,
+func workPod(c profile.ClusterEntry, pods profile.Pods, w workpod.WorkPod, labels map[string]string,
 	vols []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
 	meta := objectMeta(w.ID, c.LoopNamespace, labels)
 	if len(w.Annotations) > 0 {
@@ -131,7 +131,7 @@ func workPod(c fleet.ClusterEntry, pods fleet.Pods, w workpod.WorkPod, labels ma
 
 // workEnv is w's variables, then where the pod finds the drop-box, its
 // ingest token and its own id.
-func workEnv(c fleet.ClusterEntry, w workpod.WorkPod) []corev1.EnvVar {
+func workEnv(c profile.ClusterEntry, w workpod.WorkPod) []corev1.EnvVar {
 	env := make([]corev1.EnvVar, 0, len(w.Env)+3)
 	for _, e := range w.Env {
 		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})

@@ -12,12 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
-func wharf() fleet.ClusterEntry {
-	return fleet.ClusterEntry{
+func wharf() profile.ClusterEntry {
+	return profile.ClusterEntry{
 		Name:               "wharf",
 		Server:             "https://api.wharf.example.com:6443",
 		CAFile:             "/etc/crucible/wharf/ca.crt",
@@ -31,17 +31,17 @@ func wharf() fleet.ClusterEntry {
 	}
 }
 
-func samplePods() fleet.Pods {
-	return fleet.Pods{
-		IngestTokenExpiration: fleet.Duration{Duration: 2 * time.Hour},
+func samplePods() profile.Pods {
+	return profile.Pods{
+		IngestTokenExpiration: profile.Duration{Duration: 2 * time.Hour},
 		NodeSelector:          map[string]string{"nvidia.com/gpu.present": "true"},
 		ImagePullPolicy:       "IfNotPresent",
 	}
 }
 
 // defaultedPods is [pods] as fleet.Parse leaves an empty table.
-func defaultedPods() fleet.Pods {
-	return fleet.Pods{IngestTokenExpiration: fleet.Duration{Duration: fleet.DefaultIngestTokenExpiration}}
+func defaultedPods() profile.Pods {
+	return profile.Pods{IngestTokenExpiration: profile.Duration{Duration: profile.DefaultIngestTokenExpiration}}
 }
 
 // check is w as workpod.Check accepts it, shaped as the default class when
@@ -293,7 +293,7 @@ func TestTurnErrors(t *testing.T) {
 	valid := check(t, workpod.WorkPod{ID: "t", Kind: "turn", Image: "x"})
 	tests := []struct {
 		name     string
-		pods     fleet.Pods
+		pods     profile.Pods
 		instance string
 		w        workpod.Valid
 		want     string
@@ -311,7 +311,7 @@ func TestTurnErrors(t *testing.T) {
 			want: `instance "a b": must be a non-empty label value`,
 		},
 		{
-			name: "pods not defaulted", pods: fleet.Pods{}, instance: "crucible", w: valid,
+			name: "pods not defaulted", pods: profile.Pods{}, instance: "crucible", w: valid,
 			want: "pods.ingest_token_expiration 0s: must be positive (fleet.Parse sets its default)",
 		},
 	}

@@ -21,8 +21,8 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/podclass"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -204,7 +204,7 @@ func TestRenderedPodsPassPodSecurityRestricted(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
 	// The loop namespace exactly as render spoke and the spoke chart make it.
-	ns := render.LoopNamespace(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "psa-restricted"})
+	ns := render.LoopNamespace(profile.ClusterEntry{Name: "wharf", LoopNamespace: "psa-restricted"})
 	if _, err := wharf.Client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +215,16 @@ func TestRenderedPodsPassPodSecurityRestricted(t *testing.T) {
 	if _, err := wharf.Client.CoreV1().ServiceAccounts(ns.Name).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	profile, err := fleet.Load(s.Federation.ProfileFile)
+	prof, err := profile.Load(s.Federation.ProfileFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry, _ := profile.Cluster("wharf")
+	entry, _ := prof.Cluster("wharf")
 	entry.LoopNamespace = ns.Name
-	pods := profile.Pods
+	pods := prof.Pods
 	pods.PushImage = "ghcr.io/crucible-dev/crucible:1"
 	for _, class := range []string{"standard", "gpu"} {
-		c, err := profile.ClassFor(entry, class, workpod.KindTurn)
+		c, err := prof.ClassFor(entry, class, workpod.KindTurn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func TestRenderedPodsPassPodSecurityRestricted(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
-		objs, err := render.Turn(entry, pods, profile.Controller.Instance, v)
+		objs, err := render.Turn(entry, pods, prof.Controller.Instance, v)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/podclass"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -81,13 +82,13 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool
 		stackSpokes = append(stackSpokes, devstack.SpokeOptions{Name: added, Unlisted: true})
 	}
 	opts := devstack.Options{Crucible: devstacktest.CrucibleBinary(b), Spokes: stackSpokes}
-	pods := fleet.Pods{IngestTokenExpiration: fleet.Duration{Duration: time.Hour}}
+	pods := profile.Pods{IngestTokenExpiration: profile.Duration{Duration: time.Hour}}
 	if hold {
 		// Held pods never finish, so the sweep has nothing to clean up:
 		// it runs at the profile's default interval, as in production,
 		// not the dev stack's 5 s, re-listing what the watch holds.
 		pods.NodeSelector, opts.PodNodeSelector = holdSelector, holdSelector
-		opts.SweepInterval = fleet.DefaultSweepInterval
+		opts.SweepInterval = profile.DefaultSweepInterval
 	}
 	s := devstacktest.Start(b, opts)
 	ctx := b.Context()
@@ -105,11 +106,11 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool
 	}
 	// The baseline's pods are shaped as crucible's: the stack's default
 	// class (resources, deadline, securityContext), held like them.
-	profile, err := fleet.Load(s.Federation.ProfileFile)
+	prof, err := profile.Load(s.Federation.ProfileFile)
 	if err != nil {
 		b.Fatal(err)
 	}
-	class, err := profile.ClassFor(profile.Clusters[0], "", workpod.KindTurn)
+	class, err := prof.ClassFor(prof.Clusters[0], "", workpod.KindTurn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool
 		if len(errs) > 0 {
 			return errs.ToAggregate()
 		}
-		objs, err := render.Turn(fleet.ClusterEntry{Name: spoke, LoopNamespace: devstack.SpokeNamespace, TurnServiceAccount: devstack.SpokeServiceAccount,
+		objs, err := render.Turn(profile.ClusterEntry{Name: spoke, LoopNamespace: devstack.SpokeNamespace, TurnServiceAccount: devstack.SpokeServiceAccount,
 			IngestURL: s.Federation.ControllerExternalURL, IngestAudience: devstack.IngestAudience}, pods, "baseline", w)
 		if err != nil {
 			return err

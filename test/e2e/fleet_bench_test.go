@@ -12,7 +12,7 @@ import (
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // BenchmarkFleetReplicas is the fleet benchmark's scaling figure: turn pods
@@ -28,7 +28,7 @@ func BenchmarkFleetReplicas(b *testing.B) {
 	names := devstack.SpokeNames(10)
 	s, _ := devstacktest.StartOnPostgres(b, devstack.Options{
 		Crucible: devstacktest.CrucibleBinary(b), LeaderElect: true, LeaseDuration: haLease,
-		SweepInterval: fleet.DefaultSweepInterval, PodNodeSelector: holdSelector,
+		SweepInterval: profile.DefaultSweepInterval, PodNodeSelector: holdSelector,
 		Spokes: devstack.NamedSpokes(names...),
 	})
 	main := s.Controller()

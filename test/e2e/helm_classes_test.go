@@ -9,16 +9,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/workpod"
 )
 
 // hubChartProfile renders the hub chart with args and parses its profile
 // with the controller's strict loader.
-func hubChartProfile(t *testing.T, args ...string) *fleet.Profile {
+func hubChartProfile(t *testing.T, args ...string) *profile.Profile {
 	t.Helper()
 	_, objs := helmTemplate(t, "crucible-hub", "crucible", args...)
-	p, err := fleet.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
+	p, err := profile.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
 	if err != nil {
 		t.Fatalf("the controller refuses the chart's profile: %v", err)
 	}
@@ -26,7 +26,7 @@ func hubChartProfile(t *testing.T, args ...string) *fleet.Profile {
 }
 
 // profileCluster is the profile's cluster entry name.
-func profileCluster(t *testing.T, p *fleet.Profile, name string) fleet.ClusterEntry {
+func profileCluster(t *testing.T, p *profile.Profile, name string) profile.ClusterEntry {
 	t.Helper()
 	c, ok := p.Cluster(name)
 	if !ok {
@@ -35,13 +35,13 @@ func profileCluster(t *testing.T, p *fleet.Profile, name string) fleet.ClusterEn
 	return c
 }
 
-func quantity(s string) fleet.Quantity { return fleet.Quantity{Quantity: resource.MustParse(s)} }
+func quantity(s string) profile.Quantity { return profile.Quantity{Quantity: resource.MustParse(s)} }
 
 // The hub chart's default pod classes are examples/crucible.toml's, except
 // that gpu names no groups: out of the box anyone who may create work pods
 // may ask for a GPU.
 func TestHelmHubChartDefaultPodClasses(t *testing.T) {
-	example, err := fleet.Load(repoRoot + "/examples/crucible.toml")
+	example, err := profile.Load(repoRoot + "/examples/crucible.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,44 +74,44 @@ func TestHelmHubChartDefaultPodClasses(t *testing.T) {
 // toleration.
 func TestHelmHubChartPodClassesPerSpoke(t *testing.T) {
 	p := hubChartProfile(t, chartCase{chart: "crucible-hub", values: "ci/pod-classes-values.yaml"}.args()...)
-	standard := fleet.PodClass{
+	standard := profile.PodClass{
 		Name: "standard", DefaultFor: []string{"loop"},
-		Requests:    map[string]fleet.Quantity{"cpu": quantity("500m"), "memory": quantity("1Gi")},
-		Limits:      map[string]fleet.Quantity{"memory": quantity("1Gi")},
-		GPUResource: "nvidia.com/gpu", Deadline: fleet.Duration{Duration: 6 * time.Hour},
-		MaxDeadline: fleet.Duration{Duration: 48 * time.Hour}, RunAsUser: 65532, RunAsGroup: 65532,
+		Requests:    map[string]profile.Quantity{"cpu": quantity("500m"), "memory": quantity("1Gi")},
+		Limits:      map[string]profile.Quantity{"memory": quantity("1Gi")},
+		GPUResource: "nvidia.com/gpu", Deadline: profile.Duration{Duration: 6 * time.Hour},
+		MaxDeadline: profile.Duration{Duration: 48 * time.Hour}, RunAsUser: 65532, RunAsGroup: 65532,
 	}
-	batch := fleet.PodClass{
+	batch := profile.PodClass{
 		Name: "batch", DefaultFor: []string{"turn"}, Groups: []string{"batch-users", "ml-platform"},
-		Requests:     map[string]fleet.Quantity{"cpu": quantity("2"), "memory": quantity("4Gi"), "ephemeral-storage": quantity("20Gi")},
-		Limits:       map[string]fleet.Quantity{"memory": quantity("8Gi"), "ephemeral-storage": quantity("40Gi")},
+		Requests:     map[string]profile.Quantity{"cpu": quantity("2"), "memory": quantity("4Gi"), "ephemeral-storage": quantity("20Gi")},
+		Limits:       map[string]profile.Quantity{"memory": quantity("8Gi"), "ephemeral-storage": quantity("40Gi")},
 		GPUResource:  "nvidia.com/gpu",
-		Tolerations:  []fleet.Toleration{{Key: "dedicated", Operator: "Equal", Value: "batch", Effect: "NoExecute", TolerationSeconds: 300}},
+		Tolerations:  []profile.Toleration{{Key: "dedicated", Operator: "Equal", Value: "batch", Effect: "NoExecute", TolerationSeconds: 300}},
 		NodeSelector: map[string]string{"pool": "batch"},
-		NodeAffinity: []fleet.NodeRequirement{
+		NodeAffinity: []profile.NodeRequirement{
 			{Key: "topology.kubernetes.io/zone", Operator: "In", Values: []string{"zone-a", "zone-b"}},
 			{Key: "node.example.com/spot", Operator: "DoesNotExist"},
 		},
 		PriorityClass: "batch-low", RuntimeClass: "gvisor",
-		Deadline: fleet.Duration{Duration: 2 * time.Hour}, MaxDeadline: fleet.Duration{Duration: 24 * time.Hour},
-		MaxPending: fleet.Duration{Duration: 30 * time.Minute}, Shm: quantity("1Gi"), RunAsUser: 1000, RunAsGroup: 1000,
-		Allow: fleet.ClassAllow{Resources: map[string]fleet.QuantityRange{"memory": {Min: quantity("1Gi"), Max: quantity("16Gi")}}},
+		Deadline: profile.Duration{Duration: 2 * time.Hour}, MaxDeadline: profile.Duration{Duration: 24 * time.Hour},
+		MaxPending: profile.Duration{Duration: 30 * time.Minute}, Shm: quantity("1Gi"), RunAsUser: 1000, RunAsGroup: 1000,
+		Allow: profile.ClassAllow{Resources: map[string]profile.QuantityRange{"memory": {Min: quantity("1Gi"), Max: quantity("16Gi")}}},
 	}
 	batchOnDock := batch
-	batchOnDock.Tolerations = []fleet.Toleration{}
-	gpuOnWharf := fleet.PodClass{
+	batchOnDock.Tolerations = []profile.Toleration{}
+	gpuOnWharf := profile.PodClass{
 		Name: "gpu", GPUs: 1, GPUResource: "amd.com/gpu",
-		Requests:      map[string]fleet.Quantity{"cpu": quantity("8"), "memory": quantity("32Gi")},
-		Limits:        map[string]fleet.Quantity{"memory": quantity("32Gi")},
-		Tolerations:   []fleet.Toleration{{Key: "amd.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		Requests:      map[string]profile.Quantity{"cpu": quantity("8"), "memory": quantity("32Gi")},
+		Limits:        map[string]profile.Quantity{"memory": quantity("32Gi")},
+		Tolerations:   []profile.Toleration{{Key: "amd.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
 		NodeSelector:  map[string]string{"nvidia.com/gpu.present": "true", "amd.com/gpu.present": "true"},
 		PriorityClass: "gpu-high", RuntimeClass: "rocm", Shm: quantity("8Gi"),
-		Deadline: fleet.Duration{Duration: 12 * time.Hour}, MaxDeadline: fleet.Duration{Duration: 72 * time.Hour},
-		RunAsUser: 65532, RunAsGroup: 65532, Allow: fleet.ClassAllow{GPUs: fleet.IntRange{Min: 1, Max: 8}},
+		Deadline: profile.Duration{Duration: 12 * time.Hour}, MaxDeadline: profile.Duration{Duration: 72 * time.Hour},
+		RunAsUser: 65532, RunAsGroup: 65532, Allow: profile.ClassAllow{GPUs: profile.IntRange{Min: 1, Max: 8}},
 	}
 	for _, tc := range []struct {
 		cluster, class, kind string
-		want                 *fleet.PodClass // nil: not offered there
+		want                 *profile.PodClass // nil: not offered there
 	}{
 		{"wharf", "", workpod.KindLoop, &standard},
 		{"wharf", "", workpod.KindTurn, &batch},
@@ -146,8 +146,8 @@ func TestHelmHubChartSpokeRateDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := hubChartProfile(t, "-f", values)
-	if c := profileCluster(t, p, "wharf"); c.QPS != fleet.DefaultQPS || c.Burst != fleet.DefaultBurst {
-		t.Errorf("qps %v burst %d, want the profile's defaults %v and %d", c.QPS, c.Burst, fleet.DefaultQPS, fleet.DefaultBurst)
+	if c := profileCluster(t, p, "wharf"); c.QPS != profile.DefaultQPS || c.Burst != profile.DefaultBurst {
+		t.Errorf("qps %v burst %d, want the profile's defaults %v and %d", c.QPS, c.Burst, profile.DefaultQPS, profile.DefaultBurst)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestHelmHubChartSpokeRateDefaults(t *testing.T) {
 // where, installed elsewhere with two replicas, nobody could lead.
 func TestHelmHubChartLeaseInTheReleaseNamespace(t *testing.T) {
 	_, objs := helmTemplate(t, "crucible-hub", "platform", "--set", "replicas=2", "--set", "store.postgres.enabled=true")
-	p, err := fleet.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
+	p, err := profile.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
 	if err != nil {
 		t.Fatalf("the controller refuses the chart's profile: %v", err)
 	}

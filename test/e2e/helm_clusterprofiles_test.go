@@ -29,7 +29,7 @@ import (
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -322,7 +322,7 @@ func TestHelmClusterProfilesOnTheHub(t *testing.T) {
 // in namespace and crucible as the binary under test.
 func stackSpokesValues(t *testing.T, s *devstack.Stack, namespace string) string {
 	t.Helper()
-	p, err := fleet.Load(s.Federation.ProfileFile)
+	p, err := profile.Load(s.Federation.ProfileFile)
 	if err != nil {
 		t.Fatal(err)
 	}

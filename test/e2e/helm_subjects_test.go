@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -72,7 +72,7 @@ func TestHelmSpokeSubjectsMatchRender(t *testing.T) {
 	if errs := fed.Check(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	entry := fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}
+	entry := profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}
 	wantChartRBAC(t, "chart RBAC vs render spoke --subject", objs,
 		append(append([]runtime.Object{render.LoopNamespace(entry)}, render.SpokeRBAC(entry, controllerUser)...), fed.RBAC()...)...)
 

@@ -22,7 +22,7 @@ import (
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -140,7 +140,7 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 		t.Run(tc.spoke, func(t *testing.T) {
 			args := chartCase{chart: "crucible-spoke", values: tc.values}.args()
 			_, objs := helmTemplate(t, "crucible-spoke", "crucible", args...)
-			entry := fleet.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}
+			entry := profile.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}
 			wantChartRBAC(t, "chart RBAC and loop namespace vs render spoke", objs, append(render.SpokeRBAC(entry, controllerUser), render.LoopNamespace(entry))...)
 
 			trust := render.HubTrust{
@@ -261,12 +261,12 @@ profileExtra: |
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, objs := helmTemplate(t, "crucible-hub", "crucible", tc.args...)
-			p, err := fleet.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
+			p, err := profile.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
 			if err != nil {
 				t.Fatalf("the controller refuses the chart's profile: %v", err)
 			}
 			for _, c := range p.Clusters {
-				wantLive, wantPorts := false, []int{fleet.DefaultRunLivePort}
+				wantLive, wantPorts := false, []int{profile.DefaultRunLivePort}
 				if tc.name == "two spokes" && c.Name == "dock" {
 					wantLive, wantPorts = true, []int{7777, 8888}
 				}

@@ -24,6 +24,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
@@ -117,15 +118,15 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 	viaProxy, direct := s.ClusterEntry(s.Spoke("wharf")), s.ClusterEntry(s.Spoke("dock"))
 	viaProxy.Server, viaProxy.CAFile = proxyURL, proxyCA
 	viaProxy.QPS, viaProxy.Burst, direct.QPS, direct.Burst = 100, 200, 100, 200
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{viaProxy, direct})
+	clients, err := fleet.NewClients([]profile.ClusterEntry{viaProxy, direct})
 	if err != nil {
 		t.Fatal(err)
 	}
 	policy := retry.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Budget: budget}
 	arts := artifact.Dir{Root: t.TempDir()}
 	r := &reconcile.Reconciler{
-		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1, SweepPage: fleet.DefaultSweepPage,
-		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy, Pods: fleet.Default().Pods},
+		Store: st, Clients: clients, Instance: instance, Retry: policy, Workers: 1, SweepPage: profile.DefaultSweepPage,
+		Dispatcher: &dispatch.Dispatcher{Clients: clients, Instance: instance, Retry: policy, Pods: profile.Default().Pods},
 		Artifacts:  arts, Log: slog.New(slog.DiscardHandler),
 	}
 	for _, c := range configure {

@@ -17,7 +17,7 @@ import (
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // Issue 23, finding 1 (R-B1): one pod prints 30,000 lines of 64 KiB (1.9
@@ -99,7 +99,7 @@ func checkCutLog(t *testing.T, s *devstack.Stack, id string, lineBytes int) {
 	if code != 200 {
 		t.Fatalf("stored log: %d", code)
 	}
-	limit := fleet.DefaultMaxLogBytes
+	limit := profile.DefaultMaxLogBytes
 	mark := fmt.Sprintf("[crucible: log cut at %d bytes ([pods] max_log_bytes); the rest was not stored]\n", limit)
 	keep := limit - len(mark) - 1
 	var want bytes.Buffer

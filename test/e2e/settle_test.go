@@ -10,6 +10,7 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -32,10 +33,10 @@ func TestLiveLogEndsWithThePodsStateWhileTheWatchIsHeld(t *testing.T) {
 		t.Fatal("the reconciler never watched wharf: the proxy held nothing and the test proves nothing")
 	}
 
-	profile := fleet.Default()
-	apiSrv := &api.Server{Profile: fleet.NewCurrent(&profile), Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
-		Artifacts: iso.Artifacts, Settler: iso.Reconciler, Log: slog.New(slog.DiscardHandler), Retry: profile.Reconcile.RetryPolicy(),
-		MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
+	prof := profile.Default()
+	apiSrv := &api.Server{Profile: profile.NewCurrent(&prof), Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
+		Artifacts: iso.Artifacts, Settler: iso.Reconciler, Log: slog.New(slog.DiscardHandler), Retry: fleet.RetryPolicy(prof.Reconcile),
+		MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts()}
 	mux := http.NewServeMux()
 	apiSrv.Routes(mux)
 	srv := httptest.NewServer(mux)

@@ -15,6 +15,7 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
@@ -66,7 +67,7 @@ func TestSweepPages(t *testing.T) {
 
 	entry := s.ClusterEntry(wharf)
 	entry.QPS, entry.Burst = 100, 200
-	clients, err := fleet.NewClients([]fleet.ClusterEntry{entry})
+	clients, err := fleet.NewClients([]profile.ClusterEntry{entry})
 	if err != nil {
 		t.Fatal(err)
 	}

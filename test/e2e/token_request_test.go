@@ -20,6 +20,7 @@ import (
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -80,12 +81,12 @@ func TestSpokeTokenFromTokenRequest(t *testing.T) {
 	if want := []string{s.Federation.ControllerTokenFile}; !slices.Equal(files, want) {
 		t.Errorf("token files %v, want only the controller's hub token %v", files, want)
 	}
-	profile, err := fleet.Load(s.Federation.ProfileFile)
+	prof, err := profile.Load(s.Federation.ProfileFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := profileCluster(t, profile, "wharf")
-	if entry.TokenSource != fleet.TokenSourceRequest || entry.TokenFile != "" || entry.TokenAudience != "wharf" || entry.TokenExpiration.Duration != time.Hour {
+	entry := profileCluster(t, prof, "wharf")
+	if entry.TokenSource != profile.TokenSourceRequest || entry.TokenFile != "" || entry.TokenAudience != "wharf" || entry.TokenExpiration.Duration != time.Hour {
 		t.Errorf("wharf's entry: source %q, file %q, audience %q, expiration %v; want request, none, wharf, 1h",
 			entry.TokenSource, entry.TokenFile, entry.TokenAudience, entry.TokenExpiration)
 	}
@@ -177,16 +178,16 @@ func TestHelmHubChartTokenRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, objs := helmTemplate(t, "crucible-hub", ns, "-f", values, "--set", "serviceAccount.name="+sa)
-	p, err := fleet.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
+	p, err := profile.Parse([]byte(configMapData(t, objs, "crucible-profile", "crucible.toml")))
 	if err != nil {
 		t.Fatalf("the controller refuses the chart's profile: %v", err)
 	}
 	dock := profileCluster(t, p, "dock")
-	if dock.TokenSource != fleet.TokenSourceRequest || dock.TokenFile != "" || dock.TokenAudience != "dock.example.com" || dock.TokenExpiration.Duration != 2*time.Hour {
+	if dock.TokenSource != profile.TokenSourceRequest || dock.TokenFile != "" || dock.TokenAudience != "dock.example.com" || dock.TokenExpiration.Duration != 2*time.Hour {
 		t.Errorf("dock's entry: source %q, file %q, audience %q, expiration %v; want request, none, dock.example.com, 2h",
 			dock.TokenSource, dock.TokenFile, dock.TokenAudience, dock.TokenExpiration)
 	}
-	if wharf := profileCluster(t, p, "wharf"); wharf.TokenSource != fleet.TokenSourceFile || wharf.TokenFile == "" {
+	if wharf := profileCluster(t, p, "wharf"); wharf.TokenSource != profile.TokenSourceFile || wharf.TokenFile == "" {
 		t.Errorf("wharf's entry: source %q, file %q; want its projected token file", wharf.TokenSource, wharf.TokenFile)
 	}
 	var pod corev1.PodTemplateSpec

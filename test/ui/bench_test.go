@@ -16,7 +16,7 @@ import (
 	"crucible.dev/crucible/internal/api"
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/benchreport"
-	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/store/storetest"
 	"crucible.dev/crucible/internal/ui"
@@ -63,9 +63,9 @@ func benchServer(b *testing.B) (url, logPod string) {
 		b.Fatal(err)
 	}
 	s := &api.Server{
-		Profile: fleet.NewCurrent(&fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}}),
+		Profile: profile.NewCurrent(&profile.Profile{DefaultCluster: "wharf", Clusters: []profile.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}}),
 		Store:   st, Artifacts: arts, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
-		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
+		AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: profile.DefaultAPIPageSize,
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)

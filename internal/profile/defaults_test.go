@@ -1,4 +1,4 @@
-package fleet
+package profile
 
 import (
 	"strings"
@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"crucible.dev/crucible/internal/retry"
 )
 
 // Default has exactly the defaults Parse applies: every section a consumer
@@ -22,14 +20,6 @@ func TestDefaultIsWhatParseApplies(t *testing.T) {
 	want.Clusters, want.DefaultCluster = nil, ""
 	if diff := cmp.Diff(want, Default()); diff != "" {
 		t.Errorf("Default() (-want Parse(minimal) without its own keys, +got):\n%s", diff)
-	}
-}
-
-func TestRetryPolicy(t *testing.T) {
-	got := Default().Reconcile.RetryPolicy()
-	want := retry.Policy{Initial: DefaultRetryInitial, Max: DefaultMaxBackoff, Budget: DefaultRetryBudget}
-	if got != want {
-		t.Errorf("RetryPolicy() = %+v, want %+v", got, want)
 	}
 }
 

@@ -1,10 +1,8 @@
-package fleet
+package profile
 
 import (
 	"fmt"
 	"time"
-
-	"crucible.dev/crucible/internal/retry"
 )
 
 // Duration is a time.Duration written in TOML as a string such as "30s" or
@@ -115,12 +113,6 @@ type Reconcile struct {
 	// followed: its live rows go on to their end meanwhile, and those still
 	// live after it are marked lost.
 	DrainTimeout Duration `toml:"drain_timeout"`
-}
-
-// RetryPolicy is the backoff of every retried spoke operation: retry_initial,
-// doubling up to max_backoff, for at most retry_budget.
-func (r Reconcile) RetryPolicy() retry.Policy {
-	return retry.Policy{Initial: r.RetryInitial.Duration, Max: r.MaxBackoff.Duration, Budget: r.RetryBudget.Duration}
 }
 
 // Ingest tunes the drop-box on the external listener, the most exposed

@@ -1,4 +1,4 @@
-package fleet
+package profile
 
 import (
 	"fmt"
@@ -24,11 +24,11 @@ var notProfileDefaults = map[string]string{
 	"workpod":  "the kind a submission that names none gets: part of the API's request format, not of the profile",
 }
 
-// No package but fleet declares a default: every const or var named
-// Default*/default* in the non-test files under internal/ is in fleet, or
+// No package but profile declares a default: every const or var named
+// Default*/default* in the non-test files under internal/ is in profile, or
 // in a package notProfileDefaults names with its reason. A default copied
 // into a consumer (issue 21) fails here with its file and line.
-func TestNoDefaultsOutsideFleet(t *testing.T) {
+func TestNoDefaultsOutsideProfile(t *testing.T) {
 	root := ".."
 	fset := token.NewFileSet()
 	var found []string
@@ -43,7 +43,7 @@ func TestNoDefaultsOutsideFleet(t *testing.T) {
 		}
 		top, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
 		seen[top] = true
-		if top == "fleet" {
+		if top == "profile" {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
@@ -62,7 +62,7 @@ func TestNoDefaultsOutsideFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !seen["fleet"] || !seen["ingest"] {
+	if !seen["profile"] || !seen["ingest"] {
 		t.Fatalf("walked %v from %s, not internal/: this test checks nothing", slices.Sorted(maps.Keys(seen)), root)
 	}
 	for pkg := range notProfileDefaults {
@@ -72,7 +72,7 @@ func TestNoDefaultsOutsideFleet(t *testing.T) {
 	}
 	slices.Sort(found)
 	for _, f := range found {
-		t.Errorf("%s: a default outside package fleet; make it a profile key with its default in fleet/defaults.go (or, if it is no profile default, give its package a reason in notProfileDefaults)", f)
+		t.Errorf("%s: a default outside package profile; make it a profile key with its default in profile/defaults.go (or, if it is no profile default, give its package a reason in notProfileDefaults)", f)
 	}
 }
 

@@ -6,76 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"crucible.dev/crucible/internal/profile"
 )
-
-// RestartNeeded names, by TOML path, each key a reload cannot apply, at its
-// deepest level, and none of the keys it applies.
-func TestRestartNeeded(t *testing.T) {
-	base := func(t *testing.T, extra string) *Profile {
-		t.Helper()
-		p, err := Parse([]byte(minimalTOML + extra))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	old := base(t, "")
-	for _, tc := range []struct {
-		name, extra string
-		want        []string
-	}{
-		{"the same", "", nil},
-		{"a spoke added, classes and the default changed", `
-[[clusters]]
-name = "dock"
-server = "https://dock.example.com:6443"
-ca_file = "/ca"
-token_source = "request"
-loop_namespace = "loops"
-turn_service_account = "crucible-turn"
-ingest_url = "https://crucible.example.com"
-ingest_audience = "crucible-ingest"
-
-[[pods.classes]]
-name = "standard"
-default_for = ["loop", "turn"]
-requests = { cpu = "1", memory = "1Gi" }
-[[pods.classes]]
-name = "gpu"
-gpus = 1
-requests = { cpu = "1", memory = "1Gi" }
-`, nil},
-		{"the store and API auth", `
-[api]
-auth = "kubernetes"
-`, []string{"api.auth"}},
-		{"listeners, a nested limit and a duration", `
-[reconcile]
-drain_timeout = "1m"
-[ingest]
-max_body_bytes = 1024
-[live]
-poll_interval = "3s"
-`, []string{"reconcile.drain_timeout", "ingest.max_body_bytes", "live.poll_interval"}},
-		{"pods outside the classes", `
-[pods]
-image_pull_policy = "Always"
-`, []string{"pods.image_pull_policy"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			next := base(t, tc.extra)
-			if diff := cmp.Diff(tc.want, RestartNeeded(old, next)); diff != "" {
-				t.Errorf("RestartNeeded (-want +got):\n%s", diff)
-			}
-		})
-	}
-	moved := base(t, "")
-	moved.Controller.Store, moved.Controller.InternalListen = "sqlite:/elsewhere.db", "127.0.0.1:1"
-	moved.DefaultCluster = "dock"
-	if diff := cmp.Diff([]string{"controller.internal_listen", "controller.store"}, RestartNeeded(old, moved)); diff != "" {
-		t.Errorf("RestartNeeded, controller keys (-want +got):\n%s", diff)
-	}
-}
 
 // Update builds new clients first and changes nothing when one cannot be
 // built; it keeps an unchanged client, replaces a changed one, keeps a
@@ -98,7 +31,7 @@ func TestClientsUpdate(t *testing.T) {
 	// A new entry whose token file is missing fails the update whole.
 	broken := pier
 	broken.TokenFile = filepath.Join(t.TempDir(), "absent")
-	_, err := cs.Update([]ClusterEntry{wharf, broken})
+	_, err := cs.Update([]profile.ClusterEntry{wharf, broken})
 	if err == nil || !strings.Contains(err.Error(), "cluster pier: ") || !strings.Contains(err.Error(), broken.TokenFile) {
 		t.Fatalf("Update with pier's token file missing: %v, want a missing file naming pier", err)
 	}
@@ -109,7 +42,7 @@ func TestClientsUpdate(t *testing.T) {
 	// pier added, dock removed, wharf's QPS changed.
 	wharf2 := wharf
 	wharf2.QPS = 7
-	ch, err := cs.Update([]ClusterEntry{pier, wharf2})
+	ch, err := cs.Update([]profile.ClusterEntry{pier, wharf2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +61,7 @@ func TestClientsUpdate(t *testing.T) {
 
 	// The same entries again: nothing changes, and dock stays draining.
 	p1, _ := cs.Get("pier")
-	if ch, err := cs.Update([]ClusterEntry{pier, wharf2}); err != nil || !ch.Empty() {
+	if ch, err := cs.Update([]profile.ClusterEntry{pier, wharf2}); err != nil || !ch.Empty() {
 		t.Errorf("the same entries: %+v, %v; want no change", ch, err)
 	}
 	if p, _ := cs.Get("pier"); p != p1 || !cs.Draining("dock") {
@@ -136,7 +69,7 @@ func TestClientsUpdate(t *testing.T) {
 	}
 
 	// dock listed again while draining: a new client, not draining.
-	ch, err = cs.Update([]ClusterEntry{pier, wharf2, dock})
+	ch, err = cs.Update([]profile.ClusterEntry{pier, wharf2, dock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +85,7 @@ func TestClientsUpdate(t *testing.T) {
 	}
 
 	// Removed and forgotten.
-	if _, err := cs.Update([]ClusterEntry{wharf2}); err != nil {
+	if _, err := cs.Update([]profile.ClusterEntry{wharf2}); err != nil {
 		t.Fatal(err)
 	}
 	cs.Forget("pier")
@@ -162,7 +95,7 @@ func TestClientsUpdate(t *testing.T) {
 	if _, ok := cs.Get("pier"); ok || cs.Draining("pier") || !cs.Draining("dock") {
 		t.Errorf("pier still known (%v, draining %v) or dock not draining", ok, cs.Draining("pier"))
 	}
-	if _, err := cs.Update([]ClusterEntry{wharf2, wharf2}); err == nil || !strings.Contains(err.Error(), "cluster wharf: defined twice") {
+	if _, err := cs.Update([]profile.ClusterEntry{wharf2, wharf2}); err == nil || !strings.Contains(err.Error(), "cluster wharf: defined twice") {
 		t.Errorf("Update with wharf twice: %v", err)
 	}
 }
