@@ -64,7 +64,7 @@ type Server struct {
 	// AllowedHosts are the Host names (any port) the API answers.
 	AllowedHosts []string
 	// PageSize is GET /api/pods's page without ?limit (and at most
-	// fleet.MaxAPIPageSize with it).
+	// profile.MaxAPIPageSize with it).
 	PageSize int
 	// Live shares pods' live log streams; nil: made on first use from the
 	// profile's [live] section (logs.go).

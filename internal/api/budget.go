@@ -80,7 +80,7 @@ func callerName(id apiauth.Identity) string {
 	return id.User
 }
 
-// liveLimits is the profile's [live] section, fleet's defaults without one.
+// liveLimits is the profile's [live] section, package profile's defaults without one.
 func (s *Server) liveLimits() profile.Live {
 	if p := s.profile(); p != nil {
 		return p.Live
@@ -88,7 +88,7 @@ func (s *Server) liveLimits() profile.Live {
 	return profile.Default().Live
 }
 
-// eventLimits is the profile's [events] section, fleet's defaults without
+// eventLimits is the profile's [events] section, package profile's defaults without
 // one.
 func (s *Server) eventLimits() profile.Events {
 	if p := s.profile(); p != nil {

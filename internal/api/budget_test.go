@@ -64,7 +64,7 @@ func (quietSource) Open(ctx context.Context, _ time.Time, _ bool) (io.ReadCloser
 	return pr, nil
 }
 
-// withLive gives s a profile whose [live] section is fleet's defaults
+// withLive gives s a profile whose [live] section is profile's defaults
 // edited by edit.
 func withLive(s *Server, edit func(*profile.Live)) {
 	p := profile.Default()

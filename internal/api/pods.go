@@ -220,7 +220,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if s.PageSize <= 0 {
-		// The profile's api.page_size, whose default package fleet applies:
+		// The profile's api.page_size, whose default package profile applies:
 		// a server built without it is a bug, not a reason for a second default.
 		return fmt.Errorf("api: PageSize %d: not the profile's api.page_size", s.PageSize)
 	}

@@ -113,7 +113,7 @@ func (s *Server) forwarder() PortForwarder {
 	return s.Forwarder
 }
 
-// runLiveLimits is the profile's [run_live], fleet's defaults without one.
+// runLiveLimits is the profile's [run_live], package profile's defaults without one.
 func (s *Server) runLiveLimits() profile.RunLive {
 	if p := s.profile(); p != nil {
 		return p.RunLive

@@ -24,7 +24,7 @@ func (g callerGone) Error() string { return g.reason }
 
 // recheckEvery is how often a long-lived stream checks its caller again:
 // the profile's [api] stream_recheck (read on each stream, so a reloaded
-// profile applies to the next), fleet's default without a profile.
+// profile applies to the next), package profile's default without a profile.
 // apiauth does not tell a token's expiry, so the interval is the only
 // clock: a token that expires between two checks is refused at the next.
 func (s *Server) recheckEvery() time.Duration {

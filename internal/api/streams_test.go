@@ -25,7 +25,7 @@ import (
 	"crucible.dev/crucible/internal/store"
 )
 
-// newTestBus is an event bus with fleet's default [events] bounds.
+// newTestBus is an event bus with package profile's default [events] bounds.
 func newTestBus(t *testing.T) *podevents.Bus {
 	t.Helper()
 	b, err := podevents.NewBus(profile.Default().Events)

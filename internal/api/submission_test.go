@@ -99,7 +99,7 @@ var alice = apiauth.Identity{User: "alice", Groups: []string{"system:authenticat
 // testDigestKey stands for the store's digest key where no store is.
 var testDigestKey = []byte("0123456789abcdef0123456789abcdef")
 
-// testProfile is a defaulted profile (fleet.Default: the standard class)
+// testProfile is a defaulted profile (profile.Default: the standard class)
 // with these clusters, the first the default.
 func testProfile(clusters ...profile.ClusterEntry) *profile.Profile {
 	p := profile.Default()

@@ -257,7 +257,7 @@ func parseClusterConfig(raw []byte) (clusterConfig, error) {
 }
 
 // validate holds the config to the fleet's rules: the cluster is a DNS
-// label, as internal/fleet requires of [[clusters]] name (and so the chart's
+// label, as internal/profile requires of [[clusters]] name (and so the chart's
 // token directory per spoke); tokenFile is absolute and climbs nowhere, since
 // the consumer's working directory is nobody's decision here.
 func (c clusterConfig) validate(path *field.Path) field.ErrorList {

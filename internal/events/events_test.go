@@ -13,7 +13,7 @@ import (
 	"crucible.dev/crucible/internal/store/storetest"
 )
 
-// newBus is a bus with fleet's default [events] bounds edited by edit.
+// newBus is a bus with package profile's default [events] bounds edited by edit.
 func newBus(t *testing.T, edit func(*profile.Events)) *Bus {
 	t.Helper()
 	e := profile.Default().Events

@@ -42,6 +42,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/lru"
@@ -72,11 +74,11 @@ type Options struct {
 	// database (pgblob) with PostgreSQL, so every replica serves them.
 	Artifacts Blobs
 	// Ingest is the profile's [ingest] section, its defaults applied
-	// (fleet.Parse; tests start from fleet.Default().Ingest): the body
+	// (profile.Parse; tests start from profile.Default().Ingest): the body
 	// bound, the caches, the per-source and per-pod rates, the trusted
 	// proxies and the upload quotas and pacing (R-IN7, save.go). Package
-	// fleet is the one home of their defaults: New refuses a zero limit
-	// instead of choosing one.
+	// profile is the one home of their defaults and their validation: New
+	// refuses a zero limit (profile.ValidateIngest) instead of choosing one.
 	profile.Ingest
 
 	// The fields below are not in the profile; a zero one takes the value
@@ -165,7 +167,12 @@ func (o *Options) validate() error {
 	if o.JWKSMinRefresh < 0 {
 		errs = append(errs, errors.New("jwksMinRefresh: negative"))
 	}
-	return errors.Join(append(errs, validateSection(&o.Ingest)...)...)
+	// The section is the profile's: package profile validates it, as Parse
+	// does, with the same key paths and messages.
+	if section := profile.ValidateIngest(&o.Ingest, field.NewPath("ingest")); len(section) > 0 {
+		errs = append(errs, &profile.ProfileError{Errs: section})
+	}
+	return errors.Join(errs...)
 }
 
 // validateClusters reports every problem of a validator map at once.
@@ -191,46 +198,6 @@ func validateClusters(clusters []Cluster) []error {
 			if f.v == "" {
 				errs = append(errs, fmt.Errorf("%s.%s: empty", at, f.name))
 			}
-		}
-	}
-	return errs
-}
-
-// validateSection refuses a zero or negative limit of the [ingest] section,
-// by its profile key (in the file's order, so the errors come out the same
-// every run), and a trusted proxy that is no CIDR.
-func validateSection(in *profile.Ingest) []error {
-	var errs []error
-	for _, f := range []struct {
-		key string
-		v   any
-		ok  bool
-	}{
-		{"max_body_bytes", in.MaxBodyBytes, in.MaxBodyBytes > 0},
-		{"accept_ttl", in.AcceptTTL, in.AcceptTTL.Duration > 0},
-		{"negative_ttl", in.NegativeTTL, in.NegativeTTL.Duration > 0},
-		{"cache_size", in.CacheSize, in.CacheSize > 0},
-		{"rate_per_source", in.RatePerSource, in.RatePerSource > 0},
-		{"rate_burst", in.RateBurst, in.RateBurst > 0},
-		{"rate_per_pod", in.RatePerPod, in.RatePerPod > 0},
-		{"rate_burst_per_pod", in.RateBurstPerPod, in.RateBurstPerPod > 0},
-		{"max_kinds_per_pod", in.MaxKindsPerPod, in.MaxKindsPerPod > 0},
-		{"max_bytes_per_pod", in.MaxBytesPerPod, in.MaxBytesPerPod > 0},
-		{"min_free_bytes", in.MinFreeBytes, in.MinFreeBytes > 0},
-		{"max_total_bytes", in.MaxTotalBytes, in.MaxTotalBytes > 0},
-		{"max_bytes_per_submitter", in.MaxBytesPerSubmitter, in.MaxBytesPerSubmitter > 0},
-		{"max_bytes_per_cluster", in.MaxBytesPerCluster, in.MaxBytesPerCluster > 0},
-		{"max_staging_per_pod", in.MaxStagingPerPod, in.MaxStagingPerPod > 0},
-		{"min_upload_rate", in.MinUploadRate, in.MinUploadRate > 0},
-		{"upload_rate_window", in.UploadRateWindow, in.UploadRateWindow.Duration > 0},
-	} {
-		if !f.ok {
-			errs = append(errs, fmt.Errorf("ingest.%s: %v: must be positive (its default is the profile's, applied by package fleet)", f.key, f.v))
-		}
-	}
-	for i, cidr := range in.TrustedProxies {
-		if _, err := netip.ParsePrefix(cidr); err != nil {
-			errs = append(errs, fmt.Errorf("ingest.trusted_proxies[%d]: %w", i, err))
 		}
 	}
 	return errs

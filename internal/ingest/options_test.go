@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 	"crucible.dev/crucible/internal/profile"
 )
 
-// The drop-box takes the profile's [ingest] section as it is: fleet's
+// The drop-box takes the profile's [ingest] section as it is: profile's
 // defaults reach the handler in its own units, the proxies parsed.
 func TestOptionsTakeTheSection(t *testing.T) {
 	e := newEnv(t)
@@ -33,7 +34,8 @@ func TestOptionsTakeTheSection(t *testing.T) {
 }
 
 // The drop-box has no defaults of its own: every zero or negative limit is
-// refused at once, by its profile key, and so is a proxy that is no CIDR.
+// refused at once, by its profile key, and so is a proxy that is no CIDR,
+// with the messages Parse gives (package profile validates the section).
 func TestOptionsRefuseZeroLimits(t *testing.T) {
 	e := newEnv(t)
 	opts := e.h.opts.Options
@@ -44,19 +46,22 @@ func TestOptionsRefuseZeroLimits(t *testing.T) {
 	if err == nil {
 		t.Fatal("zero limits accepted")
 	}
-	const fleets = " must be positive (its default is the profile's, applied by package fleet)"
 	want := []string{
-		"ingest options: ingest.max_body_bytes: 0:" + fleets,
-		"ingest.rate_per_pod: 0:" + fleets,
-		"ingest.rate_burst_per_pod: -1:" + fleets,
-		"ingest.max_total_bytes: 0:" + fleets,
-		"ingest.upload_rate_window: -1s:" + fleets,
-		`ingest.trusted_proxies[1]: netip.ParsePrefix("10.0.0.1"): no '/'`,
+		"ingest options: invalid profile:",
+		`  ingest.max_body_bytes "0": must be positive`,
+		`  ingest.rate_per_pod "0": must be positive`,
+		`  ingest.rate_burst_per_pod "-1": must be positive`,
+		`  ingest.max_total_bytes "0": must be positive`,
+		`  ingest.upload_rate_window "-1s": must be positive`,
+		`  ingest.trusted_proxies[1] "10.0.0.1": must be a CIDR such as 10.0.0.0/8`,
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
 		t.Errorf("New error (-want +got):\n%s", diff)
 	}
-	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "ingest.cache_size: 0:") {
+	if !errors.Is(err, profile.ErrInvalidProfile) {
+		t.Errorf("New error %v does not wrap profile.ErrInvalidProfile", err)
+	}
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), `ingest.cache_size "0": must be positive`) {
 		t.Errorf("New(Options{}) = %v, want the zero section refused", err)
 	}
 }

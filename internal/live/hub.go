@@ -44,7 +44,7 @@ type Key struct{ Cluster, Namespace, Pod string }
 
 // Options tune a Hub. Buffer, BufferBytes, History, HistoryBytes and Poll
 // are the profile's [live] section and Retry its [reconcile] policy,
-// defaults applied by package fleet (fleet.Default().Live in tests):
+// defaults applied by package profile (profile.Default().Live in tests):
 // NewHub refuses a zero one rather than pick a value of its own. Log is no
 // profile setting: nil discards.
 //
@@ -88,7 +88,7 @@ func (o Options) validate() error {
 		{"Retry", o.Retry.Initial <= 0 || o.Retry.Max <= 0 || o.Retry.Budget <= 0},
 	} {
 		if f.bad {
-			errs = append(errs, fmt.Errorf("%s: must be positive (the profile's defaults are fleet's)", f.name))
+			errs = append(errs, fmt.Errorf("%s: must be positive (the profile's defaults are package profile's)", f.name))
 		}
 	}
 	return errors.Join(errs...)

@@ -31,10 +31,10 @@ func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
 }
 
 // The hub has no defaults of its own: every zero bound is refused at once
-// (the profile's [live] defaults are fleet's).
+// (the profile's [live] defaults are package profile's).
 func TestNewHubRefusesZeroBounds(t *testing.T) {
 	_, err := NewHub(func(Key) Source { return nil }, Options{Buffer: -1, Retry: retry.Policy{Initial: time.Second}})
-	const fleets = ": must be positive (the profile's defaults are fleet's)"
+	const fleets = ": must be positive (the profile's defaults are package profile's)"
 	want := "live log options: Buffer" + fleets + "\nBufferBytes" + fleets + "\nHistory" + fleets + "\nHistoryBytes" + fleets +
 		"\nPoll" + fleets + "\nRetry" + fleets
 	if err == nil || err.Error() != want {

@@ -12,7 +12,7 @@ import (
 )
 
 // Options configure a Mirror. TTL and MaxStale are the profile's [mirror]
-// section, whose defaults package fleet applies (fleet.Default().Mirror in
+// section, whose defaults package profile applies (profile.Default().Mirror in
 // tests): New refuses a zero one rather than pick a value of its own. Now
 // and Logger are no profile settings; nil takes time.Now and a discarding
 // logger.

@@ -99,7 +99,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 }
 
 // Only the clock and the logger are filled in; the profile's durations are
-// fleet's to default.
+// profile's to default.
 func TestDefaults(t *testing.T) {
 	got := Options{}.withDefaults()
 	if got.TTL != 0 || got.MaxStale != 0 || got.Now == nil || got.Logger == nil {

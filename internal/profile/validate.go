@@ -58,7 +58,7 @@ func validateProfile(p *Profile) field.ErrorList {
 	errs = append(errs, positive(mirror.Child("max_stale"), p.Mirror.MaxStale)...)
 	errs = append(errs, validateReconcile(&p.Reconcile, field.NewPath("reconcile"))...)
 	errs = append(errs, validatePods(&p.Pods, field.NewPath("pods"))...)
-	errs = append(errs, validateIngest(&p.Ingest, field.NewPath("ingest"))...)
+	errs = append(errs, ValidateIngest(&p.Ingest, field.NewPath("ingest"))...)
 	errs = append(errs, validateAPI(&p.API, field.NewPath("api"), p.Controller.InternalListen)...)
 	errs = append(errs, validateLive(&p.Live, field.NewPath("live"))...)
 	errs = append(errs, validateEvents(&p.Events, field.NewPath("events"))...)
@@ -279,23 +279,28 @@ func validateRunLivePorts(c *ClusterEntry, path *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateIngest(in *Ingest, path *field.Path) field.ErrorList {
-	errs := notNegative(path.Child("max_body_bytes"), in.MaxBodyBytes)
+// ValidateIngest checks an [ingest] section whose defaults are applied:
+// every limit positive, every trusted proxy a CIDR. Parse checks the
+// profile's section with it, and the drop-box the section it is given, so
+// that one built by hand (tests start from Default().Ingest) is held to
+// the same rules with the same messages.
+func ValidateIngest(in *Ingest, path *field.Path) field.ErrorList {
+	errs := positiveNumber(path.Child("max_body_bytes"), in.MaxBodyBytes)
 	errs = append(errs, positive(path.Child("accept_ttl"), in.AcceptTTL)...)
 	errs = append(errs, positive(path.Child("negative_ttl"), in.NegativeTTL)...)
-	errs = append(errs, notNegative(path.Child("cache_size"), in.CacheSize)...)
-	errs = append(errs, notNegative(path.Child("rate_per_source"), in.RatePerSource)...)
-	errs = append(errs, notNegative(path.Child("rate_burst"), in.RateBurst)...)
-	errs = append(errs, notNegative(path.Child("rate_per_pod"), in.RatePerPod)...)
-	errs = append(errs, notNegative(path.Child("rate_burst_per_pod"), in.RateBurstPerPod)...)
-	errs = append(errs, notNegative(path.Child("max_kinds_per_pod"), in.MaxKindsPerPod)...)
-	errs = append(errs, notNegative(path.Child("max_bytes_per_pod"), in.MaxBytesPerPod)...)
-	errs = append(errs, notNegative(path.Child("min_free_bytes"), in.MinFreeBytes)...)
-	errs = append(errs, notNegative(path.Child("max_total_bytes"), in.MaxTotalBytes)...)
-	errs = append(errs, notNegative(path.Child("max_bytes_per_submitter"), in.MaxBytesPerSubmitter)...)
-	errs = append(errs, notNegative(path.Child("max_bytes_per_cluster"), in.MaxBytesPerCluster)...)
-	errs = append(errs, notNegative(path.Child("max_staging_per_pod"), in.MaxStagingPerPod)...)
-	errs = append(errs, notNegative(path.Child("min_upload_rate"), in.MinUploadRate)...)
+	errs = append(errs, positiveNumber(path.Child("cache_size"), in.CacheSize)...)
+	errs = append(errs, positiveNumber(path.Child("rate_per_source"), in.RatePerSource)...)
+	errs = append(errs, positiveNumber(path.Child("rate_burst"), in.RateBurst)...)
+	errs = append(errs, positiveNumber(path.Child("rate_per_pod"), in.RatePerPod)...)
+	errs = append(errs, positiveNumber(path.Child("rate_burst_per_pod"), in.RateBurstPerPod)...)
+	errs = append(errs, positiveNumber(path.Child("max_kinds_per_pod"), in.MaxKindsPerPod)...)
+	errs = append(errs, positiveNumber(path.Child("max_bytes_per_pod"), in.MaxBytesPerPod)...)
+	errs = append(errs, positiveNumber(path.Child("min_free_bytes"), in.MinFreeBytes)...)
+	errs = append(errs, positiveNumber(path.Child("max_total_bytes"), in.MaxTotalBytes)...)
+	errs = append(errs, positiveNumber(path.Child("max_bytes_per_submitter"), in.MaxBytesPerSubmitter)...)
+	errs = append(errs, positiveNumber(path.Child("max_bytes_per_cluster"), in.MaxBytesPerCluster)...)
+	errs = append(errs, positiveNumber(path.Child("max_staging_per_pod"), in.MaxStagingPerPod)...)
+	errs = append(errs, positiveNumber(path.Child("min_upload_rate"), in.MinUploadRate)...)
 	errs = append(errs, positive(path.Child("upload_rate_window"), in.UploadRateWindow)...)
 	return append(errs, cidrs(path.Child("trusted_proxies"), in.TrustedProxies)...)
 }
@@ -410,6 +415,16 @@ func dnsLabel(path *field.Path, v string) field.ErrorList {
 func positive(path *field.Path, d Duration) field.ErrorList {
 	if d.Duration <= 0 {
 		return field.ErrorList{field.Invalid(path, d.Duration, "must be positive")}
+	}
+	return nil
+}
+
+// positiveNumber checks a limit that has no zero meaning: one a caller
+// passes on without the defaults, which a zero has not taken, is refused
+// as a negative one is.
+func positiveNumber[T int | int64 | float32](path *field.Path, v T) field.ErrorList {
+	if v <= 0 {
+		return field.ErrorList{field.Invalid(path, v, "must be positive")}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // The reconciler has no defaults of its own: Start refuses every profile
-// value it lacks at once, and takes fleet's defaults as they are.
+// value it lacks at once, and takes profile's defaults as they are.
 func TestStartRefusesUnconfigured(t *testing.T) {
 	err := (&Reconciler{Dispatcher: &dispatch.Dispatcher{}}).Start(t.Context())
 	if !errors.Is(err, ErrUnconfigured) {
@@ -35,6 +35,6 @@ func TestStartRefusesUnconfigured(t *testing.T) {
 		Workers: d.Reconcile.Workers, SweepPage: d.Reconcile.SweepPage,
 	}
 	if err := r.validate(); err != nil {
-		t.Errorf("validate with fleet's defaults = %v, want nil", err)
+		t.Errorf("validate with profile's defaults = %v, want nil", err)
 	}
 }

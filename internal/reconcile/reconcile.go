@@ -39,7 +39,7 @@ import (
 
 // Reconciler watches every cluster of the fleet and drives the rows.
 // Workers, SweepPage, Retry and the Dispatcher's log bound are the
-// profile's, defaulted by package fleet: Start refuses a zero one rather
+// profile's, defaulted by package profile: Start refuses a zero one rather
 // than pick its own. Log is no profile setting: nil logs to slog.Default.
 type Reconciler struct {
 	Store      store.Store
@@ -170,7 +170,7 @@ func (r *Reconciler) RunCluster(ctx context.Context, c *fleet.Client) error {
 }
 
 // validate reports every profile value Start needs that is zero: their
-// defaults are package fleet's, and a reconciler without them would pick
+// defaults are package profile's, and a reconciler without them would pick
 // none (no workers) or a wrong one (an unbounded sweep list).
 func (r *Reconciler) validate() error {
 	var errs []error

@@ -59,7 +59,7 @@ func (o Objects) List() []runtime.Object {
 // (resources, placement, deadline, /dev/shm, a restricted securityContext
 // on every container). v was validated by
 // workpod.Check, so Turn does not validate it again; pods comes defaulted
-// from fleet.Parse, so a zero token lifetime is a caller's mistake, refused.
+// from profile.Parse, so a zero token lifetime is a caller's mistake, refused.
 func Turn(c profile.ClusterEntry, pods profile.Pods, instance string, v workpod.Valid) (Objects, error) {
 	if v.IsZero() {
 		return Objects{}, errUnchecked
@@ -69,7 +69,7 @@ func Turn(c profile.ClusterEntry, pods profile.Pods, instance string, v workpod.
 	}
 	expiration := pods.IngestTokenExpiration.Duration
 	if expiration <= 0 {
-		return Objects{}, fmt.Errorf("pods.ingest_token_expiration %s: must be positive (fleet.Parse sets its default)", expiration)
+		return Objects{}, fmt.Errorf("pods.ingest_token_expiration %s: must be positive (profile.Parse sets its default)", expiration)
 	}
 	w := v.Pod() // a copy: the objects share nothing with v
 	labels := workpod.Labels(instance, w)

@@ -39,7 +39,7 @@ func samplePods() profile.Pods {
 	}
 }
 
-// defaultedPods is [pods] as fleet.Parse leaves an empty table.
+// defaultedPods is [pods] as profile.Parse leaves an empty table.
 func defaultedPods() profile.Pods {
 	return profile.Pods{IngestTokenExpiration: profile.Duration{Duration: profile.DefaultIngestTokenExpiration}}
 }
@@ -312,7 +312,7 @@ func TestTurnErrors(t *testing.T) {
 		},
 		{
 			name: "pods not defaulted", pods: profile.Pods{}, instance: "crucible", w: valid,
-			want: "pods.ingest_token_expiration 0s: must be positive (fleet.Parse sets its default)",
+			want: "pods.ingest_token_expiration 0s: must be positive (profile.Parse sets its default)",
 		},
 	}
 	for _, tt := range tests {

@@ -91,7 +91,7 @@ func TestLiveLogLongLinesStayWithinBudget(t *testing.T) {
 }
 
 // checkCutLog checks the stored log of id is the flood's first bytes, cut
-// at the shared stack's [pods] max_log_bytes (fleet's default) with its
+// at the shared stack's [pods] max_log_bytes (package profile's default) with its
 // line saying so.
 func checkCutLog(t *testing.T, s *devstack.Stack, id string, lineBytes int) {
 	t.Helper()

@@ -2,7 +2,7 @@
 Pod classes in the profile's TOML: pods.classes as [[pods.classes]] tables and
 a spoke's classes as [clusters.classes.<name>] tables, the values' camelCase
 keys in the profile's snake_case. Only keys the values set are written, so
-the controller's defaults stay in one place (internal/fleet).
+the controller's defaults stay in one place (internal/profile).
 */}}
 
 {{/* A TOML key: bare when it may be, quoted otherwise ("nvidia.com/gpu"). */}}
