@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/fleet"
@@ -143,31 +144,16 @@ func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store
 	return nil, authError(err)
 }
 
-// Cluster is a cluster as GET /api/clusters shows it.
-type Cluster struct {
-	Name          string `json:"name"`
-	Server        string `json:"server"`
-	LoopNamespace string `json:"loop_namespace"`
-	Default       bool   `json:"default"`
-	// Draining: the cluster was removed from the profile; nothing new is
-	// dispatched to it, and its live pods are followed until they end.
-	Draining bool `json:"draining,omitempty"`
-	// Owner is the replica (its Lease identity) running the cluster's
-	// loops, with leader election; "" while nobody does (or without one).
-	Owner  string       `json:"owner,omitempty"`
-	Health fleet.Health `json:"health"`
-}
-
 func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
 	def, _ := s.profile().Cluster("")
-	var out []Cluster
+	var out []apiv1.Cluster
 	clients := s.clusterClients()
 	var owners map[string]string
 	if s.Owners != nil {
 		owners = s.Owners()
 	}
 	for _, c := range clients.All() {
-		out = append(out, Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
+		out = append(out, apiv1.Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
 			Default: c.Entry.Name == def.Name, Draining: clients.Draining(c.Entry.Name), Owner: owners[c.Entry.Name], Health: c.Health()})
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -9,17 +9,11 @@ import (
 	"net/http"
 	"strings"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
-
-// ClientHeader is the custom request header a non-browser client sends with
-// every state-changing request. A browser can only send it cross-site after
-// a CORS preflight, which the API never grants, so a page on another site
-// cannot forge a submit or cancel (CSRF). Browsers' own same-origin requests
-// are recognised by Sec-Fetch-Site instead.
-const ClientHeader = "X-Crucible-Client"
 
 // retryAfterSeconds is what a 503 tells the client to wait.
 const retryAfterSeconds = "5"
@@ -206,8 +200,8 @@ func checkCrossSite(r *http.Request) error {
 	case "same-origin":
 		return nil
 	case "":
-		if r.Header.Get(ClientHeader) == "" {
-			return &httperr.Error{Code: http.StatusForbidden, Msg: "state-changing requests need the " + ClientHeader + " header"}
+		if r.Header.Get(apiv1.ClientHeader) == "" {
+			return &httperr.Error{Code: http.StatusForbidden, Msg: "state-changing requests need the " + apiv1.ClientHeader + " header"}
 		}
 		return nil
 	default:

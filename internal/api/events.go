@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/httperr"
 )
@@ -89,7 +90,7 @@ func (s *Server) relayEvents(ctx context.Context, sse *sseWriter, sub *podevents
 			sse.comment("keep-alive")
 		case errors.Is(err, podevents.ErrOverflow):
 			s.refused(budgetEventsQueue, caller)
-			sse.event("error", "", ErrorEvent{Error: "too far behind; reconnect with Last-Event-ID"})
+			sse.event("error", "", apiv1.ErrorEvent{Error: "too far behind; reconnect with Last-Event-ID"})
 			_ = sse.flush()
 			return
 		default:

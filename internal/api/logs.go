@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
@@ -37,25 +38,6 @@ const (
 	// before it is replayed.
 	settle = 30 * time.Second
 )
-
-// LineEvent is the data of an SSE `line` event. TS is empty when a finished
-// pod's stored log is replayed (it is stored without timestamps).
-type LineEvent struct {
-	TS   string `json:"ts,omitempty"`
-	Text string `json:"text"`
-}
-
-// EndEvent is the data of the SSE `end` event: how the work pod ended.
-type EndEvent struct {
-	State    store.State `json:"state"`
-	ExitCode *int32      `json:"exit_code,omitempty"`
-	Reason   string      `json:"reason,omitempty"`
-}
-
-// ErrorEvent is the data of an SSE `error` event, the stream's last.
-type ErrorEvent struct {
-	Error string `json:"error"`
-}
 
 // logs serves GET /api/pods/{pod}/logs (R-C8). With Accept: text/event-stream
 // it streams the log as Server-Sent Events: `line` events (id = the line's
@@ -120,7 +102,7 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 	hub, err := s.liveHub()
 	if err != nil {
 		s.Log.Error("live log hub unavailable", "error", err)
-		sse.event("error", "", ErrorEvent{Error: "the live log is unavailable"})
+		sse.event("error", "", apiv1.ErrorEvent{Error: "the live log is unavailable"})
 		_ = sse.flush()
 		return nil
 	}
@@ -157,10 +139,10 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 			s.end(ctx, sse, p)
 		case errors.Is(err, live.ErrSlowViewer):
 			s.refused(budgetViewerBuffer, caller)
-			sse.event("error", "", ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
+			sse.event("error", "", apiv1.ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
 		default:
 			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
-			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + dispatch.PublicMessage(err)})
+			sse.event("error", "", apiv1.ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + dispatch.PublicMessage(err)})
 		}
 		_ = sse.flush()
 		return nil
@@ -177,7 +159,7 @@ func (s *Server) replay(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		f, err := s.openLog(ctx, p.ID)
 		if err != nil {
 			s.Log.Error("stored log unreadable", "pod", p.ID, "error", err)
-			sse.event("error", "", ErrorEvent{Error: "the stored log is unreadable"})
+			sse.event("error", "", apiv1.ErrorEvent{Error: "the stored log is unreadable"})
 			_ = sse.flush()
 			return nil
 		}
@@ -226,11 +208,11 @@ func (s *Server) end(ctx context.Context, sse *sseWriter, row store.WorkPod) {
 		return // the client left
 	case err != nil:
 		s.Log.Warn("live log ended; the pod's state could not be read", "pod", row.ID, "cluster", row.Cluster, "error", err)
-		sse.event("error", "", ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + dispatch.PublicMessage(err)})
+		sse.event("error", "", apiv1.ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + dispatch.PublicMessage(err)})
 	case p.State.Live():
-		sse.event("end", "", EndEvent{State: p.State, Reason: "the log ended, but the pod is still " + string(p.State) + " on " + p.Cluster})
+		sse.event("end", "", apiv1.EndEvent{State: p.State, Reason: "the log ended, but the pod is still " + string(p.State) + " on " + p.Cluster})
 	default:
-		sse.event("end", "", EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
+		sse.event("end", "", apiv1.EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
@@ -249,7 +250,7 @@ func TestLogsEndSettlesTheRow(t *testing.T) {
 			}
 			return failed, nil
 		}, `end {"state":"failed","exit_code":7,"reason":"Error"}`},
-		{"spoke refuses", func(int) (store.WorkPod, error) { return store.WorkPod{}, forbidden }, "error " + mustJSON(t, ErrorEvent{Error: "the log ended; how the pod ended could not be read from wharf: " + dispatch.PublicMessage(forbidden)})},
+		{"spoke refuses", func(int) (store.WorkPod, error) { return store.WorkPod{}, forbidden }, "error " + mustJSON(t, apiv1.ErrorEvent{Error: "the log ended; how the pod ended could not be read from wharf: " + dispatch.PublicMessage(forbidden)})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, srv := newLogServer(t, fixedSource{lines: []string{"2026-11-30T04:00:00Z bye"}})

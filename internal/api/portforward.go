@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
@@ -32,30 +33,6 @@ const (
 	budgetSessionWriteTimeout = "run_live_write_timeout"
 	budgetOpensPerIdentity    = "run_live_opens_per_identity"
 )
-
-// RunLive is GET /api/pods/{pod}/run-live: whether the caller can
-// port-forward to the pod now, and how. The web UI's pod page and `crucible
-// run-live` read it; the port-forward endpoint decides on its own.
-type RunLive struct {
-	// Enabled: the pod's cluster lets callers port-forward to its pods
-	// (clusters[].run_live).
-	Enabled bool `json:"enabled"`
-	// Port is the cluster's run_live_port, Ports every port that may be
-	// forwarded (run_live_ports); both only when Enabled.
-	Port  int   `json:"port,omitempty"`
-	Ports []int `json:"ports,omitempty"`
-	// Allowed: the caller may (create on workpods/portforward, and
-	// create-any as well for a pod another submitter made).
-	Allowed bool `json:"allowed"`
-	// Running: the pod runs, so there is something to forward to.
-	Running bool `json:"running"`
-	// Available is all three.
-	Available bool `json:"available"`
-	// Command is the CLI's command for it (when Enabled).
-	Command string `json:"command,omitempty"`
-	// Reason says why it is not available, naming what to change.
-	Reason string `json:"reason,omitempty"`
-}
 
 // PortForwarder opens a session to a port of a pod on a cluster
 // (fleetForwarder: through the cluster's federated client).
@@ -314,7 +291,7 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info := RunLive{Running: p.State == store.StateRunning}
+	info := apiv1.RunLive{Running: p.State == store.StateRunning}
 	e, key, cerr := s.runLiveCluster(p.Cluster)
 	if cerr == nil {
 		info.Enabled, info.Port, info.Ports = true, runLivePort(e), runLivePorts(e)

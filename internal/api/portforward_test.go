@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/store"
@@ -496,20 +497,20 @@ func TestRunLiveInfo(t *testing.T) {
 	tests := []struct {
 		name, pod, token string
 		setup            func(*testing.T, *fixture)
-		want             RunLive
+		want             apiv1.RunLive
 	}{
-		{name: "available", pod: "p-wharf", token: "tok-admin", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
+		{name: "available", pod: "p-wharf", token: "tok-admin", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
 			Running: true, Available: true, Command: "crucible run-live p-wharf"}},
-		{name: "not enabled", pod: "p-dock", token: "tok-admin", want: RunLive{Allowed: true, Running: true,
+		{name: "not enabled", pod: "p-dock", token: "tok-admin", want: apiv1.RunLive{Allowed: true, Running: true,
 			Reason: `cluster "dock" does not enable run-live (clusters[1].run_live in the controller's profile)`}},
-		{name: "not allowed", pod: "p-wharf", token: "tok-dock", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
+		{name: "not allowed", pod: "p-wharf", token: "tok-dock", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
 			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods submitted by others (create and create-any on workpods/portforward)"}},
-		{name: "another submitter's pod", pod: "p-wharf", token: "tok-bob", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
+		{name: "another submitter's pod", pod: "p-wharf", token: "tok-bob", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
 			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods submitted by others (create and create-any on workpods/portforward)"}},
-		{name: "one's own pod", pod: "p-wharf", token: "tok-alice", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
+		{name: "one's own pod", pod: "p-wharf", token: "tok-alice", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
 			Running: true, Available: true, Command: "crucible run-live p-wharf"}},
 		{name: "finished", pod: "p-wharf", token: "tok-admin", setup: func(t *testing.T, f *fixture) { finish(t, f, "p-wharf", store.StateFailed) },
-			want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true, Command: "crucible run-live p-wharf",
+			want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true, Command: "crucible run-live p-wharf",
 				Reason: "work pod p-wharf is failed: run-live needs a running pod"}},
 	}
 	for _, tt := range tests {
@@ -522,7 +523,7 @@ func TestRunLiveInfo(t *testing.T) {
 			if w.Code != http.StatusOK {
 				t.Fatalf("code %d: %s", w.Code, w.Body)
 			}
-			var got RunLive
+			var got apiv1.RunLive
 			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
 )
@@ -125,6 +126,6 @@ func endIfCallerGone(ctx context.Context, sse *sseWriter) {
 	if sse.final || !errors.As(context.Cause(ctx), &gone) {
 		return
 	}
-	sse.event("error", "", ErrorEvent{Error: gone.reason})
+	sse.event("error", "", apiv1.ErrorEvent{Error: gone.reason})
 	_ = sse.flush()
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // ExitInterrupted is the exit code after Ctrl-C (128 + SIGINT), as shells do.
@@ -32,9 +32,9 @@ var errStreamCut = errors.New("log stream ended early")
 // line by line as it comes, reconnecting with Last-Event-ID when the
 // connection breaks, and returns how the pod ended. Ctrl-C (ctx cancelled)
 // is an ExitError with ExitInterrupted.
-func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Writer) (api.EndEvent, error) {
+func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Writer) (apiv1.EndEvent, error) {
 	if c.err != nil {
-		return api.EndEvent{}, c.err
+		return apiv1.EndEvent{}, c.err
 	}
 	var last string
 	backoff := 500 * time.Millisecond
@@ -45,22 +45,22 @@ func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Wr
 			return end, nil
 		}
 		if ctx.Err() != nil {
-			return api.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
+			return apiv1.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
 		}
 		var permanent *permanentError
 		if errors.As(err, &permanent) {
-			return api.EndEvent{}, permanent.err
+			return apiv1.EndEvent{}, permanent.err
 		}
 		if progressed {
 			backoff, deadline = 500*time.Millisecond, time.Now().Add(followBudget)
 		}
 		if time.Now().After(deadline) {
-			return api.EndEvent{}, fmt.Errorf("following %s: %w", id, err)
+			return apiv1.EndEvent{}, fmt.Errorf("following %s: %w", id, err)
 		}
 		fmt.Fprintf(progress, "%s: %v; reconnecting\n", id, err)
 		select {
 		case <-ctx.Done():
-			return api.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
+			return apiv1.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
@@ -74,10 +74,10 @@ func (e *permanentError) Error() string { return e.err.Error() }
 
 // followOnce reads one connection's events; progressed reports whether it
 // delivered a line (so the retry budget starts again).
-func followOnce(ctx context.Context, client *http.Client, server, id string, last *string, out io.Writer) (api.EndEvent, bool, error) {
+func followOnce(ctx context.Context, client *http.Client, server, id string, last *string, out io.Writer) (apiv1.EndEvent, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/pods/"+url.PathEscape(id)+"/logs", nil)
 	if err != nil {
-		return api.EndEvent{}, false, &permanentError{err}
+		return apiv1.EndEvent{}, false, &permanentError{err}
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if *last != "" {
@@ -85,11 +85,11 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return api.EndEvent{}, false, fmt.Errorf("controller API at %s: %w", server, err)
+		return apiv1.EndEvent{}, false, fmt.Errorf("controller API at %s: %w", server, err)
 	}
 	defer resp.Body.Close()
 	if err := redirectError(server, resp); err != nil {
-		return api.EndEvent{}, false, &permanentError{err}
+		return apiv1.EndEvent{}, false, &permanentError{err}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error string }
@@ -100,17 +100,17 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 		}
 		err := fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
 		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return api.EndEvent{}, false, err
+			return apiv1.EndEvent{}, false, err
 		}
-		return api.EndEvent{}, false, &permanentError{err}
+		return apiv1.EndEvent{}, false, &permanentError{err}
 	}
 	got := false // a line arrived: the retry budget starts again
-	var end api.EndEvent
+	var end apiv1.EndEvent
 	errEnd := errors.New("end event") // stops readSSE at the end event
 	err = readSSE(resp.Body, func(event, eventID, data string) error {
 		switch event {
 		case "line":
-			var l api.LineEvent
+			var l apiv1.LineEvent
 			if err := json.Unmarshal([]byte(data), &l); err != nil {
 				return &permanentError{fmt.Errorf("malformed line event: %w", err)}
 			}
@@ -124,7 +124,7 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 			}
 			return errEnd
 		case "error":
-			var e api.ErrorEvent
+			var e apiv1.ErrorEvent
 			_ = json.Unmarshal([]byte(data), &e)
 			// Too slow, or the upstream failed: both may pass; resume.
 			return fmt.Errorf("controller: %s", e.Error)
@@ -134,12 +134,12 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 	if errors.Is(err, errEnd) {
 		return end, true, nil
 	}
-	return api.EndEvent{}, got, err
+	return apiv1.EndEvent{}, got, err
 }
 
 // endError reports a work pod that did not succeed as an error; progress
 // gets its end state either way.
-func endError(id string, end api.EndEvent, progress io.Writer) error {
+func endError(id string, end apiv1.EndEvent, progress io.Writer) error {
 	state := string(end.State)
 	if end.ExitCode != nil {
 		state += fmt.Sprintf(" (exit code %d)", *end.ExitCode)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // errWatchReset: the controller may have dropped changes (a resume from
@@ -41,7 +41,7 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 	var last string
 	backoff := 500 * time.Millisecond
 	for {
-		err := watchOnce(ctx, c.stream, c.server, "/api/events?"+eq.Encode(), &last, func(wp api.WorkPod) error {
+		err := watchOnce(ctx, c.stream, c.server, "/api/events?"+eq.Encode(), &last, func(wp apiv1.WorkPod) error {
 			if len(states) > 0 && !slices.Contains(states, string(wp.State)) {
 				return nil
 			}
@@ -56,7 +56,7 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 			return permanent.err
 		case errors.Is(err, errWatchReset):
 			fmt.Fprintln(progress, "watch: changes may have been missed; listing again")
-			var rows []api.WorkPod
+			var rows []apiv1.WorkPod
 			if err := c.do(ctx, http.MethodGet, "/api/pods?"+q.Encode(), nil, &rows); err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 }
 
 // watchOnce reads one connection of GET server+path (/api/events).
-func watchOnce(ctx context.Context, client *http.Client, server, path string, last *string, fn func(api.WorkPod) error) error {
+func watchOnce(ctx context.Context, client *http.Client, server, path string, last *string, fn func(apiv1.WorkPod) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+path, nil)
 	if err != nil {
 		return &permanentError{err}
@@ -113,7 +113,7 @@ func watchOnce(ctx context.Context, client *http.Client, server, path string, la
 	return readSSE(resp.Body, func(event, id, data string) error {
 		switch event {
 		case "pod":
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if err := json.Unmarshal([]byte(data), &wp); err != nil {
 				return &permanentError{fmt.Errorf("malformed pod event: %w", err)}
 			}
@@ -124,7 +124,7 @@ func watchOnce(ctx context.Context, client *http.Client, server, path string, la
 		case "reset":
 			return errWatchReset
 		case "error":
-			var e api.ErrorEvent
+			var e apiv1.ErrorEvent
 			_ = json.Unmarshal([]byte(data), &e)
 			return fmt.Errorf("controller: %s", e.Error)
 		}
@@ -170,7 +170,7 @@ func readSSE(body io.Reader, fn func(event, id, data string) error) error {
 
 // printWatched prints one changed pod: a JSON object per line, or a table
 // row in the listing's columns.
-func printWatched(w io.Writer, format string, wp api.WorkPod) error {
+func printWatched(w io.Writer, format string, wp apiv1.WorkPod) error {
 	if format == "json" {
 		b, err := json.Marshal(wp)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/store"
@@ -63,12 +64,12 @@ func TestPodsListWatch(t *testing.T) {
 		_ = pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
-	read := func() api.WorkPod {
+	read := func() apiv1.WorkPod {
 		t.Helper()
 		if !lines.Scan() {
 			t.Fatalf("output ended: %v", lines.Err())
 		}
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal(lines.Bytes(), &wp); err != nil {
 			t.Fatalf("line %q: %v", lines.Text(), err)
 		}
@@ -81,8 +82,8 @@ func TestPodsListWatch(t *testing.T) {
 	// a change could land before it. Poll by making changes until one shows.
 	deadline := time.Now().Add(10 * time.Second)
 	n := 0
-	var got api.WorkPod
-	seen := make(chan api.WorkPod, 1)
+	var got apiv1.WorkPod
+	seen := make(chan apiv1.WorkPod, 1)
 	go func() { seen <- read() }()
 	for got.ID == "" {
 		n++
