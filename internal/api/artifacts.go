@@ -12,10 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/artifact"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
@@ -134,7 +132,7 @@ func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store
 	if !slices.ContainsFunc(arts, controllerOwned) {
 		return arts, nil
 	}
-	err := s.authz().Authorize(r.Context(), identity(r), logAttributes(p))
+	err := s.Authz.Authorize(r.Context(), identity(r), logAttributes(p))
 	switch {
 	case err == nil:
 		return arts, nil
@@ -142,36 +140,4 @@ func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store
 		return slices.DeleteFunc(arts, controllerOwned), nil
 	}
 	return nil, authError(err)
-}
-
-func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
-	def, _ := s.profile().Cluster("")
-	var out []apiv1.Cluster
-	clients := s.clusterClients()
-	var owners map[string]string
-	if s.Owners != nil {
-		owners = s.Owners()
-	}
-	for _, c := range clients.All() {
-		out = append(out, apiv1.Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
-			Default: c.Entry.Name == def.Name, Draining: clients.Draining(c.Entry.Name), Owner: owners[c.Entry.Name], Health: c.Health()})
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// noClusters is the Clusters of a server without a fleet (tests, benches).
-type noClusters struct{}
-
-func (noClusters) All() []*fleet.Client             { return nil }
-func (noClusters) Get(string) (*fleet.Client, bool) { return nil, false }
-func (noClusters) Draining(string) bool             { return false }
-
-var _ Clusters = noClusters{}
-
-func (s *Server) clusterClients() Clusters {
-	if s.Clients == nil {
-		return noClusters{}
-	}
-	return s.Clients
 }

@@ -103,7 +103,7 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, e
 			return r, err
 		}
 	}
-	id, err := s.authn().Authenticate(r)
+	id, err := s.Authn.Authenticate(r)
 	if err != nil {
 		return r, authError(err)
 	}
@@ -142,24 +142,10 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, e
 
 // authorize asks the authorizer whether r's caller may do a.
 func (s *Server) authorize(r *http.Request, a apiauth.Attributes) error {
-	if err := s.authz().Authorize(r.Context(), identity(r), a); err != nil {
+	if err := s.Authz.Authorize(r.Context(), identity(r), a); err != nil {
 		return authError(err)
 	}
 	return nil
-}
-
-func (s *Server) authn() Authenticator {
-	if s.Authn == nil {
-		return apiauth.Anonymous{}
-	}
-	return s.Authn
-}
-
-func (s *Server) authz() Authorizer {
-	if s.Authz == nil {
-		return apiauth.AllowAll{}
-	}
-	return s.Authz
 }
 
 // authError maps apiauth's sentinels to what the client sees. The message is

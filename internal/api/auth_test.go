@@ -105,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 		"admin get/log *": true, "admin get/artifacts *": true,
 	}}
 	var logBuf bytes.Buffer
-	s := &Server{
+	s := New(Options{
 		Profile: fleet.NewCurrent(testProfile(fleet.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, fleet.ClusterEntry{Name: "dock", LoopNamespace: "loops"})),
 		Store:   st, Artifacts: arts, Dispatcher: disp,
 		DispatchTimeout: 10 * time.Second,
@@ -115,7 +115,7 @@ func newFixture(t *testing.T) *fixture {
 		Authz:           authz,
 		AllowedHosts:    fleet.DefaultAPIAllowedHosts(),
 		PageSize:        3,
-	}
+	})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	return &fixture{srv: s, mux: mux, authz: authz, log: &logBuf, st: st, arts: arts, disp: disp}

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"crucible.dev/crucible/internal/apiauth"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/lru"
 	"crucible.dev/crucible/internal/metrics"
@@ -80,28 +79,11 @@ func callerName(id apiauth.Identity) string {
 	return id.User
 }
 
-// liveLimits is the profile's [live] section, fleet's defaults without one.
-func (s *Server) liveLimits() fleet.Live {
-	if p := s.profile(); p != nil {
-		return p.Live
-	}
-	return fleet.Default().Live
-}
-
-// eventLimits is the profile's [events] section, fleet's defaults without
-// one.
-func (s *Server) eventLimits() fleet.Events {
-	if p := s.profile(); p != nil {
-		return p.Events
-	}
-	return fleet.Default().Events
-}
-
 // acquireViewer takes one of the live-log stream slots for caller, or
 // refuses with 429 naming the cap that is full. Call release when the
 // stream ends.
 func (s *Server) acquireViewer(caller string) (release func(), err error) {
-	l := s.liveLimits()
+	l := s.profile().Live
 	return s.acquireStream(&s.budgets.viewers, streamCaps{
 		what: "live-log streams", all: l.MaxViewers, perIdentity: l.MaxViewersPerIdentity,
 		allKey: "[live] max_viewers", perIdentityKey: "[live] max_viewers_per_identity",
@@ -112,7 +94,7 @@ func (s *Server) acquireViewer(caller string) (release func(), err error) {
 // acquireEvents takes one of the GET /api/events stream slots for caller,
 // as acquireViewer does for live logs.
 func (s *Server) acquireEvents(caller string) (release func(), err error) {
-	e := s.eventLimits()
+	e := s.profile().Events
 	return s.acquireStream(&s.budgets.events, streamCaps{
 		what: "event streams", all: e.MaxStreams, perIdentity: e.MaxStreamsPerIdentity,
 		allKey: "[events] max_streams", perIdentityKey: "[events] max_streams_per_identity",

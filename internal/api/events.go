@@ -49,14 +49,13 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	bus, err := s.eventBus()
-	if err != nil {
-		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "the event feed is unavailable", Err: err}
+	if s.eventsErr != nil {
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "the event feed is unavailable", Err: s.eventsErr}
 	}
-	sub, reset := bus.Subscribe(last)
+	sub, reset := s.Events.Subscribe(last)
 	defer sub.Close()
 
-	sse := startSSE(w, "crucible work-pod changes", s.liveLimits().WriteTimeout.Duration) // a watch lasts as long as the client stays
+	sse := startSSE(w, "crucible work-pod changes", s.profile().Live.WriteTimeout.Duration) // a watch lasts as long as the client stays
 	defer s.cutIfLate(sse, caller)
 	if reset {
 		sse.event("reset", "", struct{}{})
@@ -97,16 +96,4 @@ func (s *Server) relayEvents(ctx context.Context, sse *sseWriter, sub *podevents
 			return
 		}
 	}
-}
-
-// eventBus is the bus GET /api/events subscribes to: the controller's, or
-// one nobody publishes to (the stream only keeps alive), bounded by the
-// profile's [events] section.
-func (s *Server) eventBus() (*podevents.Bus, error) {
-	s.eventsOnce.Do(func() {
-		if s.Events == nil {
-			s.Events, s.eventsErr = podevents.NewBus(s.eventLimits())
-		}
-	})
-	return s.Events, s.eventsErr
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/apiauth"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/store"
 )
@@ -192,7 +193,7 @@ func TestWhoAmI(t *testing.T) {
 
 func TestWhoAmIAuthNone(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Authn, f.srv.Authz, f.srv.AuthMode = nil, nil, ""
+	f.srv.Authn, f.srv.Authz, f.srv.AuthMode = apiauth.Anonymous{}, apiauth.AllowAll{}, ""
 	w := f.do(t, req{path: "/api/whoami"})
 	var got apiv1.WhoAmI
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {

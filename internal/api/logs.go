@@ -18,11 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
-	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
@@ -75,7 +74,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	defer release()
 	// Headers first: from here on, failures are events. A stream lasts as
 	// long as the pod.
-	sse := startSSE(w, "crucible live log of "+p.ID, s.liveLimits().WriteTimeout.Duration)
+	sse := startSSE(w, "crucible live log of "+p.ID, s.profile().Live.WriteTimeout.Duration)
 	defer s.cutIfLate(sse, caller)
 	ctx, stop := s.watchCaller(r.Context(), r, p.Cluster)
 	defer stop()
@@ -99,14 +98,13 @@ func (s *Server) cutIfLate(sse *sseWriter, caller string) {
 // stream relays the live stream until the pod ends, the stream fails, the
 // client leaves or ctx ends (its caller lost access: logs says so).
 func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64, caller string) error {
-	hub, err := s.liveHub()
-	if err != nil {
-		s.Log.Error("live log hub unavailable", "error", err)
+	if s.liveErr != nil {
+		s.Log.Error("live log hub unavailable", "error", s.liveErr)
 		sse.event("error", "", apiv1.ErrorEvent{Error: "the live log is unavailable"})
 		_ = sse.flush()
 		return nil
 	}
-	v := hub.Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
+	v := s.Live.Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
 	defer v.Close()
 	for ctx.Err() == nil { // a pod printing fast keeps TryNext busy: ask here too
 		l, ok, err := v.TryNext()
@@ -219,15 +217,11 @@ func (s *Server) end(ctx context.Context, sse *sseWriter, row store.WorkPod) {
 // settleOnce settles the row of pod id, once at a time per pod: the viewers
 // of one stream end together and share one read of the spoke.
 func (s *Server) settleOnce(ctx context.Context, id string) (store.WorkPod, error) {
-	settler := s.Settler
-	if settler == nil {
-		settler = storeSettler{Store: s.Store}
-	}
 	ch := s.settling.DoChan(id, func() (any, error) {
 		// Not the first viewer's context: it may leave while others wait.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settle)
 		defer cancel()
-		return settler.Settle(sctx, id)
+		return s.Settler.Settle(sctx, id)
 	})
 	select {
 	case <-ctx.Done():
@@ -307,22 +301,14 @@ func lastEventID(v string) (int64, error) {
 	return n, nil
 }
 
-// liveHub returns the shared live hub, made on first use over the
-// dispatcher's federated clients with the profile's [live] section.
-func (s *Server) liveHub() (*live.Hub, error) {
-	s.liveOnce.Do(func() {
-		if s.Live == nil {
-			var l fleet.Live // zero without a profile, which NewHub refuses
-			if p := s.profile(); p != nil {
-				l = p.Live
-			}
-			s.Live, s.liveErr = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
-				Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,
-				Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live"),
-			})
-		}
+// newLiveHub makes the server's default live hub: over the dispatcher's
+// spokes with the profile's [live] section.
+func (s *Server) newLiveHub() (*live.Hub, error) {
+	l := s.profile().Live
+	return live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
+		Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,
+		Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live"),
 	})
-	return s.Live, s.liveErr
 }
 
 // podSource reads a work pod's log and status from its spoke.
@@ -344,7 +330,7 @@ func (ps *podSource) Open(ctx context.Context, since time.Time, follow bool) (io
 // Status reads the pod on its spoke. A pod not found is not started while
 // its row is live (not yet created), and finished otherwise (deleted).
 func (ps *podSource) Status(ctx context.Context) (live.Status, error) {
-	c, ok := ps.s.clusterClients().Get(ps.key.Cluster)
+	c, ok := ps.s.Clients.Get(ps.key.Cluster)
 	if !ok {
 		return live.Status{}, fmt.Errorf("cluster %q: no such cluster", ps.key.Cluster)
 	}
@@ -382,9 +368,9 @@ func containerStatus(pod *corev1.Pod) live.Status {
 
 // openLog opens the stored log of pod: the file the store's record names.
 func (s *Server) openLog(ctx context.Context, pod string) (io.ReadCloser, error) {
-	a, err := s.Store.GetArtifact(ctx, pod, reconcile.LogKind)
+	a, err := s.Store.GetArtifact(ctx, pod, artifact.LogKind)
 	if err != nil {
 		return nil, err
 	}
-	return s.Artifacts.Open(ctx, pod, reconcile.LogKind, a.SHA256)
+	return s.Artifacts.Open(ctx, pod, artifact.LogKind, a.SHA256)
 }

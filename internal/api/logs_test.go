@@ -41,7 +41,7 @@ func (f fixedSource) Open(_ context.Context, _ time.Time, _ bool) (io.ReadCloser
 
 func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	t.Helper()
-	s := &Server{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
+	s := New(Options{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()})
 	d := fleet.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return src },
 		live.Options{Buffer: d.Live.Buffer, BufferBytes: d.Live.ViewerBufferBytes, History: d.Live.History, HistoryBytes: d.Live.HistoryBytes,

@@ -226,29 +226,10 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	updated.Spec = p.Spec // a transition returns the row without it
-	s.uploads().Forget(p.ID)
+	s.Uploads.Forget(p.ID)
 	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
 		return httperr.Wrap(http.StatusBadGateway, "cancelled, but deleting the pod on "+p.Cluster+" failed (the sweep will retry): "+dispatch.PublicMessage(err), err)
 	}
 	writeJSON(w, http.StatusOK, view(updated))
 	return nil
-}
-
-// Uploads is the drop-box as cancelling sees it: a cancelled pod takes no
-// more uploads, and Forget drops what the drop-box remembers of it (its
-// cached accepts).
-type Uploads interface{ Forget(podID string) }
-
-// noUploads is the Uploads of a server without a drop-box.
-type noUploads struct{}
-
-func (noUploads) Forget(string) {}
-
-var _ Uploads = noUploads{}
-
-func (s *Server) uploads() Uploads {
-	if s.Uploads == nil {
-		return noUploads{}
-	}
-	return s.Uploads
 }

@@ -83,21 +83,6 @@ func (f fleetForwarder) Forward(ctx context.Context, t ForwardTarget) (ForwardSe
 	return s, nil
 }
 
-func (s *Server) forwarder() PortForwarder {
-	if s.Forwarder == nil {
-		return fleetForwarder{clients: s.clusterClients()}
-	}
-	return s.Forwarder
-}
-
-// runLiveLimits is the profile's [run_live], fleet's defaults without one.
-func (s *Server) runLiveLimits() fleet.RunLive {
-	if p := s.profile(); p != nil {
-		return p.RunLive
-	}
-	return fleet.Default().RunLive
-}
-
 // portForward serves GET /api/pods/{pod}/portforward?port=N (R-RL1): after
 // the guard authorized create on workpods/portforward for the pod's cluster,
 // it refuses, in this order, an unknown pod (404), another submitter's pod
@@ -135,7 +120,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 			Msg: "port-forward is a WebSocket: send Connection: Upgrade and Upgrade: websocket (crucible port-forward does)"}
 	}
 	caller := callerName(identity(r))
-	limits := s.runLiveLimits()
+	limits := s.profile().RunLive
 	release, err := s.acquireSession(caller)
 	if err != nil {
 		return err
@@ -144,7 +129,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 	if err := s.spendOpen(caller, limits.OpensPerMinute, "[run_live] opens_per_minute", budgetOpensPerIdentity); err != nil {
 		return err
 	}
-	up, err := s.forwarder().Forward(r.Context(), ForwardTarget{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID,
+	up, err := s.Forwarder.Forward(r.Context(), ForwardTarget{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID,
 		Port: port, WriteTimeout: limits.WriteTimeout.Duration})
 	if err != nil {
 		metrics.PortForwardSessions.WithLabelValues(p.Cluster, "dial_failed").Inc()
@@ -186,7 +171,7 @@ func (s *Server) authorizeOwner(r *http.Request, p store.WorkPod) error {
 		return nil
 	}
 	a := portForwardAnyAttributes(p.Cluster)
-	err := s.authz().Authorize(r.Context(), id, a)
+	err := s.Authz.Authorize(r.Context(), id, a)
 	if errors.Is(err, apiauth.ErrForbidden) {
 		return &httperr.Error{Code: http.StatusForbidden, Err: err, Msg: fmt.Sprintf(
 			"%s may not port-forward into work pod %s, which %s submitted: another submitter's pod needs %s", callerName(id), p.ID, p.Submitter, a)}
@@ -197,10 +182,7 @@ func (s *Server) authorizeOwner(r *http.Request, p store.WorkPod) error {
 // runLiveCluster is the cluster entry of a session and the key path of its
 // run_live in the profile, or 409 when the cluster does not enable it.
 func (s *Server) runLiveCluster(name string) (fleet.ClusterEntry, string, error) {
-	var clusters []fleet.ClusterEntry
-	if p := s.profile(); p != nil {
-		clusters = p.Clusters
-	}
+	clusters := s.profile().Clusters
 	i := slices.IndexFunc(clusters, func(e fleet.ClusterEntry) bool { return e.Name == name })
 	if i < 0 {
 		return fleet.ClusterEntry{}, "", httperr.New(http.StatusConflict, fmt.Sprintf("cluster %q is not in the controller's profile: no run-live", name))
@@ -329,7 +311,7 @@ func (s *Server) mayForward(r *http.Request, p store.WorkPod) (bool, error) {
 		attrs = append(attrs, portForwardAnyAttributes(p.Cluster))
 	}
 	for _, a := range attrs {
-		switch err := s.authz().Authorize(r.Context(), identity(r), a); {
+		switch err := s.Authz.Authorize(r.Context(), identity(r), a); {
 		case errors.Is(err, apiauth.ErrForbidden):
 			return false, nil
 		case err != nil:

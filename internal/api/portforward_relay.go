@@ -56,7 +56,7 @@ const profilePoll = time.Second
 // acquireSession takes one of [run_live]'s session slots for caller, as
 // acquireViewer does for live logs.
 func (s *Server) acquireSession(caller string) (release func(), err error) {
-	l := s.runLiveLimits()
+	l := s.profile().RunLive
 	return s.acquireStream(&s.budgets.sessions, streamCaps{
 		what: "port-forward sessions", all: l.MaxSessions, perIdentity: l.MaxSessionsPerIdentity,
 		allKey: "[run_live] max_sessions", perIdentityKey: "[run_live] max_sessions_per_identity",

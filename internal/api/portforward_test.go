@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/store"
@@ -549,7 +550,7 @@ func takeSession(t *testing.T, s *Server, caller string) {
 // anonymous caller reaches a pod whoever submitted it.
 func TestPortForwardAuthNoneReachesEveryPod(t *testing.T) {
 	f, _ := runLiveFixture(t, echo)
-	f.srv.Authn, f.srv.Authz = nil, nil
+	f.srv.Authn, f.srv.Authz = apiauth.Anonymous{}, apiauth.AllowAll{}
 	ws, _ := dialSession(t, f, "p-wharf", "", false) // alice's pod
 	if err := ws.WriteMessage(websocket.BinaryMessage, []byte("hi")); err != nil {
 		t.Fatal(err)

@@ -29,8 +29,8 @@ func (g callerGone) Error() string { return g.reason }
 // apiauth does not tell a token's expiry, so the interval is the only
 // clock: a token that expires between two checks is refused at the next.
 func (s *Server) recheckEvery() time.Duration {
-	if p := s.profile(); p != nil && p.API.StreamRecheck.Duration > 0 {
-		return p.API.StreamRecheck.Duration
+	if d := s.profile().API.StreamRecheck.Duration; d > 0 {
+		return d
 	}
 	return fleet.Default().API.StreamRecheck.Duration
 }
@@ -78,7 +78,7 @@ func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster strin
 // the hub cannot tell.
 func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attributes, checks []streamCheck) *callerGone {
 	was := identity(r)
-	id, err := s.authn().Authenticate(r.WithContext(ctx))
+	id, err := s.Authn.Authenticate(r.WithContext(ctx))
 	switch {
 	case errors.Is(err, apiauth.ErrUnauthenticated):
 		return s.gone(r, was, "credentials expired or revoked: "+err.Error())
@@ -102,7 +102,7 @@ func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attribu
 // stillAllowed asks whether id may still do a: a denial ends the stream,
 // a hub that cannot answer does not.
 func (s *Server) stillAllowed(ctx context.Context, r *http.Request, id apiauth.Identity, a apiauth.Attributes) *callerGone {
-	err := s.authz().Authorize(ctx, id, a)
+	err := s.Authz.Authorize(ctx, id, a)
 	switch {
 	case errors.Is(err, apiauth.ErrForbidden):
 		return s.gone(r, id, "permission revoked: "+err.Error())

@@ -75,7 +75,7 @@ func (s *Server) permitted(ctx context.Context, id apiauth.Identity, asks []apia
 	)
 	for i, a := range asks {
 		wg.Go(func() {
-			err := s.authz().Authorize(ctx, id, a)
+			err := s.Authz.Authorize(ctx, id, a)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -33,11 +33,11 @@ func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 		t.Fatal(err)
 	}
 	st := podevents.Store{Store: storetest.SQLite(t), Pub: bus}
-	s := &api.Server{
+	s := api.New(api.Options{
 		Profile: fleet.NewCurrent(&p),
 		Store:   st, Events: bus, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
-	}
+	})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewServer(mux)

@@ -33,9 +33,9 @@ func TestLiveLogEndsWithThePodsStateWhileTheWatchIsHeld(t *testing.T) {
 	}
 
 	profile := fleet.Default()
-	apiSrv := &api.Server{Profile: fleet.NewCurrent(&profile), Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
+	apiSrv := api.New(api.Options{Profile: fleet.NewCurrent(&profile), Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
 		Artifacts: iso.Artifacts, Settler: iso.Reconciler, Log: slog.New(slog.DiscardHandler), Retry: profile.Reconcile.RetryPolicy(),
-		MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()}
+		MaxRequestBytes: 1 << 20, AllowedHosts: fleet.DefaultAPIAllowedHosts()})
 	mux := http.NewServeMux()
 	apiSrv.Routes(mux)
 	srv := httptest.NewServer(mux)

@@ -62,11 +62,11 @@ func benchServer(b *testing.B) (url, logPod string) {
 	if _, err := st.UpdateWorkPod(b.Context(), logPod, func(p *store.WorkPod) error { p.LogCollected = true; return nil }); err != nil {
 		b.Fatal(err)
 	}
-	s := &api.Server{
+	s := api.New(api.Options{
 		Profile: fleet.NewCurrent(&fleet.Profile{DefaultCluster: "wharf", Clusters: []fleet.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}}),
 		Store:   st, Artifacts: arts, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: fleet.DefaultAPIAllowedHosts(), PageSize: fleet.DefaultAPIPageSize,
-	}
+	})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	ui.Routes(mux)
