@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"crucible.dev/crucible/internal/api/apiv1"
@@ -75,39 +74,15 @@ func (e *permanentError) Error() string { return e.err.Error() }
 // followOnce reads one connection's events; progressed reports whether it
 // delivered a line (so the retry budget starts again).
 func followOnce(ctx context.Context, client *http.Client, server, id string, last *string, out io.Writer) (apiv1.EndEvent, bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/pods/"+url.PathEscape(id)+"/logs", nil)
+	body, err := openEventStream(ctx, client, server, "/api/pods/"+url.PathEscape(id)+"/logs", *last)
 	if err != nil {
-		return apiv1.EndEvent{}, false, &permanentError{err}
+		return apiv1.EndEvent{}, false, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if *last != "" {
-		req.Header.Set("Last-Event-ID", *last)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return apiv1.EndEvent{}, false, fmt.Errorf("controller API at %s: %w", server, err)
-	}
-	defer resp.Body.Close()
-	if err := redirectError(server, resp); err != nil {
-		return apiv1.EndEvent{}, false, &permanentError{err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		err := fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
-		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return apiv1.EndEvent{}, false, err
-		}
-		return apiv1.EndEvent{}, false, &permanentError{err}
-	}
+	defer body.Close()
 	got := false // a line arrived: the retry budget starts again
 	var end apiv1.EndEvent
 	errEnd := errors.New("end event") // stops readSSE at the end event
-	err = readSSE(resp.Body, func(event, eventID, data string) error {
+	err = readSSE(body, func(event, eventID, data string) error {
 		switch event {
 		case "line":
 			var l apiv1.LineEvent
@@ -124,10 +99,8 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 			}
 			return errEnd
 		case "error":
-			var e apiv1.ErrorEvent
-			_ = json.Unmarshal([]byte(data), &e)
 			// Too slow, or the upstream failed: both may pass; resume.
-			return fmt.Errorf("controller: %s", e.Error)
+			return errorEvent(data)
 		}
 		return nil
 	})
