@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -58,25 +59,31 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The file the record's digest names: content-addressed, so these are
-	// the recorded bytes even while another writer of the kind loses its
-	// claim beside it.
-	f, err := s.Artifacts.Open(r.Context(), p.ID, kind, a.SHA256)
+	return s.serveStored(w, r, a, "artifact", http.Header{
+		"Content-Type":      {"application/octet-stream"},
+		"Content-Length":    {strconv.FormatInt(a.Size, 10)},
+		"X-Crucible-Sha256": {a.SHA256},
+		"Etag":              {`"sha256:` + a.SHA256 + `"`},
+	})
+}
+
+// serveStored answers the bytes of a recorded artifact with header: the
+// file the record's digest names, content-addressed, so these are the
+// recorded bytes even while another writer of the kind loses its claim
+// beside it. A record whose file is missing is a 500 naming what.
+func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, a store.Artifact, what string, header http.Header) error {
+	f, err := s.Artifacts.Open(r.Context(), a.PodID, a.Kind, a.SHA256)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: what + " recorded but its file is missing", Err: err}
 	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(a.Size, 10))
-	w.Header().Set("X-Crucible-SHA256", a.SHA256)
-	w.Header().Set("ETag", `"sha256:`+a.SHA256+`"`)
-	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the artifact, copied from its file
-	_, err = io.CopyN(w, f, a.Size)
-	if err != nil {
-		s.Log.Warn("artifact download interrupted", "pod", p.ID, "kind", kind, "error", err)
+	maps.Copy(w.Header(), header)
+	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the recorded bytes, copied from their file
+	if _, err := io.CopyN(w, f, a.Size); err != nil {
+		s.Log.Warn("stored file download interrupted", "pod", a.PodID, "kind", a.Kind, "error", err)
 	}
 	return nil
 }

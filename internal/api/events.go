@@ -44,7 +44,7 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 		return &httperr.Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID over %d bytes", maxEventIDBytes)}
 	}
 	caller := callerName(identity(r))
-	release, err := s.acquireEvents(caller)
+	release, err := s.acquireStream(eventStreams, caller)
 	if err != nil {
 		return err
 	}

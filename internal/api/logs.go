@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"net/http"
 	"os"
@@ -67,7 +66,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	caller := callerName(identity(r))
-	release, err := s.acquireViewer(caller)
+	release, err := s.acquireStream(viewerStreams, caller)
 	if err != nil {
 		return err
 	}
@@ -256,19 +255,14 @@ func (s *Server) plainLog(w http.ResponseWriter, r *http.Request, p store.WorkPo
 	if !p.LogCollected {
 		return notFound(fmt.Sprintf("collected log of %s (%s)", p.ID, p.State))
 	}
-	f, err := s.openLog(r.Context(), p.ID)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "log recorded but its file is missing", Err: err}
-	}
+	a, err := s.Store.GetArtifact(r.Context(), p.ID, artifact.LogKind)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the stored log, copied from its file
-	_, _ = io.Copy(w, f)
-	return nil
+	return s.serveStored(w, r, a, "log", http.Header{
+		"Content-Type":           {"text/plain; charset=utf-8"},
+		"X-Content-Type-Options": {"nosniff"},
+	})
 }
 
 // acceptsEventStream reports whether an Accept header names

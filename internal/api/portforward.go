@@ -121,7 +121,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 	}
 	caller := callerName(identity(r))
 	limits := s.profile().RunLive
-	release, err := s.acquireSession(caller)
+	release, err := s.acquireStream(sessionStreams, caller)
 	if err != nil {
 		return err
 	}

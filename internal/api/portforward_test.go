@@ -235,13 +235,13 @@ func finish(t *testing.T, f *fixture, id string, st store.State) {
 func TestPortForwardCapCounted(t *testing.T) {
 	f, _ := runLiveFixture(t, echo)
 	f.srv.Profile.Load().RunLive.MaxSessionsPerIdentity = 1
-	release, err := f.srv.acquireSession("admin")
+	release, err := f.srv.acquireStream(sessionStreams, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := metrics.BudgetRefusals.WithLabelValues(budgetSessionsPerIdentity)
 	before := testutil.ToFloat64(c)
-	if _, err := f.srv.acquireSession("admin"); err == nil {
+	if _, err := f.srv.acquireStream(sessionStreams, "admin"); err == nil {
 		t.Fatal("a second session of one caller past max_sessions_per_identity = 1 was allowed")
 	}
 	if got := testutil.ToFloat64(c) - before; got != 1 {
@@ -249,7 +249,7 @@ func TestPortForwardCapCounted(t *testing.T) {
 	}
 	release()
 	release() // twice is once
-	if _, err := f.srv.acquireSession("admin"); err != nil {
+	if _, err := f.srv.acquireStream(sessionStreams, "admin"); err != nil {
 		t.Errorf("after release: %v", err)
 	}
 }
@@ -539,7 +539,7 @@ func TestRunLiveInfo(t *testing.T) {
 // test ends.
 func takeSession(t *testing.T, s *Server, caller string) {
 	t.Helper()
-	release, err := s.acquireSession(caller)
+	release, err := s.acquireStream(sessionStreams, caller)
 	if err != nil {
 		t.Fatal(err)
 	}
