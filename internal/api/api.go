@@ -5,7 +5,8 @@
 // (R-C12). Every error is an httperr.Error answered as JSON naming the bad
 // field: its public message goes to the client, its cause only to the log.
 // The store, the spokes and the drop-box are small interfaces (deps.go), so
-// every refusal is unit-tested with fakes.
+// every refusal is unit-tested with fakes; New fills what a caller leaves
+// out with a default once. What goes over the wire is package apiv1's.
 package api
 
 import (
