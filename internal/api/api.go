@@ -5,7 +5,8 @@
 // (R-C12). Every error is an httperr.Error answered as JSON naming the bad
 // field: its public message goes to the client, its cause only to the log.
 // The store, the spokes and the drop-box are small interfaces (deps.go), so
-// every refusal is unit-tested with fakes.
+// every refusal is unit-tested with fakes; New fills what a caller leaves
+// out with a default once. What goes over the wire is package apiv1's.
 package api
 
 import (
@@ -18,45 +19,48 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"crucible.dev/crucible/internal/apiauth"
 	podevents "crucible.dev/crucible/internal/events"
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/ingest"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
 )
 
-// Server holds what the handlers need.
-type Server struct {
+// Options are what the API serves with. New fills every field left zero
+// that has a default, so handlers use each as it is.
+type Options struct {
 	// Profile is the profile in force, swapped by a reload: a handler
-	// reads it once (profile) and decides with that one.
+	// reads it once (profile) and decides with that one. Default: fleet's
+	// defaults and no clusters (tests, benches).
 	Profile *profile.Current
 	// Owners, with leader election, names the replica running each
-	// cluster's loops (GET /api/clusters); nil without.
+	// cluster's loops (GET /api/clusters). Default: nobody.
 	Owners func() map[string]string
 	// Store, Dispatcher, Clients, Artifacts and Uploads are what the API
 	// uses of the store, the spokes and the drop-box, each as a small
-	// interface of this package (deps.go), so handlers are unit-tested
-	// with fakes.
+	// interface (deps.go), so handlers are unit-tested with fakes.
 	Store      Store
 	Dispatcher Dispatcher
-	Clients    Clusters
+	Clients    Clusters // default: no clusters
 	Artifacts  ArtifactReader
-	Uploads    Uploads // told when a pod is cancelled (default: nobody)
+	Uploads    ingest.Uploads // told when a pod is cancelled (default: nobody)
 	// Settler records how a pod whose live log ended is doing (default: the
 	// row as the store has it).
-	Settler  Settler
-	settling singleflight.Group // one Settle per pod however many viewers end
+	Settler Settler
 	// Retry bounds reconnecting a live log stream after transient spoke
-	// errors: the profile's [reconcile] policy (package live refuses zero).
+	// errors. Default: the profile's [reconcile] policy.
 	Retry retry.Policy
-	Log   *slog.Logger
+	Log   *slog.Logger // default: slog.Default()
 	// MaxRequestBytes bounds request bodies (413 beyond).
 	MaxRequestBytes int64
 	// DispatchTimeout bounds one submit's work on the spoke.
 	DispatchTimeout time.Duration
-	// Authn and Authz decide who may call; nil: anonymous and allow all
-	// (auth "none").
+	// Authn and Authz decide who may call. Default: anonymous and allow
+	// all (auth "none").
 	Authn Authenticator
 	Authz Authorizer
 	// AuthMode is the profile's [api] auth, shown by GET /api/whoami.
@@ -66,25 +70,75 @@ type Server struct {
 	// PageSize is GET /api/pods's page without ?limit (and at most
 	// profile.MaxAPIPageSize with it).
 	PageSize int
-	// Live shares pods' live log streams; nil: made on first use from the
-	// profile's [live] section (logs.go).
-	Live     *live.Hub
-	liveOnce sync.Once
-	liveErr  error // why Live could not be made
+	// Live shares pods' live log streams. Default: one over Dispatcher and
+	// Clients with the profile's [live] section (logs.go).
+	Live *live.Hub
 	// Events feeds GET /api/events; the controller publishes every row
-	// change into it (events.Store). nil: a bus nobody publishes to.
-	Events     *podevents.Bus
-	eventsOnce sync.Once
-	eventsErr  error // why Events could not be made
+	// change into it (events.Store). Default: a bus nobody publishes to,
+	// bounded by the profile's [events] section.
+	Events *podevents.Bus
+	// Forwarder opens run-live sessions on spokes (portforward.go).
+	// Default: through Clients, each cluster's one shared client.
+	Forwarder PortForwarder
+}
+
+// Server serves the API with its Options, defaults filled by New.
+type Server struct {
+	Options
+	// liveErr and eventsErr say why the profile's [live] or [events]
+	// section could make no default Live or Events: the endpoints that
+	// need one answer it, the others serve.
+	liveErr, eventsErr error
+	settling           singleflight.Group // one Settle per pod however many viewers end
 	// digest is the store's digest key once read (digestKey).
 	digest   []byte
 	digestMu sync.Mutex
 	// budgets counts live-log and event streams against [live]'s and
 	// [events]' caps (budget.go).
 	budgets budgets
-	// Forwarder opens run-live sessions on spokes (portforward.go); nil:
-	// through Clients, each cluster's one shared client.
-	Forwarder PortForwarder
+}
+
+// New returns a server of o, every zero field with a default filled.
+func New(o Options) *Server {
+	s := &Server{Options: o}
+	if s.Profile == nil {
+		def := profile.Default()
+		s.Profile = profile.NewCurrent(&def)
+	}
+	if s.Owners == nil {
+		s.Owners = func() map[string]string { return nil }
+	}
+	if s.Clients == nil {
+		s.Clients = noClusters{}
+	}
+	if s.Uploads == nil {
+		s.Uploads = ingest.NoUploads{}
+	}
+	if s.Settler == nil {
+		s.Settler = storeSettler{Store: s.Store}
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	if s.Authn == nil {
+		s.Authn = apiauth.Anonymous{}
+	}
+	if s.Authz == nil {
+		s.Authz = apiauth.AllowAll{}
+	}
+	if s.Forwarder == nil {
+		s.Forwarder = fleetForwarder{clients: s.Clients}
+	}
+	if s.Retry == (retry.Policy{}) {
+		s.Retry = fleet.RetryPolicy(s.profile().Reconcile)
+	}
+	if s.Live == nil {
+		s.Live, s.liveErr = s.newLiveHub()
+	}
+	if s.Events == nil {
+		s.Events, s.eventsErr = podevents.NewBus(s.profile().Events)
+	}
+	return s
 }
 
 // Routes registers the API on mux.
@@ -173,11 +227,5 @@ func detach(ctx context.Context, d time.Duration) (context.Context, context.Canc
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
-// profile is the profile in force; nil for a server without one (tests,
-// benches).
-func (s *Server) profile() *profile.Profile {
-	if s.Profile == nil {
-		return nil
-	}
-	return s.Profile.Load()
-}
+// profile is the profile in force.
+func (s *Server) profile() *profile.Profile { return s.Profile.Load() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/artifact"
-	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
@@ -59,25 +59,31 @@ func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The file the record's digest names: content-addressed, so these are
-	// the recorded bytes even while another writer of the kind loses its
-	// claim beside it.
-	f, err := s.Artifacts.Open(r.Context(), p.ID, kind, a.SHA256)
+	return s.serveStored(w, r, a, "artifact", http.Header{
+		"Content-Type":      {"application/octet-stream"},
+		"Content-Length":    {strconv.FormatInt(a.Size, 10)},
+		"X-Crucible-Sha256": {a.SHA256},
+		"Etag":              {`"sha256:` + a.SHA256 + `"`},
+	})
+}
+
+// serveStored answers the bytes of a recorded artifact with header: the
+// file the record's digest names, content-addressed, so these are the
+// recorded bytes even while another writer of the kind loses its claim
+// beside it. A record whose file is missing is a 500 naming what.
+func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, a store.Artifact, what string, header http.Header) error {
+	f, err := s.Artifacts.Open(r.Context(), a.PodID, a.Kind, a.SHA256)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "artifact recorded but its file is missing", Err: err}
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: what + " recorded but its file is missing", Err: err}
 	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(a.Size, 10))
-	w.Header().Set("X-Crucible-SHA256", a.SHA256)
-	w.Header().Set("ETag", `"sha256:`+a.SHA256+`"`)
-	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the artifact, copied from its file
-	_, err = io.CopyN(w, f, a.Size)
-	if err != nil {
-		s.Log.Warn("artifact download interrupted", "pod", p.ID, "kind", kind, "error", err)
+	maps.Copy(w.Header(), header)
+	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the recorded bytes, copied from their file
+	if _, err := io.CopyN(w, f, a.Size); err != nil {
+		s.Log.Warn("stored file download interrupted", "pod", a.PodID, "kind", a.Kind, "error", err)
 	}
 	return nil
 }
@@ -133,7 +139,7 @@ func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store
 	if !slices.ContainsFunc(arts, controllerOwned) {
 		return arts, nil
 	}
-	err := s.authz().Authorize(r.Context(), identity(r), logAttributes(p))
+	err := s.Authz.Authorize(r.Context(), identity(r), logAttributes(p))
 	switch {
 	case err == nil:
 		return arts, nil
@@ -141,51 +147,4 @@ func (s *Server) visibleArtifacts(r *http.Request, p store.WorkPod, arts []store
 		return slices.DeleteFunc(arts, controllerOwned), nil
 	}
 	return nil, authError(err)
-}
-
-// Cluster is a cluster as GET /api/clusters shows it.
-type Cluster struct {
-	Name          string `json:"name"`
-	Server        string `json:"server"`
-	LoopNamespace string `json:"loop_namespace"`
-	Default       bool   `json:"default"`
-	// Draining: the cluster was removed from the profile; nothing new is
-	// dispatched to it, and its live pods are followed until they end.
-	Draining bool `json:"draining,omitempty"`
-	// Owner is the replica (its Lease identity) running the cluster's
-	// loops, with leader election; "" while nobody does (or without one).
-	Owner  string       `json:"owner,omitempty"`
-	Health fleet.Health `json:"health"`
-}
-
-func (s *Server) clusters(w http.ResponseWriter, _ *http.Request) error {
-	def, _ := s.profile().Cluster("")
-	var out []Cluster
-	clients := s.clusterClients()
-	var owners map[string]string
-	if s.Owners != nil {
-		owners = s.Owners()
-	}
-	for _, c := range clients.All() {
-		out = append(out, Cluster{Name: c.Entry.Name, Server: c.Entry.Server, LoopNamespace: c.Entry.LoopNamespace,
-			Default: c.Entry.Name == def.Name, Draining: clients.Draining(c.Entry.Name), Owner: owners[c.Entry.Name], Health: c.Health()})
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// noClusters is the Clusters of a server without a fleet (tests, benches).
-type noClusters struct{}
-
-func (noClusters) All() []*fleet.Client             { return nil }
-func (noClusters) Get(string) (*fleet.Client, bool) { return nil, false }
-func (noClusters) Draining(string) bool             { return false }
-
-var _ Clusters = noClusters{}
-
-func (s *Server) clusterClients() Clusters {
-	if s.Clients == nil {
-		return noClusters{}
-	}
-	return s.Clients
 }

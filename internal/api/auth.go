@@ -9,17 +9,11 @@ import (
 	"net/http"
 	"strings"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 )
-
-// ClientHeader is the custom request header a non-browser client sends with
-// every state-changing request. A browser can only send it cross-site after
-// a CORS preflight, which the API never grants, so a page on another site
-// cannot forge a submit or cancel (CSRF). Browsers' own same-origin requests
-// are recognised by Sec-Fetch-Site instead.
-const ClientHeader = "X-Crucible-Client"
 
 // retryAfterSeconds is what a 503 tells the client to wait.
 const retryAfterSeconds = "5"
@@ -109,7 +103,7 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, e
 			return r, err
 		}
 	}
-	id, err := s.authn().Authenticate(r)
+	id, err := s.Authn.Authenticate(r)
 	if err != nil {
 		return r, authError(err)
 	}
@@ -148,24 +142,10 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, e
 
 // authorize asks the authorizer whether r's caller may do a.
 func (s *Server) authorize(r *http.Request, a apiauth.Attributes) error {
-	if err := s.authz().Authorize(r.Context(), identity(r), a); err != nil {
+	if err := s.Authz.Authorize(r.Context(), identity(r), a); err != nil {
 		return authError(err)
 	}
 	return nil
-}
-
-func (s *Server) authn() Authenticator {
-	if s.Authn == nil {
-		return apiauth.Anonymous{}
-	}
-	return s.Authn
-}
-
-func (s *Server) authz() Authorizer {
-	if s.Authz == nil {
-		return apiauth.AllowAll{}
-	}
-	return s.Authz
 }
 
 // authError maps apiauth's sentinels to what the client sees. The message is
@@ -206,8 +186,8 @@ func checkCrossSite(r *http.Request) error {
 	case "same-origin":
 		return nil
 	case "":
-		if r.Header.Get(ClientHeader) == "" {
-			return &httperr.Error{Code: http.StatusForbidden, Msg: "state-changing requests need the " + ClientHeader + " header"}
+		if r.Header.Get(apiv1.ClientHeader) == "" {
+			return &httperr.Error{Code: http.StatusForbidden, Msg: "state-changing requests need the " + apiv1.ClientHeader + " header"}
 		}
 		return nil
 	default:

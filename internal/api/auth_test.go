@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
@@ -104,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 		"admin get/log *": true, "admin get/artifacts *": true,
 	}}
 	var logBuf bytes.Buffer
-	s := &Server{
+	s := New(Options{
 		Profile: profile.NewCurrent(testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, profile.ClusterEntry{Name: "dock", LoopNamespace: "loops"})),
 		Store:   st, Artifacts: arts, Dispatcher: disp,
 		DispatchTimeout: 10 * time.Second,
@@ -114,7 +115,7 @@ func newFixture(t *testing.T) *fixture {
 		Authz:           authz,
 		AllowedHosts:    profile.DefaultAPIAllowedHosts(),
 		PageSize:        3,
-	}
+	})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	return &fixture{srv: s, mux: mux, authz: authz, log: &logBuf, st: st, arts: arts, disp: disp}
@@ -148,7 +149,7 @@ func (f *fixture) do(t *testing.T, q req) *httptest.ResponseRecorder {
 			r.Header.Set("Content-Type", "application/json")
 		}
 		if !q.noClient {
-			r.Header.Set(ClientHeader, "test")
+			r.Header.Set(apiv1.ClientHeader, "test")
 		}
 	}
 	for k, v := range q.header {
@@ -307,7 +308,7 @@ func TestGetShowsSubmitterAndLogsChanges(t *testing.T) {
 	f := newFixture(t)
 	f.row(t, "p-wharf", "wharf")
 	w := f.do(t, req{path: "/api/pods/p-wharf", token: "tok-viewer"})
-	var wp WorkPod
+	var wp apiv1.WorkPod
 	if err := json.Unmarshal(w.Body.Bytes(), &wp); err != nil || wp.Submitter != "alice" || wp.Image != "busybox" {
 		t.Fatalf("get: %+v, %v", wp, err)
 	}
@@ -367,7 +368,7 @@ func TestListPages(t *testing.T) {
 			t.Fatal("more than 3 pages of 3 for 7 rows")
 		}
 		w := f.do(t, req{path: path, token: "tok-viewer"})
-		var rows []WorkPod
+		var rows []apiv1.WorkPod
 		if err := json.Unmarshal(w.Body.Bytes(), &rows); err != nil || w.Code != 200 {
 			t.Fatalf("page: %d %s", w.Code, w.Body)
 		}
@@ -380,7 +381,7 @@ func TestListPages(t *testing.T) {
 				t.Errorf("list view shows image %q: the spec was read", r.Image)
 			}
 		}
-		next := w.Header().Get(ContinueHeader)
+		next := w.Header().Get(apiv1.ContinueHeader)
 		if next == "" {
 			break
 		}
@@ -390,7 +391,7 @@ func TestListPages(t *testing.T) {
 		t.Errorf("ids over all pages (-want +got):\n%s", diff)
 	}
 	w := f.do(t, req{path: "/api/pods?limit=7", token: "tok-viewer"})
-	if w.Header().Get(ContinueHeader) != "" {
+	if w.Header().Get(apiv1.ContinueHeader) != "" {
 		t.Error("a page holding every row has a continue token")
 	}
 	for _, bad := range []struct{ query, want string }{

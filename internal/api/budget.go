@@ -62,15 +62,40 @@ type streamSlots struct {
 	byIdentity map[string]int
 }
 
-// streamCaps are the caps of one kind of stream: how many in all and per
-// caller, the budget each refusal counts under, and how a refusal names
-// them ("[live] max_viewers").
-type streamCaps struct {
+// streamKind is one kind of stream counted against caps of the profile:
+// its slots, its caps in all and per caller, the budget each refusal
+// counts under, and how a refusal names them ("[live] max_viewers").
+type streamKind struct {
 	what                      string // "live-log streams"
-	all, perIdentity          int
+	slots                     func(*budgets) *streamSlots
+	caps                      func(*profile.Profile) (all, perIdentity int)
 	allKey, perIdentityKey    string
 	allBudget, identityBudget string
 }
+
+// The streams the API counts: live logs against [live]'s caps, GET
+// /api/events against [events]' and run-live sessions against
+// [run_live]'s.
+var (
+	viewerStreams = streamKind{
+		what: "live-log streams", slots: func(b *budgets) *streamSlots { return &b.viewers },
+		caps:   func(p *profile.Profile) (int, int) { return p.Live.MaxViewers, p.Live.MaxViewersPerIdentity },
+		allKey: "[live] max_viewers", perIdentityKey: "[live] max_viewers_per_identity",
+		allBudget: budgetViewers, identityBudget: budgetViewersPerIdentity,
+	}
+	eventStreams = streamKind{
+		what: "event streams", slots: func(b *budgets) *streamSlots { return &b.events },
+		caps:   func(p *profile.Profile) (int, int) { return p.Events.MaxStreams, p.Events.MaxStreamsPerIdentity },
+		allKey: "[events] max_streams", perIdentityKey: "[events] max_streams_per_identity",
+		allBudget: budgetEvents, identityBudget: budgetEventsPerIdentity,
+	}
+	sessionStreams = streamKind{
+		what: "port-forward sessions", slots: func(b *budgets) *streamSlots { return &b.sessions },
+		caps:   func(p *profile.Profile) (int, int) { return p.RunLive.MaxSessions, p.RunLive.MaxSessionsPerIdentity },
+		allKey: "[run_live] max_sessions", perIdentityKey: "[run_live] max_sessions_per_identity",
+		allBudget: budgetSessions, identityBudget: budgetSessionsPerIdentity,
+	}
+)
 
 // callerName names id in budgets and logs: its user name, never a token.
 func callerName(id apiauth.Identity) string {
@@ -80,59 +105,22 @@ func callerName(id apiauth.Identity) string {
 	return id.User
 }
 
-// liveLimits is the profile's [live] section, package profile's defaults without one.
-func (s *Server) liveLimits() profile.Live {
-	if p := s.profile(); p != nil {
-		return p.Live
-	}
-	return profile.Default().Live
-}
-
-// eventLimits is the profile's [events] section, package profile's defaults without
-// one.
-func (s *Server) eventLimits() profile.Events {
-	if p := s.profile(); p != nil {
-		return p.Events
-	}
-	return profile.Default().Events
-}
-
-// acquireViewer takes one of the live-log stream slots for caller, or
-// refuses with 429 naming the cap that is full. Call release when the
-// stream ends.
-func (s *Server) acquireViewer(caller string) (release func(), err error) {
-	l := s.liveLimits()
-	return s.acquireStream(&s.budgets.viewers, streamCaps{
-		what: "live-log streams", all: l.MaxViewers, perIdentity: l.MaxViewersPerIdentity,
-		allKey: "[live] max_viewers", perIdentityKey: "[live] max_viewers_per_identity",
-		allBudget: budgetViewers, identityBudget: budgetViewersPerIdentity,
-	}, caller)
-}
-
-// acquireEvents takes one of the GET /api/events stream slots for caller,
-// as acquireViewer does for live logs.
-func (s *Server) acquireEvents(caller string) (release func(), err error) {
-	e := s.eventLimits()
-	return s.acquireStream(&s.budgets.events, streamCaps{
-		what: "event streams", all: e.MaxStreams, perIdentity: e.MaxStreamsPerIdentity,
-		allKey: "[events] max_streams", perIdentityKey: "[events] max_streams_per_identity",
-		allBudget: budgetEvents, identityBudget: budgetEventsPerIdentity,
-	}, caller)
-}
-
-// acquireStream takes a slot of slots for caller within caps, or refuses
-// with 429 and Retry-After naming the cap that is full; the refusal is
-// counted and logged (refused). The per-caller cap is checked first, so a
-// caller at its own cap is told so even when all are taken.
-func (s *Server) acquireStream(slots *streamSlots, caps streamCaps, caller string) (release func(), err error) {
+// acquireStream takes one of kind's slots for caller within the caps of
+// the profile in force, or refuses with 429 and Retry-After naming the cap
+// that is full; the refusal is counted and logged (refused). The
+// per-caller cap is checked first, so a caller at its own cap is told so
+// even when all are taken. Call release when the stream ends.
+func (s *Server) acquireStream(kind streamKind, caller string) (release func(), err error) {
+	all, perIdentity := kind.caps(s.profile())
 	b := &s.budgets
+	slots := kind.slots(b)
 	b.mu.Lock()
 	budget, limit, key := "", 0, ""
 	switch {
-	case slots.byIdentity[caller] >= caps.perIdentity:
-		budget, limit, key = caps.identityBudget, caps.perIdentity, caps.perIdentityKey
-	case slots.open >= caps.all:
-		budget, limit, key = caps.allBudget, caps.all, caps.allKey
+	case slots.byIdentity[caller] >= perIdentity:
+		budget, limit, key = kind.identityBudget, perIdentity, kind.perIdentityKey
+	case slots.open >= all:
+		budget, limit, key = kind.allBudget, all, kind.allKey
 	default:
 		if slots.byIdentity == nil {
 			slots.byIdentity = map[string]int{}
@@ -143,9 +131,9 @@ func (s *Server) acquireStream(slots *streamSlots, caps streamCaps, caller strin
 	b.mu.Unlock()
 	if budget != "" {
 		s.refused(budget, caller)
-		msg := fmt.Sprintf("too many %s open: %s is %d", caps.what, key, limit)
-		if budget == caps.identityBudget {
-			msg = fmt.Sprintf("too many %s open for %s: %s is %d", caps.what, caller, key, limit)
+		msg := fmt.Sprintf("too many %s open: %s is %d", kind.what, key, limit)
+		if budget == kind.identityBudget {
+			msg = fmt.Sprintf("too many %s open for %s: %s is %d", kind.what, caller, key, limit)
 		}
 		return nil, &httperr.Error{Code: http.StatusTooManyRequests, Msg: msg,
 			Header: http.Header{"Retry-After": {strconv.Itoa(int(streamRetryAfter.Seconds()))}}}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/profile"
 )
 
@@ -29,24 +30,24 @@ func TestClasses(t *testing.T) {
 	f.srv.Authn = fakeAuthn{"tok-ml": "bo|ml,research", "tok-submitter": "submitter", "tok-viewer": "viewer", "tok-flaky": "flaky"}
 	f.authz.allowed["bo create wharf"], f.authz.allowed["bo create dock"] = true, true
 
-	standard := Class{Name: "standard", DefaultFor: []string{"loop", "turn"}, Requests: map[string]string{"cpu": "500m", "memory": "1Gi"},
+	standard := apiv1.Class{Name: "standard", DefaultFor: []string{"loop", "turn"}, Requests: map[string]string{"cpu": "500m", "memory": "1Gi"},
 		Limits: map[string]string{"memory": "1Gi"}, GPUResource: "nvidia.com/gpu", Deadline: "6h0m0s", MaxDeadline: "48h0m0s"}
-	gpu := Class{Name: "gpu", Requests: map[string]string{"cpu": "2", "memory": "8Gi"}, GPUs: 1, GPUResource: "nvidia.com/gpu",
+	gpu := apiv1.Class{Name: "gpu", Requests: map[string]string{"cpu": "2", "memory": "8Gi"}, GPUs: 1, GPUResource: "nvidia.com/gpu",
 		Deadline: "1h0m0s", MaxDeadline: "24h0m0s", Shm: "1Gi",
-		Allow: Allow{GPUs: &Range{Min: "1", Max: "8"}, Resources: map[string]Range{"memory": {Max: "64Gi"}}}}
+		Allow: apiv1.Allow{GPUs: &apiv1.Range{Min: "1", Max: "8"}, Resources: map[string]apiv1.Range{"memory": {Max: "64Gi"}}}}
 	for _, tc := range []struct {
 		token string
-		want  []ClusterClasses
+		want  []apiv1.ClusterClasses
 	}{
-		{"tok-ml", []ClusterClasses{{"wharf", []Class{standard, gpu}}, {"dock", []Class{standard}}}},
-		{"tok-submitter", []ClusterClasses{{"wharf", []Class{standard}}, {"dock", []Class{standard}}}},
-		{"tok-viewer", []ClusterClasses{}}, // may create nowhere
+		{"tok-ml", []apiv1.ClusterClasses{{Cluster: "wharf", Classes: []apiv1.Class{standard, gpu}}, {Cluster: "dock", Classes: []apiv1.Class{standard}}}},
+		{"tok-submitter", []apiv1.ClusterClasses{{Cluster: "wharf", Classes: []apiv1.Class{standard}}, {Cluster: "dock", Classes: []apiv1.Class{standard}}}},
+		{"tok-viewer", []apiv1.ClusterClasses{}}, // may create nowhere
 	} {
 		rec := f.do(t, req{path: "/api/classes", token: tc.token})
 		if rec.Code != http.StatusOK {
 			t.Fatalf("%s: %d %s", tc.token, rec.Code, rec.Body)
 		}
-		var got []ClusterClasses
+		var got []apiv1.ClusterClasses
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 			t.Fatal(err)
 		}

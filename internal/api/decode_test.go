@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
@@ -41,18 +42,18 @@ func TestDecodeJSON(t *testing.T) {
 	tests := []struct {
 		name string
 		body string
-		want SubmitRequest
+		want apiv1.SubmitRequest
 		err  *decodeRefusal
 	}{
-		{name: "minimal", body: `{"image":"x"}`, want: SubmitRequest{Image: "x"}},
+		{name: "minimal", body: `{"image":"x"}`, want: apiv1.SubmitRequest{Image: "x"}},
 		{name: "every field", body: `{"kind":"loop","cluster":"dock","image":"x","command":["a"],"args":["b"],"env":[{"name":"A","value":"1"}],` +
 			`"files":{"f":"1"},"secret_files":{"s":"2"},"annotations":{"a/b":"3"}}`,
-			want: SubmitRequest{Kind: "loop", Cluster: "dock", Image: "x", Command: []string{"a"}, Args: []string{"b"},
+			want: apiv1.SubmitRequest{Kind: "loop", Cluster: "dock", Image: "x", Command: []string{"a"}, Args: []string{"b"},
 				Env: []workpod.EnvVar{{Name: "A", Value: "1"}}, Files: map[string]string{"f": "1"},
 				SecretFiles: map[string]string{"s": "2"}, Annotations: map[string]string{"a/b": "3"}}},
 		{name: "map keys are data, not fields", body: `{"files":{"anything":"goes"},"annotations":{"IMAGE":"b"}}`,
-			want: SubmitRequest{Files: map[string]string{"anything": "goes"}, Annotations: map[string]string{"IMAGE": "b"}}},
-		{name: "whitespace around the object", body: " \n{\"image\":\"x\"}\n\t", want: SubmitRequest{Image: "x"}},
+			want: apiv1.SubmitRequest{Files: map[string]string{"anything": "goes"}, Annotations: map[string]string{"IMAGE": "b"}}},
+		{name: "whitespace around the object", body: " \n{\"image\":\"x\"}\n\t", want: apiv1.SubmitRequest{Image: "x"}},
 		// encoding/json folded case; the strict decoder, as kube-apiserver, does not.
 		{name: "case-mismatched keys", body: `{"IMAGE":"x","Command":["a"]}`,
 			err: refuse("[IMAGE: Forbidden: unknown field, Command: Forbidden: unknown field]", "IMAGE")},
@@ -79,7 +80,7 @@ func TestDecodeJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got SubmitRequest
+			var got apiv1.SubmitRequest
 			err := decodeJSON([]byte(tt.body), &got)
 			if diff := cmp.Diff(tt.err, refusalOf(t, err)); diff != "" {
 				t.Fatalf("refusal (-want +got):\n%s", diff)
@@ -95,7 +96,7 @@ func TestDecodeJSON(t *testing.T) {
 // the message, and a body of many unknown fields gives a bounded answer.
 func TestDecodeJSONBoundsHostileNames(t *testing.T) {
 	long := "<script>" + strings.Repeat("n", 5000)
-	var got SubmitRequest
+	var got apiv1.SubmitRequest
 	he := refusalOf(t, decodeJSON([]byte(`{"image":"x","`+long+`":1}`), &got))
 	cut := long[:maxFieldPathBytes] + "…"
 	if diff := cmp.Diff(&decodeRefusal{http.StatusBadRequest, cut + ": Forbidden: unknown field", cut}, he); diff != "" {
@@ -124,7 +125,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var strict, lenient SubmitRequest
+		var strict, lenient apiv1.SubmitRequest
 		err := decodeJSON(data, &strict)
 		if err == nil {
 			if lerr := json.Unmarshal(data, &lenient); lerr != nil {
@@ -156,7 +157,7 @@ func TestSubmitDispatches(t *testing.T) {
 	if w.Code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", w.Code, w.Body)
 	}
-	var wp WorkPod
+	var wp apiv1.WorkPod
 	if err := json.Unmarshal(w.Body.Bytes(), &wp); err != nil {
 		t.Fatal(err)
 	}

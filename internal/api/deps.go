@@ -9,7 +9,6 @@ import (
 
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
-	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -50,7 +49,7 @@ type Clusters interface {
 }
 
 // Settler brings a work pod's row up to date with its pod on the spoke
-// (*reconcile.Reconciler): a live log that ended is answered with how the
+// (the reconciler): a live log that ended is answered with how the
 // pod ended even when the pod's watch lags behind.
 type Settler interface {
 	Settle(ctx context.Context, id string) (store.WorkPod, error)
@@ -65,7 +64,6 @@ func (s storeSettler) Settle(ctx context.Context, id string) (store.WorkPod, err
 }
 
 var (
-	_ Settler    = (*reconcile.Reconciler)(nil)
 	_ Settler    = storeSettler{}
 	_ Store      = store.Store(nil)
 	_ Dispatcher = (*dispatch.Dispatcher)(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/httperr"
 )
@@ -43,19 +44,18 @@ func (s *Server) watchEvents(w http.ResponseWriter, r *http.Request) error {
 		return &httperr.Error{Code: http.StatusBadRequest, Field: "Last-Event-ID", Msg: fmt.Sprintf("Last-Event-ID over %d bytes", maxEventIDBytes)}
 	}
 	caller := callerName(identity(r))
-	release, err := s.acquireEvents(caller)
+	release, err := s.acquireStream(eventStreams, caller)
 	if err != nil {
 		return err
 	}
 	defer release()
-	bus, err := s.eventBus()
-	if err != nil {
-		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "the event feed is unavailable", Err: err}
+	if s.eventsErr != nil {
+		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "the event feed is unavailable", Err: s.eventsErr}
 	}
-	sub, reset := bus.Subscribe(last)
+	sub, reset := s.Events.Subscribe(last)
 	defer sub.Close()
 
-	sse := startSSE(w, "crucible work-pod changes", s.liveLimits().WriteTimeout.Duration) // a watch lasts as long as the client stays
+	sse := startSSE(w, "crucible work-pod changes", s.profile().Live.WriteTimeout.Duration) // a watch lasts as long as the client stays
 	defer s.cutIfLate(sse, caller)
 	if reset {
 		sse.event("reset", "", struct{}{})
@@ -89,23 +89,11 @@ func (s *Server) relayEvents(ctx context.Context, sse *sseWriter, sub *podevents
 			sse.comment("keep-alive")
 		case errors.Is(err, podevents.ErrOverflow):
 			s.refused(budgetEventsQueue, caller)
-			sse.event("error", "", ErrorEvent{Error: "too far behind; reconnect with Last-Event-ID"})
+			sse.event("error", "", apiv1.ErrorEvent{Error: "too far behind; reconnect with Last-Event-ID"})
 			_ = sse.flush()
 			return
 		default:
 			return
 		}
 	}
-}
-
-// eventBus is the bus GET /api/events subscribes to: the controller's, or
-// one nobody publishes to (the stream only keeps alive), bounded by the
-// profile's [events] section.
-func (s *Server) eventBus() (*podevents.Bus, error) {
-	s.eventsOnce.Do(func() {
-		if s.Events == nil {
-			s.Events, s.eventsErr = podevents.NewBus(s.eventLimits())
-		}
-	})
-	return s.Events, s.eventsErr
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/apiauth"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/store"
 )
@@ -100,7 +102,7 @@ func TestEventsStream(t *testing.T) {
 	var firstID string
 	for range 2 {
 		ev := next()
-		var wp WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal([]byte(ev.data), &wp); err != nil {
 			t.Fatalf("event %+v: %v", ev, err)
 		}
@@ -152,21 +154,21 @@ func TestEventsRefusals(t *testing.T) {
 
 func TestWhoAmI(t *testing.T) {
 	f := newFixture(t)
-	viewer := Rights{List: true, Get: true, Log: true, Artifacts: true}
+	viewer := apiv1.Rights{List: true, Get: true, Log: true, Artifacts: true}
 	tests := []struct {
 		name     string
 		token    string
 		wantCode int
-		want     WhoAmI
+		want     apiv1.WhoAmI
 	}{
-		{"viewer", "tok-viewer", 200, WhoAmI{User: "viewer", Auth: "kubernetes", All: Rights{List: true},
-			Clusters: map[string]Rights{"wharf": viewer, "dock": {}}}},
-		{"submitter", "tok-submitter", 200, WhoAmI{User: "submitter", Auth: "kubernetes", All: Rights{Create: true},
-			Clusters: map[string]Rights{"wharf": {Create: true}, "dock": {Create: true}}}},
-		{"nobody", "tok-nobody", 200, WhoAmI{User: "nobody", Auth: "kubernetes", Clusters: map[string]Rights{"wharf": {}, "dock": {}}}},
-		{"authorizer down is 503, never a no", "tok-flaky", 503, WhoAmI{}},
-		{"unauthenticated", "", 401, WhoAmI{}},
-		{"forged", "forged", 401, WhoAmI{}},
+		{"viewer", "tok-viewer", 200, apiv1.WhoAmI{User: "viewer", Auth: "kubernetes", All: apiv1.Rights{List: true},
+			Clusters: map[string]apiv1.Rights{"wharf": viewer, "dock": {}}}},
+		{"submitter", "tok-submitter", 200, apiv1.WhoAmI{User: "submitter", Auth: "kubernetes", All: apiv1.Rights{Create: true},
+			Clusters: map[string]apiv1.Rights{"wharf": {Create: true}, "dock": {Create: true}}}},
+		{"nobody", "tok-nobody", 200, apiv1.WhoAmI{User: "nobody", Auth: "kubernetes", Clusters: map[string]apiv1.Rights{"wharf": {}, "dock": {}}}},
+		{"authorizer down is 503, never a no", "tok-flaky", 503, apiv1.WhoAmI{}},
+		{"unauthenticated", "", 401, apiv1.WhoAmI{}},
+		{"forged", "forged", 401, apiv1.WhoAmI{}},
 	}
 	f.srv.AuthMode = "kubernetes"
 	for _, tt := range tests {
@@ -178,7 +180,7 @@ func TestWhoAmI(t *testing.T) {
 			if tt.wantCode != 200 {
 				return
 			}
-			var got WhoAmI
+			var got apiv1.WhoAmI
 			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 				t.Fatal(err)
 			}
@@ -191,14 +193,14 @@ func TestWhoAmI(t *testing.T) {
 
 func TestWhoAmIAuthNone(t *testing.T) {
 	f := newFixture(t)
-	f.srv.Authn, f.srv.Authz, f.srv.AuthMode = nil, nil, ""
+	f.srv.Authn, f.srv.Authz, f.srv.AuthMode = apiauth.Anonymous{}, apiauth.AllowAll{}, ""
 	w := f.do(t, req{path: "/api/whoami"})
-	var got WhoAmI
+	var got apiv1.WhoAmI
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
 		t.Fatalf("code %d %s: %v", w.Code, w.Body.String(), err)
 	}
-	all := Rights{Create: true, List: true, Get: true, Delete: true, Log: true, Artifacts: true}
-	want := WhoAmI{User: "crucible:anonymous", Auth: "none", All: all, Clusters: map[string]Rights{"wharf": all, "dock": all}}
+	all := apiv1.Rights{Create: true, List: true, Get: true, Delete: true, Log: true, Artifacts: true}
+	want := apiv1.WhoAmI{User: "crucible:anonymous", Auth: "none", All: all, Clusters: map[string]apiv1.Rights{"wharf": all, "dock": all}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("whoami (-want +got):\n%s", diff)
 	}

@@ -22,7 +22,7 @@ import (
 // error that is no such thing stays a 500 with a fixed message; neither
 // leaks the cause.
 func TestFailStoreUnavailable(t *testing.T) {
-	s := &Server{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := New(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	cases := map[string]struct {
 		err        error
 		code       int

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/store"
 )
@@ -28,7 +29,7 @@ func TestGetShowsWaitingAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got WorkPod
+	var got apiv1.WorkPod
 	w := f.do(t, req{path: "/api/pods/p1", token: "tok-viewer"})
 	if w.Code != http.StatusOK {
 		t.Fatalf("get: %d %s", w.Code, w.Body)
@@ -36,11 +37,11 @@ func TestGetShowsWaitingAndHistory(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&Waiting{Reason: "Unschedulable", Message: noGPU, Since: waited.UpdatedAt}, got.Waiting); diff != "" {
+	if diff := cmp.Diff(&apiv1.Waiting{Reason: "Unschedulable", Message: noGPU, Since: waited.UpdatedAt}, got.Waiting); diff != "" {
 		t.Errorf("waiting (-want +got):\n%s", diff)
 	}
 	created, _ := f.st.GetWorkPod(t.Context(), "p1")
-	wantHistory := []HistoryEntry{
+	wantHistory := []apiv1.HistoryEntry{
 		{At: created.CreatedAt, Event: store.EventState, State: store.StateRunning},
 		{At: waited.UpdatedAt, Event: store.EventWaiting, State: store.StateRunning, Reason: "Unschedulable", Message: noGPU},
 	}
@@ -70,7 +71,7 @@ func TestGetShowsWaitingAndHistory(t *testing.T) {
 	if c := f.do(t, req{method: http.MethodPost, path: "/api/pods/p1/cancel", token: "tok-admin"}); c.Code != http.StatusOK {
 		t.Fatalf("cancel: %d %s", c.Code, c.Body)
 	}
-	got = WorkPod{}
+	got = apiv1.WorkPod{}
 	if err := json.Unmarshal(f.do(t, req{path: "/api/pods/p1", token: "tok-viewer"}).Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestEventsShowWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := next()
-	var wp WorkPod
+	var wp apiv1.WorkPod
 	if err := json.Unmarshal([]byte(ev.data), &wp); err != nil {
 		t.Fatal(err)
 	}

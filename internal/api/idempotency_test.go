@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/store"
 )
@@ -23,12 +24,12 @@ import (
 // submitKeyed posts body as token's user with idempotency key key.
 func (f *fixture) submitKeyed(t *testing.T, token, key, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	return f.do(t, req{method: "POST", path: "/api/pods", token: token, body: body, header: map[string]string{IdempotencyKeyHeader: key}})
+	return f.do(t, req{method: "POST", path: "/api/pods", token: token, body: body, header: map[string]string{apiv1.IdempotencyKeyHeader: key}})
 }
 
-func workPodOf(t *testing.T, w *httptest.ResponseRecorder) WorkPod {
+func workPodOf(t *testing.T, w *httptest.ResponseRecorder) apiv1.WorkPod {
 	t.Helper()
-	var wp WorkPod
+	var wp apiv1.WorkPod
 	if err := json.Unmarshal(w.Body.Bytes(), &wp); err != nil {
 		t.Fatalf("answer %q: %v", w.Body, err)
 	}
@@ -50,12 +51,12 @@ func (f *fixture) rowCount(t *testing.T) int {
 func TestSubmitReplay(t *testing.T) {
 	f := newFixture(t)
 	first := f.submitKeyed(t, "tok-admin", "key-1", `{"image":"busybox","command":["true"],"env":[{"name":"A","value":"1"}]}`)
-	if first.Code != http.StatusCreated || first.Header().Get(ReplayedHeader) != "" {
-		t.Fatalf("first: %d %q %s", first.Code, first.Header().Get(ReplayedHeader), first.Body)
+	if first.Code != http.StatusCreated || first.Header().Get(apiv1.ReplayedHeader) != "" {
+		t.Fatalf("first: %d %q %s", first.Code, first.Header().Get(apiv1.ReplayedHeader), first.Body)
 	}
 	again := f.submitKeyed(t, "tok-admin", "key-1", `{ "env":[{"value":"1","name":"A"}], "command":["true"], "kind":"turn", "cluster":"wharf", "image":"busybox" }`)
-	if again.Code != http.StatusCreated || again.Header().Get(ReplayedHeader) != "true" {
-		t.Fatalf("replay: %d %q %s", again.Code, again.Header().Get(ReplayedHeader), again.Body)
+	if again.Code != http.StatusCreated || again.Header().Get(apiv1.ReplayedHeader) != "true" {
+		t.Fatalf("replay: %d %q %s", again.Code, again.Header().Get(apiv1.ReplayedHeader), again.Body)
 	}
 	if diff := cmp.Diff(first.Body.String(), again.Body.String()); diff != "" {
 		t.Errorf("replayed body differs (-first +replay):\n%s", diff)
@@ -102,12 +103,12 @@ func TestSubmitKeyMismatch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := f.submitKeyed(t, "tok-admin", "key-1", body)
-			if w.Code != http.StatusUnprocessableEntity || w.Header().Get(ReplayedHeader) != "" {
+			if w.Code != http.StatusUnprocessableEntity || w.Header().Get(apiv1.ReplayedHeader) != "" {
 				t.Fatalf("reuse: %d %s", w.Code, w.Body)
 			}
 			e := errorBodyOf(t, w)
 			want := "Idempotency-Key was used for work pod " + id + " with a different request; repeat that request, or use a new key for a new one"
-			if e.Error != want || e.Field != IdempotencyKeyHeader {
+			if e.Error != want || e.Field != apiv1.IdempotencyKeyHeader {
 				t.Errorf("error %q field %q,\nwant  %q", e.Error, e.Field, want)
 			}
 		})
@@ -124,8 +125,8 @@ func TestSubmitKeyPerSubmitter(t *testing.T) {
 	body := `{"image":"busybox"}`
 	admins := workPodOf(t, f.submitKeyed(t, "tok-admin", "shared", body))
 	w := f.submitKeyed(t, "tok-submitter", "shared", body)
-	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "" {
-		t.Fatalf("other user's first submit: %d %q %s", w.Code, w.Header().Get(ReplayedHeader), w.Body)
+	if w.Code != http.StatusCreated || w.Header().Get(apiv1.ReplayedHeader) != "" {
+		t.Fatalf("other user's first submit: %d %q %s", w.Code, w.Header().Get(apiv1.ReplayedHeader), w.Body)
 	}
 	theirs := workPodOf(t, w)
 	if theirs.ID == admins.ID || theirs.Submitter != "submitter" {
@@ -139,8 +140,8 @@ func TestSubmitKeyPerSubmitter(t *testing.T) {
 	}
 	for token, want := range map[string]string{"tok-admin": admins.ID, "tok-submitter": theirs.ID} {
 		w := f.submitKeyed(t, token, "shared", body)
-		if got := workPodOf(t, w); w.Header().Get(ReplayedHeader) != "true" || got.ID != want {
-			t.Errorf("%s replay: %s (replayed %q), want %s", token, got.ID, w.Header().Get(ReplayedHeader), want)
+		if got := workPodOf(t, w); w.Header().Get(apiv1.ReplayedHeader) != "true" || got.ID != want {
+			t.Errorf("%s replay: %s (replayed %q), want %s", token, got.ID, w.Header().Get(apiv1.ReplayedHeader), want)
 		}
 	}
 	if n := len(f.disp.called()); n != 2 {
@@ -166,7 +167,7 @@ func TestSubmitReplayWhileDispatching(t *testing.T) {
 	w := f.submitKeyed(t, "tok-admin", "slow", body)
 	close(f.disp.hold)
 	first := <-done
-	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" {
+	if w.Code != http.StatusCreated || w.Header().Get(apiv1.ReplayedHeader) != "true" {
 		t.Fatalf("replay: %d %s", w.Code, w.Body)
 	}
 	pending, dispatched := workPodOf(t, w), workPodOf(t, first)
@@ -189,7 +190,7 @@ func TestSubmitReplayOfFailedDispatch(t *testing.T) {
 	}
 	w := f.submitKeyed(t, "tok-admin", "k", body)
 	wp := workPodOf(t, w)
-	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" || wp.State != store.StateFailed ||
+	if w.Code != http.StatusCreated || w.Header().Get(apiv1.ReplayedHeader) != "true" || wp.State != store.StateFailed ||
 		wp.Reason != "dispatch: the call to the spoke failed (the controller's log has the cause)" {
 		t.Errorf("replay: %d %s", w.Code, w.Body)
 	}
@@ -214,13 +215,13 @@ func TestSubmitKeyRefusals(t *testing.T) {
 		{"empty", []string{""}, "Idempotency-Key: empty; send a key or no header"},
 		{"twice", []string{"a", "b"}, "Idempotency-Key: sent 2 times; send one key"},
 		{"twice the same", []string{"a", "a"}, "Idempotency-Key: sent 2 times; send one key"},
-		{"oversized", []string{strings.Repeat("k", MaxIdempotencyKeyBytes+1)}, "Idempotency-Key: 256 bytes; at most 255"},
+		{"oversized", []string{strings.Repeat("k", apiv1.MaxIdempotencyKeyBytes+1)}, "Idempotency-Key: 256 bytes; at most 255"},
 		{"huge", []string{strings.Repeat("k", 64<<10)}, "Idempotency-Key: 65536 bytes; at most 255"},
 		{"unicode", []string{"ключ"}, "Idempotency-Key: byte 0 is not printable ASCII"},
 		{"tab", []string{"a\tb"}, "Idempotency-Key: byte 1 is not printable ASCII"},
 		{"NUL", []string{"ab\x00"}, "Idempotency-Key: byte 2 is not printable ASCII"},
 		{"DEL", []string{"\x7f"}, "Idempotency-Key: byte 0 is not printable ASCII"},
-		{"longest", []string{strings.Repeat("k", MaxIdempotencyKeyBytes)}, ""},
+		{"longest", []string{strings.Repeat("k", apiv1.MaxIdempotencyKeyBytes)}, ""},
 		{"every printable byte", []string{string(printable)}, ""},
 		{"IETF sf-string", []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, ""},
 	}
@@ -230,9 +231,9 @@ func TestSubmitKeyRefusals(t *testing.T) {
 			r := httptest.NewRequest("POST", "http://127.0.0.1:8080/api/pods", strings.NewReader(`{"image":"busybox"}`))
 			r.Header.Set("Authorization", "Bearer tok-admin")
 			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set(ClientHeader, "test")
+			r.Header.Set(apiv1.ClientHeader, "test")
 			for _, v := range tc.values {
-				r.Header.Add(IdempotencyKeyHeader, v)
+				r.Header.Add(apiv1.IdempotencyKeyHeader, v)
 			}
 			w := httptest.NewRecorder()
 			f.mux.ServeHTTP(w, r)
@@ -247,8 +248,8 @@ func TestSubmitKeyRefusals(t *testing.T) {
 				return
 			}
 			e := errorBodyOf(t, w)
-			if w.Code != http.StatusBadRequest || e.Error != tc.want || e.Field != IdempotencyKeyHeader {
-				t.Errorf("%d %q field %q,\nwant 400 %q field %s", w.Code, e.Error, e.Field, tc.want, IdempotencyKeyHeader)
+			if w.Code != http.StatusBadRequest || e.Error != tc.want || e.Field != apiv1.IdempotencyKeyHeader {
+				t.Errorf("%d %q field %q,\nwant 400 %q field %s", w.Code, e.Error, e.Field, tc.want, apiv1.IdempotencyKeyHeader)
 			}
 			if n, calls := f.rowCount(t), f.disp.called(); n != 0 || len(calls) != 0 {
 				t.Errorf("refused, yet %d rows and spoke calls %v", n, calls)
@@ -265,9 +266,9 @@ func FuzzIdempotencyKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, key string) {
 		r := httptest.NewRequest("POST", "http://127.0.0.1:8080/api/pods", nil)
-		r.Header[IdempotencyKeyHeader] = []string{key}
+		r.Header[apiv1.IdempotencyKeyHeader] = []string{key}
 		got, err := idempotencyKey(r)
-		valid := len(key) >= 1 && len(key) <= MaxIdempotencyKeyBytes && !strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c > 0x7e })
+		valid := len(key) >= 1 && len(key) <= apiv1.MaxIdempotencyKeyBytes && !strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c > 0x7e })
 		switch {
 		case valid && (err != nil || got != key):
 			t.Fatalf("%q refused: %v", key, err)
@@ -284,7 +285,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 // never dispatched.
 func (f *fixture) cutSubmit(t *testing.T, key, body string) store.WorkPod {
 	t.Helper()
-	var sr SubmitRequest
+	var sr apiv1.SubmitRequest
 	if err := json.Unmarshal([]byte(body), &sr); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestSubmitReplayDispatchesACutSubmit(t *testing.T) {
 		f.afterDispatchTimeout(row)
 		w := f.submitKeyed(t, "tok-admin", "k", body)
 		wp := workPodOf(t, w)
-		if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" || wp.ID != row.ID ||
+		if w.Code != http.StatusCreated || w.Header().Get(apiv1.ReplayedHeader) != "true" || wp.ID != row.ID ||
 			wp.State != store.StateDispatched || wp.PodUID != "uid-"+row.ID || !slices.Equal(wp.SecretFileNames, []string{"token"}) {
 			t.Fatalf("replay: %d %s, want 201 with %s dispatched", w.Code, w.Body, row.ID)
 		}
@@ -386,7 +387,7 @@ func TestSubmitDigestKeyed(t *testing.T) {
 	f := newFixture(t)
 	const body = `{"image":"busybox","command":["true"],"secret_files":{"pin":"1234"}}`
 	// As dispatched: the default kind and cluster filled in.
-	canonical, err := json.Marshal(SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox", Command: []string{"true"}, SecretFiles: map[string]string{"pin": "1234"}})
+	canonical, err := json.Marshal(apiv1.SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox", Command: []string{"true"}, SecretFiles: map[string]string{"pin": "1234"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +420,8 @@ func TestSubmitDigestKeyed(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := f.submitKeyed(t, "tok-admin", "old", body)
-	if again.Code != http.StatusCreated || again.Header().Get(ReplayedHeader) != "true" || workPodOf(t, again).ID != "turn-old" {
-		t.Fatalf("replay of a bare-SHA-256 row: %d %q %s", again.Code, again.Header().Get(ReplayedHeader), again.Body)
+	if again.Code != http.StatusCreated || again.Header().Get(apiv1.ReplayedHeader) != "true" || workPodOf(t, again).ID != "turn-old" {
+		t.Fatalf("replay of a bare-SHA-256 row: %d %q %s", again.Code, again.Header().Get(apiv1.ReplayedHeader), again.Body)
 	}
 	other := f.submitKeyed(t, "tok-admin", "old", `{"image":"busybox","command":["true"],"secret_files":{"pin":"1235"}}`)
 	if other.Code != http.StatusUnprocessableEntity {

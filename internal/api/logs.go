@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"net/http"
 	"os"
@@ -17,11 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/live"
-	"crucible.dev/crucible/internal/profile"
-	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
@@ -37,25 +36,6 @@ const (
 	// before it is replayed.
 	settle = 30 * time.Second
 )
-
-// LineEvent is the data of an SSE `line` event. TS is empty when a finished
-// pod's stored log is replayed (it is stored without timestamps).
-type LineEvent struct {
-	TS   string `json:"ts,omitempty"`
-	Text string `json:"text"`
-}
-
-// EndEvent is the data of the SSE `end` event: how the work pod ended.
-type EndEvent struct {
-	State    store.State `json:"state"`
-	ExitCode *int32      `json:"exit_code,omitempty"`
-	Reason   string      `json:"reason,omitempty"`
-}
-
-// ErrorEvent is the data of an SSE `error` event, the stream's last.
-type ErrorEvent struct {
-	Error string `json:"error"`
-}
 
 // logs serves GET /api/pods/{pod}/logs (R-C8). With Accept: text/event-stream
 // it streams the log as Server-Sent Events: `line` events (id = the line's
@@ -86,14 +66,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	caller := callerName(identity(r))
-	release, err := s.acquireViewer(caller)
+	release, err := s.acquireStream(viewerStreams, caller)
 	if err != nil {
 		return err
 	}
 	defer release()
 	// Headers first: from here on, failures are events. A stream lasts as
 	// long as the pod.
-	sse := startSSE(w, "crucible live log of "+p.ID, s.liveLimits().WriteTimeout.Duration)
+	sse := startSSE(w, "crucible live log of "+p.ID, s.profile().Live.WriteTimeout.Duration)
 	defer s.cutIfLate(sse, caller)
 	ctx, stop := s.watchCaller(r.Context(), r, p.Cluster)
 	defer stop()
@@ -117,14 +97,13 @@ func (s *Server) cutIfLate(sse *sseWriter, caller string) {
 // stream relays the live stream until the pod ends, the stream fails, the
 // client leaves or ctx ends (its caller lost access: logs says so).
 func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, after int64, caller string) error {
-	hub, err := s.liveHub()
-	if err != nil {
-		s.Log.Error("live log hub unavailable", "error", err)
-		sse.event("error", "", ErrorEvent{Error: "the live log is unavailable"})
+	if s.liveErr != nil {
+		s.Log.Error("live log hub unavailable", "error", s.liveErr)
+		sse.event("error", "", apiv1.ErrorEvent{Error: "the live log is unavailable"})
 		_ = sse.flush()
 		return nil
 	}
-	v := hub.Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
+	v := s.Live.Subscribe(live.Key{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID}, after)
 	defer v.Close()
 	for ctx.Err() == nil { // a pod printing fast keeps TryNext busy: ask here too
 		l, ok, err := v.TryNext()
@@ -157,10 +136,10 @@ func (s *Server) stream(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 			s.end(ctx, sse, p)
 		case errors.Is(err, live.ErrSlowViewer):
 			s.refused(budgetViewerBuffer, caller)
-			sse.event("error", "", ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
+			sse.event("error", "", apiv1.ErrorEvent{Error: live.ErrSlowViewer.Error()}) // the sentinel's public text, never what wraps it
 		default:
 			s.Log.Warn("live log stream failed", "pod", p.ID, "cluster", p.Cluster, "error", err)
-			sse.event("error", "", ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + dispatch.PublicMessage(err)})
+			sse.event("error", "", apiv1.ErrorEvent{Error: "the pod's log stream from " + p.Cluster + " failed: " + dispatch.PublicMessage(err)})
 		}
 		_ = sse.flush()
 		return nil
@@ -177,7 +156,7 @@ func (s *Server) replay(ctx context.Context, sse *sseWriter, p store.WorkPod, af
 		f, err := s.openLog(ctx, p.ID)
 		if err != nil {
 			s.Log.Error("stored log unreadable", "pod", p.ID, "error", err)
-			sse.event("error", "", ErrorEvent{Error: "the stored log is unreadable"})
+			sse.event("error", "", apiv1.ErrorEvent{Error: "the stored log is unreadable"})
 			_ = sse.flush()
 			return nil
 		}
@@ -226,26 +205,22 @@ func (s *Server) end(ctx context.Context, sse *sseWriter, row store.WorkPod) {
 		return // the client left
 	case err != nil:
 		s.Log.Warn("live log ended; the pod's state could not be read", "pod", row.ID, "cluster", row.Cluster, "error", err)
-		sse.event("error", "", ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + dispatch.PublicMessage(err)})
+		sse.event("error", "", apiv1.ErrorEvent{Error: "the log ended; how the pod ended could not be read from " + row.Cluster + ": " + dispatch.PublicMessage(err)})
 	case p.State.Live():
-		sse.event("end", "", EndEvent{State: p.State, Reason: "the log ended, but the pod is still " + string(p.State) + " on " + p.Cluster})
+		sse.event("end", "", apiv1.EndEvent{State: p.State, Reason: "the log ended, but the pod is still " + string(p.State) + " on " + p.Cluster})
 	default:
-		sse.event("end", "", EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
+		sse.event("end", "", apiv1.EndEvent{State: p.State, ExitCode: p.ExitCode, Reason: p.Reason})
 	}
 }
 
 // settleOnce settles the row of pod id, once at a time per pod: the viewers
 // of one stream end together and share one read of the spoke.
 func (s *Server) settleOnce(ctx context.Context, id string) (store.WorkPod, error) {
-	settler := s.Settler
-	if settler == nil {
-		settler = storeSettler{Store: s.Store}
-	}
 	ch := s.settling.DoChan(id, func() (any, error) {
 		// Not the first viewer's context: it may leave while others wait.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settle)
 		defer cancel()
-		return settler.Settle(sctx, id)
+		return s.Settler.Settle(sctx, id)
 	})
 	select {
 	case <-ctx.Done():
@@ -280,19 +255,14 @@ func (s *Server) plainLog(w http.ResponseWriter, r *http.Request, p store.WorkPo
 	if !p.LogCollected {
 		return notFound(fmt.Sprintf("collected log of %s (%s)", p.ID, p.State))
 	}
-	f, err := s.openLog(r.Context(), p.ID)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &httperr.Error{Code: http.StatusInternalServerError, Msg: "log recorded but its file is missing", Err: err}
-	}
+	a, err := s.Store.GetArtifact(r.Context(), p.ID, artifact.LogKind)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK) //nolint:forbidigo // a stream: the stored log, copied from its file
-	_, _ = io.Copy(w, f)
-	return nil
+	return s.serveStored(w, r, a, "log", http.Header{
+		"Content-Type":           {"text/plain; charset=utf-8"},
+		"X-Content-Type-Options": {"nosniff"},
+	})
 }
 
 // acceptsEventStream reports whether an Accept header names
@@ -325,22 +295,14 @@ func lastEventID(v string) (int64, error) {
 	return n, nil
 }
 
-// liveHub returns the shared live hub, made on first use over the
-// dispatcher's federated clients with the profile's [live] section.
-func (s *Server) liveHub() (*live.Hub, error) {
-	s.liveOnce.Do(func() {
-		if s.Live == nil {
-			var l profile.Live // zero without a profile, which NewHub refuses
-			if p := s.profile(); p != nil {
-				l = p.Live
-			}
-			s.Live, s.liveErr = live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
-				Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,
-				Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live"),
-			})
-		}
+// newLiveHub makes the server's default live hub: over the dispatcher's
+// spokes with the profile's [live] section.
+func (s *Server) newLiveHub() (*live.Hub, error) {
+	l := s.profile().Live
+	return live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
+		Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,
+		Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live"),
 	})
-	return s.Live, s.liveErr
 }
 
 // podSource reads a work pod's log and status from its spoke.
@@ -362,7 +324,7 @@ func (ps *podSource) Open(ctx context.Context, since time.Time, follow bool) (io
 // Status reads the pod on its spoke. A pod not found is not started while
 // its row is live (not yet created), and finished otherwise (deleted).
 func (ps *podSource) Status(ctx context.Context) (live.Status, error) {
-	c, ok := ps.s.clusterClients().Get(ps.key.Cluster)
+	c, ok := ps.s.Clients.Get(ps.key.Cluster)
 	if !ok {
 		return live.Status{}, fmt.Errorf("cluster %q: no such cluster", ps.key.Cluster)
 	}
@@ -400,9 +362,9 @@ func containerStatus(pod *corev1.Pod) live.Status {
 
 // openLog opens the stored log of pod: the file the store's record names.
 func (s *Server) openLog(ctx context.Context, pod string) (io.ReadCloser, error) {
-	a, err := s.Store.GetArtifact(ctx, pod, reconcile.LogKind)
+	a, err := s.Store.GetArtifact(ctx, pod, artifact.LogKind)
 	if err != nil {
 		return nil, err
 	}
-	return s.Artifacts.Open(ctx, pod, reconcile.LogKind, a.SHA256)
+	return s.Artifacts.Open(ctx, pod, artifact.LogKind, a.SHA256)
 }

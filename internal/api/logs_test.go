@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/live"
@@ -41,7 +42,7 @@ func (f fixedSource) Open(_ context.Context, _ time.Time, _ bool) (io.ReadCloser
 
 func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	t.Helper()
-	s := &Server{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts()}
+	s := New(Options{Store: storetest.SQLite(t), Artifacts: &fakeArtifacts{}, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts()})
 	d := profile.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return src },
 		live.Options{Buffer: d.Live.Buffer, BufferBytes: d.Live.ViewerBufferBytes, History: d.Live.History, HistoryBytes: d.Live.HistoryBytes,
@@ -250,7 +251,7 @@ func TestLogsEndSettlesTheRow(t *testing.T) {
 			}
 			return failed, nil
 		}, `end {"state":"failed","exit_code":7,"reason":"Error"}`},
-		{"spoke refuses", func(int) (store.WorkPod, error) { return store.WorkPod{}, forbidden }, "error " + mustJSON(t, ErrorEvent{Error: "the log ended; how the pod ended could not be read from wharf: " + dispatch.PublicMessage(forbidden)})},
+		{"spoke refuses", func(int) (store.WorkPod, error) { return store.WorkPod{}, forbidden }, "error " + mustJSON(t, apiv1.ErrorEvent{Error: "the log ended; how the pod ended could not be read from wharf: " + dispatch.PublicMessage(forbidden)})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, srv := newLogServer(t, fixedSource{lines: []string{"2026-11-30T04:00:00Z bye"}})

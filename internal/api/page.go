@@ -10,11 +10,6 @@ import (
 	"crucible.dev/crucible/internal/store"
 )
 
-// ContinueHeader carries GET /api/pods's continue token when there are more
-// rows: pass it back as ?continue= for the next page. The body stays a plain
-// array, so existing clients keep working and simply see the first page.
-const ContinueHeader = "Crucible-Continue"
-
 // maxContinueBytes bounds a continue token; a real one is under 100 bytes.
 const maxContinueBytes = 512
 

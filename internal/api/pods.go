@@ -8,101 +8,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
-	"crucible.dev/crucible/internal/workpod"
 )
-
-// SubmitRequest is the body of POST /api/pods.
-type SubmitRequest struct {
-	Kind        string            `json:"kind,omitempty"`    // loop | turn (default turn)
-	Cluster     string            `json:"cluster,omitempty"` // default: the profile's default cluster
-	Image       string            `json:"image"`
-	Command     []string          `json:"command,omitempty"`
-	Args        []string          `json:"args,omitempty"`
-	Env         []workpod.EnvVar  `json:"env,omitempty"`
-	Files       map[string]string `json:"files,omitempty"`
-	SecretFiles map[string]string `json:"secret_files,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	// Class is the pod class (default: the kind's default class); GPUs,
-	// Resources and Deadline change it within its allow bounds.
-	Class     string            `json:"class,omitempty"`
-	GPUs      *int              `json:"gpus,omitempty"`
-	Resources map[string]string `json:"resources,omitempty"` // requests by name, e.g. "memory": "32Gi"
-	Deadline  string            `json:"deadline,omitempty"`  // a Go duration, e.g. "6h"
-}
-
-// WorkPod is a work pod as the API shows it.
-type WorkPod struct {
-	ID        string      `json:"id"`
-	Cluster   string      `json:"cluster"`
-	Namespace string      `json:"namespace"`
-	Kind      string      `json:"kind"`
-	State     store.State `json:"state"`
-	Image     string      `json:"image,omitempty"`
-	Command   []string    `json:"command,omitempty"`
-	Args      []string    `json:"args,omitempty"`
-	// EnvNames, FileNames and SecretFileNames are names only: values may
-	// be secret and are never shown.
-	EnvNames        []string   `json:"env_names,omitempty"`
-	FileNames       []string   `json:"file_names,omitempty"`
-	SecretFileNames []string   `json:"secret_file_names,omitempty"`
-	PodUID          string     `json:"pod_uid,omitempty"`
-	ExitCode        *int32     `json:"exit_code,omitempty"`
-	Reason          string     `json:"reason,omitempty"`
-	LogCollected    bool       `json:"log_collected"`
-	Submitter       string     `json:"submitter,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	// Node is the node the pod was scheduled on; Waiting is why the live
-	// pod does not run, as its spoke says, while that holds.
-	Node    string   `json:"node,omitempty"`
-	Waiting *Waiting `json:"waiting,omitempty"`
-	// History is the pod's life, oldest first: GET /api/pods/{pod} only
-	// (list views and the event stream leave it out).
-	History []HistoryEntry `json:"history,omitzero"`
-}
-
-// Waiting is why a live pod does not run: the scheduler's reason and
-// message (e.g. Unschedulable, "0/2 nodes are available: …") or a
-// container's waiting state (ImagePullBackOff, …), since when it holds.
-type Waiting struct {
-	Reason  string    `json:"reason"`
-	Message string    `json:"message,omitempty"`
-	Since   time.Time `json:"since"`
-}
-
-// HistoryEntry is one moment of a pod's life: a state change ("state"),
-// a wait ("waiting"), or a start moment ("scheduled" with the node as
-// message, "pulled", "started"). State is the row's state then.
-type HistoryEntry struct {
-	At      time.Time   `json:"at"`
-	Event   store.Event `json:"event"`
-	State   store.State `json:"state"`
-	Reason  string      `json:"reason,omitempty"`
-	Message string      `json:"message,omitempty"`
-}
-
-// What names the entry as the CLI's table and the UI's timeline do: a state
-// change by its state, anything else by its event.
-func (e HistoryEntry) What() string {
-	if e.Event == store.EventState {
-		return string(e.State)
-	}
-	return string(e.Event)
-}
 
 // view is a row as the API shows it. Of the stored spec the image, command
 // and args are shown, and of env, files and secret files only the names, so
 // only those are decoded (values are never read). List views read rows
 // without their spec and show none of it.
-func view(p store.WorkPod) WorkPod {
+func view(p store.WorkPod) apiv1.WorkPod {
 	var spec struct {
 		Image   string   `json:"image"`
 		Command []string `json:"command"`
@@ -116,14 +35,14 @@ func view(p store.WorkPod) WorkPod {
 	if p.Spec != nil {
 		_ = json.Unmarshal(p.Spec, &spec)
 	}
-	wp := WorkPod{
+	wp := apiv1.WorkPod{
 		ID: p.ID, Cluster: p.Cluster, Namespace: p.Namespace, Kind: p.Kind, State: p.State, Image: spec.Image,
 		Command: spec.Command, Args: spec.Args, FileNames: sortedKeys(spec.Files), SecretFileNames: sortedKeys(spec.SecretDigests),
 		PodUID: p.PodUID, ExitCode: p.ExitCode, Reason: p.Reason, LogCollected: p.LogCollected, Submitter: p.Submitter,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, FinishedAt: p.FinishedAt, Node: p.Node,
 	}
 	if w := p.Waiting; w != nil {
-		wp.Waiting = &Waiting{Reason: w.Reason, Message: w.Message, Since: w.Since}
+		wp.Waiting = &apiv1.Waiting{Reason: w.Reason, Message: w.Message, Since: w.Since}
 	}
 	for _, e := range spec.Env {
 		wp.EnvNames = append(wp.EnvNames, e.Name)
@@ -133,10 +52,10 @@ func view(p store.WorkPod) WorkPod {
 
 // historyView is a pod's history as the API shows it: always a list, also
 // an empty one, so that a client can tell it from a view without one.
-func historyView(h []store.HistoryEntry) []HistoryEntry {
-	out := make([]HistoryEntry, 0, len(h))
+func historyView(h []store.HistoryEntry) []apiv1.HistoryEntry {
+	out := make([]apiv1.HistoryEntry, 0, len(h))
 	for _, e := range h {
-		out = append(out, HistoryEntry{At: e.At, Event: e.Event, State: e.State, Reason: e.Reason, Message: e.Message})
+		out = append(out, apiv1.HistoryEntry{At: e.At, Event: e.Event, State: e.State, Reason: e.Reason, Message: e.Message})
 	}
 	return out
 }
@@ -165,7 +84,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req SubmitRequest
+	var req apiv1.SubmitRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -250,9 +169,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	if len(rows) > page {
 		rows = rows[:page]
 		last := rows[page-1]
-		w.Header().Set(ContinueHeader, encodeContinue(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}))
+		w.Header().Set(apiv1.ContinueHeader, encodeContinue(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}))
 	}
-	out := make([]WorkPod, 0, len(rows))
+	out := make([]apiv1.WorkPod, 0, len(rows))
 	for _, p := range rows {
 		out = append(out, view(p))
 	}
@@ -307,29 +226,10 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	updated.Spec = p.Spec // a transition returns the row without it
-	s.uploads().Forget(p.ID)
+	s.Uploads.Forget(p.ID)
 	if err := s.Dispatcher.Delete(ctx, p.Cluster, p.Namespace, p.ID, podUID(p)); err != nil {
 		return httperr.Wrap(http.StatusBadGateway, "cancelled, but deleting the pod on "+p.Cluster+" failed (the sweep will retry): "+dispatch.PublicMessage(err), err)
 	}
 	writeJSON(w, http.StatusOK, view(updated))
 	return nil
-}
-
-// Uploads is the drop-box as cancelling sees it: a cancelled pod takes no
-// more uploads, and Forget drops what the drop-box remembers of it (its
-// cached accepts).
-type Uploads interface{ Forget(podID string) }
-
-// noUploads is the Uploads of a server without a drop-box.
-type noUploads struct{}
-
-func (noUploads) Forget(string) {}
-
-var _ Uploads = noUploads{}
-
-func (s *Server) uploads() Uploads {
-	if s.Uploads == nil {
-		return noUploads{}
-	}
-	return s.Uploads
 }

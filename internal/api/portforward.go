@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/httperr"
@@ -32,30 +33,6 @@ const (
 	budgetSessionWriteTimeout = "run_live_write_timeout"
 	budgetOpensPerIdentity    = "run_live_opens_per_identity"
 )
-
-// RunLive is GET /api/pods/{pod}/run-live: whether the caller can
-// port-forward to the pod now, and how. The web UI's pod page and `crucible
-// run-live` read it; the port-forward endpoint decides on its own.
-type RunLive struct {
-	// Enabled: the pod's cluster lets callers port-forward to its pods
-	// (clusters[].run_live).
-	Enabled bool `json:"enabled"`
-	// Port is the cluster's run_live_port, Ports every port that may be
-	// forwarded (run_live_ports); both only when Enabled.
-	Port  int   `json:"port,omitempty"`
-	Ports []int `json:"ports,omitempty"`
-	// Allowed: the caller may (create on workpods/portforward, and
-	// create-any as well for a pod another submitter made).
-	Allowed bool `json:"allowed"`
-	// Running: the pod runs, so there is something to forward to.
-	Running bool `json:"running"`
-	// Available is all three.
-	Available bool `json:"available"`
-	// Command is the CLI's command for it (when Enabled).
-	Command string `json:"command,omitempty"`
-	// Reason says why it is not available, naming what to change.
-	Reason string `json:"reason,omitempty"`
-}
 
 // PortForwarder opens a session to a port of a pod on a cluster
 // (fleetForwarder: through the cluster's federated client).
@@ -106,21 +83,6 @@ func (f fleetForwarder) Forward(ctx context.Context, t ForwardTarget) (ForwardSe
 	return s, nil
 }
 
-func (s *Server) forwarder() PortForwarder {
-	if s.Forwarder == nil {
-		return fleetForwarder{clients: s.clusterClients()}
-	}
-	return s.Forwarder
-}
-
-// runLiveLimits is the profile's [run_live], package profile's defaults without one.
-func (s *Server) runLiveLimits() profile.RunLive {
-	if p := s.profile(); p != nil {
-		return p.RunLive
-	}
-	return profile.Default().RunLive
-}
-
 // portForward serves GET /api/pods/{pod}/portforward?port=N (R-RL1): after
 // the guard authorized create on workpods/portforward for the pod's cluster,
 // it refuses, in this order, an unknown pod (404), another submitter's pod
@@ -158,8 +120,8 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 			Msg: "port-forward is a WebSocket: send Connection: Upgrade and Upgrade: websocket (crucible port-forward does)"}
 	}
 	caller := callerName(identity(r))
-	limits := s.runLiveLimits()
-	release, err := s.acquireSession(caller)
+	limits := s.profile().RunLive
+	release, err := s.acquireStream(sessionStreams, caller)
 	if err != nil {
 		return err
 	}
@@ -167,7 +129,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) error {
 	if err := s.spendOpen(caller, limits.OpensPerMinute, "[run_live] opens_per_minute", budgetOpensPerIdentity); err != nil {
 		return err
 	}
-	up, err := s.forwarder().Forward(r.Context(), ForwardTarget{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID,
+	up, err := s.Forwarder.Forward(r.Context(), ForwardTarget{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.ID,
 		Port: port, WriteTimeout: limits.WriteTimeout.Duration})
 	if err != nil {
 		metrics.PortForwardSessions.WithLabelValues(p.Cluster, "dial_failed").Inc()
@@ -209,7 +171,7 @@ func (s *Server) authorizeOwner(r *http.Request, p store.WorkPod) error {
 		return nil
 	}
 	a := portForwardAnyAttributes(p.Cluster)
-	err := s.authz().Authorize(r.Context(), id, a)
+	err := s.Authz.Authorize(r.Context(), id, a)
 	if errors.Is(err, apiauth.ErrForbidden) {
 		return &httperr.Error{Code: http.StatusForbidden, Err: err, Msg: fmt.Sprintf(
 			"%s may not port-forward into work pod %s, which %s submitted: another submitter's pod needs %s", callerName(id), p.ID, p.Submitter, a)}
@@ -220,10 +182,7 @@ func (s *Server) authorizeOwner(r *http.Request, p store.WorkPod) error {
 // runLiveCluster is the cluster entry of a session and the key path of its
 // run_live in the profile, or 409 when the cluster does not enable it.
 func (s *Server) runLiveCluster(name string) (profile.ClusterEntry, string, error) {
-	var clusters []profile.ClusterEntry
-	if p := s.profile(); p != nil {
-		clusters = p.Clusters
-	}
+	clusters := s.profile().Clusters
 	i := slices.IndexFunc(clusters, func(e profile.ClusterEntry) bool { return e.Name == name })
 	if i < 0 {
 		return profile.ClusterEntry{}, "", httperr.New(http.StatusConflict, fmt.Sprintf("cluster %q is not in the controller's profile: no run-live", name))
@@ -314,7 +273,7 @@ func (s *Server) runLive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info := RunLive{Running: p.State == store.StateRunning}
+	info := apiv1.RunLive{Running: p.State == store.StateRunning}
 	e, key, cerr := s.runLiveCluster(p.Cluster)
 	if cerr == nil {
 		info.Enabled, info.Port, info.Ports = true, runLivePort(e), runLivePorts(e)
@@ -352,7 +311,7 @@ func (s *Server) mayForward(r *http.Request, p store.WorkPod) (bool, error) {
 		attrs = append(attrs, portForwardAnyAttributes(p.Cluster))
 	}
 	for _, a := range attrs {
-		switch err := s.authz().Authorize(r.Context(), identity(r), a); {
+		switch err := s.Authz.Authorize(r.Context(), identity(r), a); {
 		case errors.Is(err, apiauth.ErrForbidden):
 			return false, nil
 		case err != nil:

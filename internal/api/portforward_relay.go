@@ -53,17 +53,6 @@ const (
 // run_live_ports ends it within about this long.
 const profilePoll = time.Second
 
-// acquireSession takes one of [run_live]'s session slots for caller, as
-// acquireViewer does for live logs.
-func (s *Server) acquireSession(caller string) (release func(), err error) {
-	l := s.runLiveLimits()
-	return s.acquireStream(&s.budgets.sessions, streamCaps{
-		what: "port-forward sessions", all: l.MaxSessions, perIdentity: l.MaxSessionsPerIdentity,
-		allKey: "[run_live] max_sessions", perIdentityKey: "[run_live] max_sessions_per_identity",
-		allBudget: budgetSessions, identityBudget: budgetSessionsPerIdentity,
-	}, caller)
-}
-
 // session is one relayed connection: the caller's WebSocket and the
 // pod's stream on its spoke.
 type session struct {

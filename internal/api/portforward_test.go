@@ -25,6 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
@@ -233,13 +235,13 @@ func finish(t *testing.T, f *fixture, id string, st store.State) {
 func TestPortForwardCapCounted(t *testing.T) {
 	f, _ := runLiveFixture(t, echo)
 	f.srv.Profile.Load().RunLive.MaxSessionsPerIdentity = 1
-	release, err := f.srv.acquireSession("admin")
+	release, err := f.srv.acquireStream(sessionStreams, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := metrics.BudgetRefusals.WithLabelValues(budgetSessionsPerIdentity)
 	before := testutil.ToFloat64(c)
-	if _, err := f.srv.acquireSession("admin"); err == nil {
+	if _, err := f.srv.acquireStream(sessionStreams, "admin"); err == nil {
 		t.Fatal("a second session of one caller past max_sessions_per_identity = 1 was allowed")
 	}
 	if got := testutil.ToFloat64(c) - before; got != 1 {
@@ -247,7 +249,7 @@ func TestPortForwardCapCounted(t *testing.T) {
 	}
 	release()
 	release() // twice is once
-	if _, err := f.srv.acquireSession("admin"); err != nil {
+	if _, err := f.srv.acquireStream(sessionStreams, "admin"); err != nil {
 		t.Errorf("after release: %v", err)
 	}
 }
@@ -498,20 +500,20 @@ func TestRunLiveInfo(t *testing.T) {
 	tests := []struct {
 		name, pod, token string
 		setup            func(*testing.T, *fixture)
-		want             RunLive
+		want             apiv1.RunLive
 	}{
-		{name: "available", pod: "p-wharf", token: "tok-admin", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
+		{name: "available", pod: "p-wharf", token: "tok-admin", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
 			Running: true, Available: true, Command: "crucible run-live p-wharf"}},
-		{name: "not enabled", pod: "p-dock", token: "tok-admin", want: RunLive{Allowed: true, Running: true,
+		{name: "not enabled", pod: "p-dock", token: "tok-admin", want: apiv1.RunLive{Allowed: true, Running: true,
 			Reason: `cluster "dock" does not enable run-live (clusters[1].run_live in the controller's profile)`}},
-		{name: "not allowed", pod: "p-wharf", token: "tok-dock", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
+		{name: "not allowed", pod: "p-wharf", token: "tok-dock", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
 			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods submitted by others (create and create-any on workpods/portforward)"}},
-		{name: "another submitter's pod", pod: "p-wharf", token: "tok-bob", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
+		{name: "another submitter's pod", pod: "p-wharf", token: "tok-bob", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Running: true,
 			Command: "crucible run-live p-wharf", Reason: "you may not port-forward to wharf's pods submitted by others (create and create-any on workpods/portforward)"}},
-		{name: "one's own pod", pod: "p-wharf", token: "tok-alice", want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
+		{name: "one's own pod", pod: "p-wharf", token: "tok-alice", want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true,
 			Running: true, Available: true, Command: "crucible run-live p-wharf"}},
 		{name: "finished", pod: "p-wharf", token: "tok-admin", setup: func(t *testing.T, f *fixture) { finish(t, f, "p-wharf", store.StateFailed) },
-			want: RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true, Command: "crucible run-live p-wharf",
+			want: apiv1.RunLive{Enabled: true, Port: 7777, Ports: []int{7777, 9000}, Allowed: true, Command: "crucible run-live p-wharf",
 				Reason: "work pod p-wharf is failed: run-live needs a running pod"}},
 	}
 	for _, tt := range tests {
@@ -524,7 +526,7 @@ func TestRunLiveInfo(t *testing.T) {
 			if w.Code != http.StatusOK {
 				t.Fatalf("code %d: %s", w.Code, w.Body)
 			}
-			var got RunLive
+			var got apiv1.RunLive
 			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 				t.Fatal(err)
 			}
@@ -539,7 +541,7 @@ func TestRunLiveInfo(t *testing.T) {
 // test ends.
 func takeSession(t *testing.T, s *Server, caller string) {
 	t.Helper()
-	release, err := s.acquireSession(caller)
+	release, err := s.acquireStream(sessionStreams, caller)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +552,7 @@ func takeSession(t *testing.T, s *Server, caller string) {
 // anonymous caller reaches a pod whoever submitted it.
 func TestPortForwardAuthNoneReachesEveryPod(t *testing.T) {
 	f, _ := runLiveFixture(t, echo)
-	f.srv.Authn, f.srv.Authz = nil, nil
+	f.srv.Authn, f.srv.Authz = apiauth.Anonymous{}, apiauth.AllowAll{}
 	ws, _ := dialSession(t, f, "p-wharf", "", false) // alice's pod
 	if err := ws.WriteMessage(websocket.BinaryMessage, []byte("hi")); err != nil {
 		t.Fatal(err)

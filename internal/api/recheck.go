@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/profile"
 )
@@ -28,8 +29,8 @@ func (g callerGone) Error() string { return g.reason }
 // apiauth does not tell a token's expiry, so the interval is the only
 // clock: a token that expires between two checks is refused at the next.
 func (s *Server) recheckEvery() time.Duration {
-	if p := s.profile(); p != nil && p.API.StreamRecheck.Duration > 0 {
-		return p.API.StreamRecheck.Duration
+	if d := s.profile().API.StreamRecheck.Duration; d > 0 {
+		return d
 	}
 	return profile.Default().API.StreamRecheck.Duration
 }
@@ -77,7 +78,7 @@ func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster strin
 // the hub cannot tell.
 func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attributes, checks []streamCheck) *callerGone {
 	was := identity(r)
-	id, err := s.authn().Authenticate(r.WithContext(ctx))
+	id, err := s.Authn.Authenticate(r.WithContext(ctx))
 	switch {
 	case errors.Is(err, apiauth.ErrUnauthenticated):
 		return s.gone(r, was, "credentials expired or revoked: "+err.Error())
@@ -101,7 +102,7 @@ func (s *Server) recheck(ctx context.Context, r *http.Request, a apiauth.Attribu
 // stillAllowed asks whether id may still do a: a denial ends the stream,
 // a hub that cannot answer does not.
 func (s *Server) stillAllowed(ctx context.Context, r *http.Request, id apiauth.Identity, a apiauth.Attributes) *callerGone {
-	err := s.authz().Authorize(ctx, id, a)
+	err := s.Authz.Authorize(ctx, id, a)
 	switch {
 	case errors.Is(err, apiauth.ErrForbidden):
 		return s.gone(r, id, "permission revoked: "+err.Error())
@@ -125,6 +126,6 @@ func endIfCallerGone(ctx context.Context, sse *sseWriter) {
 	if sse.final || !errors.As(context.Cause(ctx), &gone) {
 		return
 	}
-	sse.event("error", "", ErrorEvent{Error: gone.reason})
+	sse.event("error", "", apiv1.ErrorEvent{Error: gone.reason})
 	_ = sse.flush()
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/store"
 )
@@ -133,7 +134,7 @@ func submitRefusals(admin, long string) []refusal {
 		{name: "submit: store down", req: post(`{"image":"busybox"}`), setup: func(_ *testing.T, f *fixture) { f.st.Fail(errors.New(internalDetail)) },
 			wantCode: 500, wantError: "internal error", logged: internalDetail},
 		{name: "submit: wrong method", req: req{method: "PUT", path: "/api/pods", token: admin, body: `{"image":"x"}`,
-			header: map[string]string{"Content-Type": "application/json", ClientHeader: "t"}}, wantCode: 404, wantError: "no such endpoint: PUT /api/pods"},
+			header: map[string]string{"Content-Type": "application/json", apiv1.ClientHeader: "t"}}, wantCode: 404, wantError: "no such endpoint: PUT /api/pods"},
 	}
 }
 
@@ -179,7 +180,7 @@ func podRefusals(admin, long string) []refusal {
 		{name: "get: store down", req: get("/api/pods/p-wharf"), setup: func(_ *testing.T, f *fixture) { f.st.Fail(errors.New(internalDetail)) },
 			wantCode: 500, wantError: "internal error", logged: internalDetail},
 		{name: "get: wrong method", req: req{method: "DELETE", path: "/api/pods/p-wharf", token: admin,
-			header: map[string]string{"Content-Type": "application/json", ClientHeader: "t"}}, wantCode: 404, wantError: "no such endpoint: DELETE /api/pods/p-wharf"},
+			header: map[string]string{"Content-Type": "application/json", apiv1.ClientHeader: "t"}}, wantCode: 404, wantError: "no such endpoint: DELETE /api/pods/p-wharf"},
 		{name: "cancel: unknown pod", req: cancel("nope-1"), wantCode: 404, wantError: `work pod "nope-1" not found`},
 		{name: "cancel: already finished", req: cancel("p-other"), setup: other(store.StateSucceeded), wantCode: 409,
 			wantError: "work pod p-other is already succeeded"},
@@ -202,7 +203,7 @@ func podRefusals(admin, long string) []refusal {
 		{name: "artifact: file missing", req: get("/api/pods/p-wharf/artifacts/report"), setup: func(_ *testing.T, f *fixture) { f.arts.bytes = nil },
 			wantCode: 500, wantError: "artifact recorded but its file is missing", logged: "file does not exist"},
 		{name: "artifact: wrong method", req: req{method: "PUT", path: "/api/pods/p-wharf/artifacts/report", token: admin,
-			header: map[string]string{"Content-Type": "application/json", ClientHeader: "t"}}, wantCode: 404,
+			header: map[string]string{"Content-Type": "application/json", apiv1.ClientHeader: "t"}}, wantCode: 404,
 			wantError: "no such endpoint: PUT /api/pods/p-wharf/artifacts/report"},
 		{name: "logs: running pod as text", req: get("/api/pods/p-wharf/logs"), wantCode: 406,
 			wantError: "work pod p-wharf is running: its log is a stream, ask with Accept: text/event-stream (crucible logs -f)"},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/live"
 )
 
@@ -86,7 +87,7 @@ func (e *sseWriter) event(name, id string, data any) {
 }
 
 func (e *sseWriter) line(l live.Line) {
-	ev := LineEvent{Text: l.Text}
+	ev := apiv1.LineEvent{Text: l.Text}
 	if !l.TS.IsZero() {
 		ev.TS = l.TS.UTC().Format(time.RFC3339Nano)
 	}

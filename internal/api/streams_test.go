@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/metrics"
@@ -261,7 +262,7 @@ func TestStreamsEndWhenCallerLosesAccess(t *testing.T) {
 					got = append(got, ev.name+" "+ev.data)
 				}
 			}
-			if diff := cmp.Diff([]string{"error " + mustJSON(t, ErrorEvent{Error: tt.want})}, got); diff != "" {
+			if diff := cmp.Diff([]string{"error " + mustJSON(t, apiv1.ErrorEvent{Error: tt.want})}, got); diff != "" {
 				t.Errorf("events after the revocation, to the end of the stream (-want +got):\n%s", diff)
 			}
 			waitUntil(t, "the stream's slot to be freed", func() bool {

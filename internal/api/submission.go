@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/httperr"
@@ -36,7 +37,7 @@ type submission struct {
 // key is well-formed but not the submitter's to set), the spec as stored
 // and, with an Idempotency-Key, the request's digest. id makes the work
 // pod's id from a prefix. An error names the field at fault.
-func newSubmission(p *profile.Profile, req SubmitRequest, caller apiauth.Identity, key string, digestKey []byte, id func(prefix string) string) (submission, error) {
+func newSubmission(p *profile.Profile, req apiv1.SubmitRequest, caller apiauth.Identity, key string, digestKey []byte, id func(prefix string) string) (submission, error) {
 	if req.Kind == "" {
 		req.Kind = workpod.DefaultKind
 	}
@@ -90,7 +91,7 @@ func newSubmission(p *profile.Profile, req SubmitRequest, caller apiauth.Identit
 // shapeFor resolves req's class as cluster offers it into the pod's shape:
 // 422 naming the field and its bound for what the class or cluster does
 // not allow, 403 for a caller outside the class's groups.
-func shapeFor(p *profile.Profile, cluster profile.ClusterEntry, req SubmitRequest, groups []string) (workpod.Shape, error) {
+func shapeFor(p *profile.Profile, cluster profile.ClusterEntry, req apiv1.SubmitRequest, groups []string) (workpod.Shape, error) {
 	class, err := p.ClassFor(cluster, req.Class, workpod.ShapeKind(req.Kind))
 	if err != nil {
 		return workpod.Shape{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/profile"
@@ -24,19 +25,19 @@ func TestNewSubmission(t *testing.T) {
 	id := func(prefix string) string { return prefix + "-fixed" }
 	tests := []struct {
 		name      string
-		req       SubmitRequest
+		req       apiv1.SubmitRequest
 		key       string
 		wantRow   store.WorkPod // Spec and RequestSHA256 are checked apart
 		wantField string        // the 400's field; "" for a submission
 		digest    bool
 	}{
-		{name: "defaults", req: SubmitRequest{Image: "busybox", Command: []string{"true"}},
+		{name: "defaults", req: apiv1.SubmitRequest{Image: "busybox", Command: []string{"true"}},
 			wantRow: store.WorkPod{ID: "turn-fixed", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending, Submitter: "alice"}},
-		{name: "a loop on dock, with a key", req: SubmitRequest{Kind: "loop", Cluster: "dock", Image: "busybox"}, key: "k1", digest: true,
+		{name: "a loop on dock, with a key", req: apiv1.SubmitRequest{Kind: "loop", Cluster: "dock", Image: "busybox"}, key: "k1", digest: true,
 			wantRow: store.WorkPod{ID: "loop-fixed", Cluster: "dock", Namespace: "dock-loops", Kind: "loop", State: store.StatePending, Submitter: "alice", IdempotencyKey: "k1"}},
-		{name: "unknown cluster", req: SubmitRequest{Cluster: "nowhere", Image: "busybox"}, wantField: "cluster"},
-		{name: "no image", req: SubmitRequest{}, wantField: "image"},
-		{name: "bad kind", req: SubmitRequest{Kind: "batch", Image: "busybox"}, wantField: "kind"},
+		{name: "unknown cluster", req: apiv1.SubmitRequest{Cluster: "nowhere", Image: "busybox"}, wantField: "cluster"},
+		{name: "no image", req: apiv1.SubmitRequest{}, wantField: "image"},
+		{name: "bad kind", req: apiv1.SubmitRequest{Kind: "batch", Image: "busybox"}, wantField: "kind"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,15 +75,15 @@ func TestNewSubmission(t *testing.T) {
 func TestNewSubmissionDigestsWithDefaults(t *testing.T) {
 	p := testProfile(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"})
 	id := func(prefix string) string { return prefix + "-fixed" }
-	bare, err := newSubmission(p, SubmitRequest{Image: "busybox"}, alice, "k", testDigestKey, id)
+	bare, err := newSubmission(p, apiv1.SubmitRequest{Image: "busybox"}, alice, "k", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	named, err := newSubmission(p, SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox"}, alice, "k", testDigestKey, id)
+	named, err := newSubmission(p, apiv1.SubmitRequest{Kind: "turn", Cluster: "wharf", Image: "busybox"}, alice, "k", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := newSubmission(p, SubmitRequest{Image: "alpine"}, alice, "k", testDigestKey, id)
+	other, err := newSubmission(p, apiv1.SubmitRequest{Image: "alpine"}, alice, "k", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +121,11 @@ func TestNewSubmissionClasses(t *testing.T) {
 	ml := apiauth.Identity{User: "bo", Groups: []string{"ml"}}
 	id := func(prefix string) string { return prefix + "-fixed" }
 
-	sub, err := newSubmission(p, SubmitRequest{Image: "x"}, alice, "", testDigestKey, id)
+	sub, err := newSubmission(p, apiv1.SubmitRequest{Image: "x"}, alice, "", testDigestKey, id)
 	if err != nil || sub.pod.Pod().Shape.Class != "standard" || sub.pod.Pod().Shape.DeadlineSeconds != 6*3600 {
 		t.Fatalf("no class: %+v, %v; want the default class's shape", sub.pod.Pod().Shape, err)
 	}
-	sub, err = newSubmission(p, SubmitRequest{Image: "x", Class: "gpu", GPUs: new(2), Deadline: "90m"}, ml, "", testDigestKey, id)
+	sub, err = newSubmission(p, apiv1.SubmitRequest{Image: "x", Class: "gpu", GPUs: new(2), Deadline: "90m"}, ml, "", testDigestKey, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,18 +140,18 @@ func TestNewSubmissionClasses(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		req    SubmitRequest
+		req    apiv1.SubmitRequest
 		caller apiauth.Identity
 		code   int
 		field  string
 		msg    string
 	}{
-		{"above the class's bound", SubmitRequest{Image: "x", Class: "gpu", GPUs: new(9)}, ml, 422, "gpus", `must be from 1 to 8 for class "gpu"`},
-		{"a deadline beyond the class's", SubmitRequest{Image: "x", Class: "gpu", Deadline: "3h"}, ml, 422, "deadline", "must be at most 2h0m0s"},
-		{"not offered there", SubmitRequest{Image: "x", Class: "gpu", Cluster: "dock"}, ml, 422, "class", `class "gpu" is not offered on cluster "dock"`},
-		{"no such class", SubmitRequest{Image: "x", Class: "tpu"}, ml, 422, "class", `no class "tpu"`},
-		{"outside the class's groups", SubmitRequest{Image: "x", Class: "gpu"}, alice, 403, "", `class "gpu" is only for members of ml`},
-		{"a bad kind with the default class", SubmitRequest{Image: "x", Kind: "batch"}, ml, 400, "kind", "Unsupported value"},
+		{"above the class's bound", apiv1.SubmitRequest{Image: "x", Class: "gpu", GPUs: new(9)}, ml, 422, "gpus", `must be from 1 to 8 for class "gpu"`},
+		{"a deadline beyond the class's", apiv1.SubmitRequest{Image: "x", Class: "gpu", Deadline: "3h"}, ml, 422, "deadline", "must be at most 2h0m0s"},
+		{"not offered there", apiv1.SubmitRequest{Image: "x", Class: "gpu", Cluster: "dock"}, ml, 422, "class", `class "gpu" is not offered on cluster "dock"`},
+		{"no such class", apiv1.SubmitRequest{Image: "x", Class: "tpu"}, ml, 422, "class", `no class "tpu"`},
+		{"outside the class's groups", apiv1.SubmitRequest{Image: "x", Class: "gpu"}, alice, 403, "", `class "gpu" is only for members of ml`},
+		{"a bad kind with the default class", apiv1.SubmitRequest{Image: "x", Kind: "batch"}, ml, 400, "kind", "Unsupported value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newSubmission(p, tc.req, tc.caller, "", testDigestKey, id)
@@ -182,7 +183,7 @@ func TestNewSubmissionMetadataPrefixes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
-			req := SubmitRequest{Image: "busybox", Annotations: map[string]string{tt.key: "v"}}
+			req := apiv1.SubmitRequest{Image: "busybox", Annotations: map[string]string{tt.key: "v"}}
 			sub, err := newSubmission(p, req, alice, "", testDigestKey, id)
 			if tt.wantCode == 0 {
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -20,7 +21,7 @@ func TestViewShowsNamesNotValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := view(store.WorkPod{ID: "turn-a", Spec: spec})
-	want := WorkPod{ID: "turn-a", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
+	want := apiv1.WorkPod{ID: "turn-a", Image: "busybox", Command: []string{"sh", "-c"}, Args: []string{"echo hi"},
 		EnvNames: []string{"TOKEN", "MODE"}, FileNames: []string{"a.txt", "b.txt"}, SecretFileNames: []string{"key.pem"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("view (-want +got):\n%s", diff)

@@ -6,43 +6,21 @@ import (
 	"net/http"
 	"sync"
 
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 )
-
-// Rights is what a caller may do with the work pods of one cluster (or of
-// every cluster). The web UI hides what is false; the API still decides
-// every request on its own.
-type Rights struct {
-	Create    bool `json:"create"`
-	List      bool `json:"list"`
-	Get       bool `json:"get"`
-	Delete    bool `json:"delete"`
-	Log       bool `json:"log"`
-	Artifacts bool `json:"artifacts"`
-}
-
-// WhoAmI is the answer of GET /api/whoami.
-type WhoAmI struct {
-	User string `json:"user"`
-	// Auth is the API's mode: none, kubernetes or proxy.
-	Auth string `json:"auth"`
-	// All is what the caller may do across every cluster (resource name "").
-	All Rights `json:"all"`
-	// Clusters is per cluster, by name.
-	Clusters map[string]Rights `json:"clusters"`
-}
 
 // whoamiChecks are the permissions whoami asks about, and where each answer goes.
 var whoamiChecks = []struct {
 	a   apiauth.Attributes
-	set func(*Rights, bool)
+	set func(*apiv1.Rights, bool)
 }{
-	{apiauth.Attributes{Verb: apiauth.VerbCreate}, func(r *Rights, v bool) { r.Create = v }},
-	{apiauth.Attributes{Verb: apiauth.VerbList}, func(r *Rights, v bool) { r.List = v }},
-	{apiauth.Attributes{Verb: apiauth.VerbGet}, func(r *Rights, v bool) { r.Get = v }},
-	{apiauth.Attributes{Verb: apiauth.VerbDelete}, func(r *Rights, v bool) { r.Delete = v }},
-	{apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceLog}, func(r *Rights, v bool) { r.Log = v }},
-	{apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceArtifacts}, func(r *Rights, v bool) { r.Artifacts = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbCreate}, func(r *apiv1.Rights, v bool) { r.Create = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbList}, func(r *apiv1.Rights, v bool) { r.List = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbGet}, func(r *apiv1.Rights, v bool) { r.Get = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbDelete}, func(r *apiv1.Rights, v bool) { r.Delete = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceLog}, func(r *apiv1.Rights, v bool) { r.Log = v }},
+	{apiauth.Attributes{Verb: apiauth.VerbGet, Subresource: apiauth.SubresourceArtifacts}, func(r *apiv1.Rights, v bool) { r.Artifacts = v }},
 }
 
 // whoami tells the caller who the API takes them for and what they may do,
@@ -66,7 +44,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rights := make([]Rights, len(names))
+	rights := make([]apiv1.Rights, len(names))
 	for i := range names {
 		for j, check := range whoamiChecks {
 			check.set(&rights[i], allowed[i*len(whoamiChecks)+j])
@@ -76,7 +54,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	if mode == "" {
 		mode = "none"
 	}
-	out := WhoAmI{User: id.User, Auth: mode, All: rights[0], Clusters: map[string]Rights{}}
+	out := apiv1.WhoAmI{User: id.User, Auth: mode, All: rights[0], Clusters: map[string]apiv1.Rights{}}
 	for i, name := range names[1:] {
 		out.Clusters[name] = rights[i+1]
 	}
@@ -97,7 +75,7 @@ func (s *Server) permitted(ctx context.Context, id apiauth.Identity, asks []apia
 	)
 	for i, a := range asks {
 		wg.Go(func() {
-			err := s.authz().Authorize(ctx, id, a)
+			err := s.Authz.Authorize(ctx, id, a)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

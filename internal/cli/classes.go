@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 func newClassesCmd() *cobra.Command {
@@ -25,12 +25,12 @@ deadline, /dev/shm) and what "crucible submit" may change within which bounds
 (--gpus, --cpu, --memory, --resource, --deadline).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out []api.ClusterClasses
+			var out []apiv1.ClusterClasses
 			if err := newAPIClient(server).do(cmd.Context(), http.MethodGet, "/api/classes", nil, &out); err != nil {
 				return err
 			}
 			if cluster != "" {
-				out = slices.DeleteFunc(out, func(c api.ClusterClasses) bool { return c.Cluster != cluster })
+				out = slices.DeleteFunc(out, func(c apiv1.ClusterClasses) bool { return c.Cluster != cluster })
 			}
 			if output == "json" {
 				return printPods(cmd.OutOrStdout(), output, out)
@@ -44,7 +44,7 @@ deadline, /dev/shm) and what "crucible submit" may change within which bounds
 	return cmd
 }
 
-func printClasses(w io.Writer, clusters []api.ClusterClasses) error {
+func printClasses(w io.Writer, clusters []apiv1.ClusterClasses) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tCLASS\tDEFAULT FOR\tGPUS\tREQUESTS\tDEADLINE\tSHM\tYOU MAY CHANGE")
 	for _, c := range clusters {
@@ -57,7 +57,7 @@ func printClasses(w io.Writer, clusters []api.ClusterClasses) error {
 }
 
 // allowText is a class's bounds as the flags that use them.
-func allowText(c api.Class) string {
+func allowText(c apiv1.Class) string {
 	var parts []string
 	if g := c.Allow.GPUs; g != nil {
 		parts = append(parts, fmt.Sprintf("--gpus %s-%s", g.Min, g.Max))

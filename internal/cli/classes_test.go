@@ -89,8 +89,8 @@ func classesFixture(t *testing.T) (*httptest.Server, *recordingDispatcher) {
 		t.Fatal(err)
 	}
 	d := &recordingDispatcher{}
-	s := &api.Server{Profile: profile.NewCurrent(p), Store: storetest.SQLite(t), Dispatcher: d, DispatchTimeout: 10 * time.Second,
-		Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: 10}
+	s := api.New(api.Options{Profile: profile.NewCurrent(p), Store: storetest.SQLite(t), Dispatcher: d, DispatchTimeout: 10 * time.Second,
+		Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: 10})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewServer(mux)

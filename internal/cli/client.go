@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // apiClient talks to the controller's internal listener.
@@ -93,7 +93,7 @@ func (c *apiClient) doHeader(ctx context.Context, method, path string, body, out
 	if body != nil || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set(api.ClientHeader, "crucible-cli")
+	req.Header.Set(apiv1.ClientHeader, "crucible-cli")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("controller API at %s: %w", c.server, err)
@@ -123,7 +123,7 @@ func (c *apiClient) doHeader(ctx context.Context, method, path string, body, out
 func waitFinished(ctx context.Context, c *apiClient, id string, progress io.Writer) error {
 	last := ""
 	for {
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := c.do(ctx, http.MethodGet, "/api/pods/"+url.PathEscape(id), nil, &wp); err != nil {
 			return err
 		}
@@ -177,12 +177,12 @@ func newPodsListCmd(server, output *string) *cobra.Command {
 			if limit > 0 {
 				q.Set("limit", fmt.Sprint(limit))
 			}
-			var out []api.WorkPod
+			var out []apiv1.WorkPod
 			h, err := newAPIClient(*server).doHeader(cmd.Context(), http.MethodGet, "/api/pods?"+q.Encode(), nil, &out)
 			if err != nil {
 				return err
 			}
-			if next := h.Get(api.ContinueHeader); next != "" {
+			if next := h.Get(apiv1.ContinueHeader); next != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "more work pods: --continue %s\n", next)
 			}
 			if !watch {
@@ -217,7 +217,7 @@ func newPodsGetCmd(server, output *string) *cobra.Command {
 		Short: "Show one work pod: its row, why it waits, and its history",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if err := newAPIClient(*server).do(cmd.Context(), http.MethodGet, "/api/pods/"+url.PathEscape(args[0]), nil, &wp); err != nil {
 				return err
 			}
@@ -232,7 +232,7 @@ func newPodsCancelCmd(server *string) *cobra.Command {
 		Short: "Delete the work pod on its spoke and mark it cancelled",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if err := newAPIClient(*server).do(cmd.Context(), http.MethodPost, "/api/pods/"+url.PathEscape(args[0])+"/cancel", nil, &wp); err != nil {
 				return err
 			}
@@ -252,12 +252,12 @@ func printPods(w io.Writer, format string, v any) error {
 	default:
 		return fmt.Errorf("--output %q: want table or json", format)
 	}
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	switch t := v.(type) {
-	case []api.WorkPod:
+	case []apiv1.WorkPod:
 		rows = t
-	case api.WorkPod:
-		rows = []api.WorkPod{t}
+	case apiv1.WorkPod:
+		rows = []apiv1.WorkPod{t}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCLUSTER\tKIND\tSTATE\tEXIT\tAGE\tSUBMITTER\tREASON")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 )
 
@@ -34,7 +34,7 @@ func runSample(cmd *cobra.Command, stack *devstack.Stack) error {
 	c := newAPIClient(stack.Federation.ControllerInternalURL)
 	// The same submit as `crucible submit`: one idempotency key, resent on
 	// no answer (a controller still starting) without making two turns.
-	req := api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", sampleScript}}
+	req := apiv1.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", sampleScript}}
 	wp, err := c.submit(ctx, req, newIdempotencyKey(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func runSample(cmd *cobra.Command, stack *devstack.Stack) error {
 func waitLogCollected(ctx context.Context, c *apiClient, id string) error {
 	deadline := time.Now().Add(sampleSettle)
 	for {
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := c.do(ctx, http.MethodGet, "/api/pods/"+url.PathEscape(id), nil, &wp); err != nil {
 			return err
 		}

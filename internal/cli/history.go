@@ -7,14 +7,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/store"
 )
 
 // printPod is `crucible pods get`: the pod's row, why it waits while that
 // holds, and its history with the wait between each entry and the one
 // before — where a pod spent its time.
-func printPod(w io.Writer, format string, wp api.WorkPod, now time.Time) error {
+func printPod(w io.Writer, format string, wp apiv1.WorkPod, now time.Time) error {
 	if err := printPods(w, format, wp); err != nil || format == "json" {
 		return err
 	}
@@ -35,7 +35,7 @@ func printPod(w io.Writer, format string, wp api.WorkPod, now time.Time) error {
 // millisecond, so the waits between close entries can be checked.
 const historyTime = "2006-01-02T15:04:05.000Z07:00"
 
-func printHistory(w io.Writer, h []api.HistoryEntry) error {
+func printHistory(w io.Writer, h []apiv1.HistoryEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tWHAT\tDETAIL\tWAIT")
 	for i, e := range h {
@@ -48,7 +48,7 @@ func printHistory(w io.Writer, h []api.HistoryEntry) error {
 	return tw.Flush()
 }
 
-func entryDetail(e api.HistoryEntry) string {
+func entryDetail(e apiv1.HistoryEntry) string {
 	if e.Event == store.EventScheduled && e.Message != "" {
 		return "on " + e.Message
 	}
@@ -69,7 +69,7 @@ func detail(reason, message string) string {
 }
 
 // podReason is a list row's REASON: why it finished, else why it waits.
-func podReason(p api.WorkPod) string {
+func podReason(p apiv1.WorkPod) string {
 	if p.Reason == "" && p.Waiting != nil {
 		return "waiting: " + p.Waiting.Reason
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -19,10 +19,10 @@ import (
 func TestPrintPodWaitingAndHistory(t *testing.T) {
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	wp := api.WorkPod{
+	wp := apiv1.WorkPod{
 		ID: "turn-a1", Cluster: "wharf", Kind: "turn", State: store.StateDispatched, Submitter: "alice", CreatedAt: t0,
-		Waiting: &api.Waiting{Reason: "Unschedulable", Message: "0/2 nodes are available:\n1 Insufficient nvidia.com/gpu.", Since: at(250 * time.Millisecond)},
-		History: []api.HistoryEntry{
+		Waiting: &apiv1.Waiting{Reason: "Unschedulable", Message: "0/2 nodes are available:\n1 Insufficient nvidia.com/gpu.", Since: at(250 * time.Millisecond)},
+		History: []apiv1.HistoryEntry{
 			{At: t0, Event: store.EventState, State: store.StatePending},
 			{At: at(200 * time.Millisecond), Event: store.EventState, State: store.StateDispatched},
 			{At: at(250 * time.Millisecond), Event: store.EventWaiting, State: store.StateDispatched, Reason: "Unschedulable", Message: "0/2 nodes are available:\n1 Insufficient nvidia.com/gpu."},
@@ -56,9 +56,9 @@ TIME                      WHAT        DETAIL                                    
 // as its detail; no wait.
 func TestPrintPodFinished(t *testing.T) {
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	wp := api.WorkPod{
+	wp := apiv1.WorkPod{
 		ID: "turn-b2", Cluster: "wharf", Kind: "turn", State: store.StateFailed, Reason: "Error: boom", Node: "kwok-node-0", CreatedAt: t0,
-		History: []api.HistoryEntry{
+		History: []apiv1.HistoryEntry{
 			{At: t0.Add(time.Second), Event: store.EventScheduled, State: store.StateDispatched, Message: "kwok-node-0"},
 			{At: t0.Add(2 * time.Second), Event: store.EventStarted, State: store.StateDispatched},
 			{At: t0.Add(62 * time.Second), Event: store.EventState, State: store.StateFailed, Reason: "Error: boom"},
@@ -82,7 +82,7 @@ func TestPrintPodFinished(t *testing.T) {
 	if err := printPod(&out, "json", wp, t0); err != nil {
 		t.Fatal(err)
 	}
-	var back api.WorkPod
+	var back apiv1.WorkPod
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil || len(back.History) != 3 {
 		t.Errorf("-o json: %v, history %+v", err, back.History)
 	}

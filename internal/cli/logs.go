@@ -8,10 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // ExitInterrupted is the exit code after Ctrl-C (128 + SIGINT), as shells do.
@@ -32,9 +31,9 @@ var errStreamCut = errors.New("log stream ended early")
 // line by line as it comes, reconnecting with Last-Event-ID when the
 // connection breaks, and returns how the pod ended. Ctrl-C (ctx cancelled)
 // is an ExitError with ExitInterrupted.
-func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Writer) (api.EndEvent, error) {
+func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Writer) (apiv1.EndEvent, error) {
 	if c.err != nil {
-		return api.EndEvent{}, c.err
+		return apiv1.EndEvent{}, c.err
 	}
 	var last string
 	backoff := 500 * time.Millisecond
@@ -45,22 +44,22 @@ func followLog(ctx context.Context, c *apiClient, id string, out, progress io.Wr
 			return end, nil
 		}
 		if ctx.Err() != nil {
-			return api.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
+			return apiv1.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
 		}
 		var permanent *permanentError
 		if errors.As(err, &permanent) {
-			return api.EndEvent{}, permanent.err
+			return apiv1.EndEvent{}, permanent.err
 		}
 		if progressed {
 			backoff, deadline = 500*time.Millisecond, time.Now().Add(followBudget)
 		}
 		if time.Now().After(deadline) {
-			return api.EndEvent{}, fmt.Errorf("following %s: %w", id, err)
+			return apiv1.EndEvent{}, fmt.Errorf("following %s: %w", id, err)
 		}
 		fmt.Fprintf(progress, "%s: %v; reconnecting\n", id, err)
 		select {
 		case <-ctx.Done():
-			return api.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
+			return apiv1.EndEvent{}, &ExitError{Code: ExitInterrupted, Err: ctx.Err()}
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 10*time.Second)
@@ -74,43 +73,19 @@ func (e *permanentError) Error() string { return e.err.Error() }
 
 // followOnce reads one connection's events; progressed reports whether it
 // delivered a line (so the retry budget starts again).
-func followOnce(ctx context.Context, client *http.Client, server, id string, last *string, out io.Writer) (api.EndEvent, bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/api/pods/"+url.PathEscape(id)+"/logs", nil)
+func followOnce(ctx context.Context, client *http.Client, server, id string, last *string, out io.Writer) (apiv1.EndEvent, bool, error) {
+	body, err := openEventStream(ctx, client, server, "/api/pods/"+url.PathEscape(id)+"/logs", *last)
 	if err != nil {
-		return api.EndEvent{}, false, &permanentError{err}
+		return apiv1.EndEvent{}, false, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if *last != "" {
-		req.Header.Set("Last-Event-ID", *last)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return api.EndEvent{}, false, fmt.Errorf("controller API at %s: %w", server, err)
-	}
-	defer resp.Body.Close()
-	if err := redirectError(server, resp); err != nil {
-		return api.EndEvent{}, false, &permanentError{err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		err := fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
-		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return api.EndEvent{}, false, err
-		}
-		return api.EndEvent{}, false, &permanentError{err}
-	}
+	defer body.Close()
 	got := false // a line arrived: the retry budget starts again
-	var end api.EndEvent
+	var end apiv1.EndEvent
 	errEnd := errors.New("end event") // stops readSSE at the end event
-	err = readSSE(resp.Body, func(event, eventID, data string) error {
+	err = readSSE(body, func(event, eventID, data string) error {
 		switch event {
 		case "line":
-			var l api.LineEvent
+			var l apiv1.LineEvent
 			if err := json.Unmarshal([]byte(data), &l); err != nil {
 				return &permanentError{fmt.Errorf("malformed line event: %w", err)}
 			}
@@ -124,22 +99,20 @@ func followOnce(ctx context.Context, client *http.Client, server, id string, las
 			}
 			return errEnd
 		case "error":
-			var e api.ErrorEvent
-			_ = json.Unmarshal([]byte(data), &e)
 			// Too slow, or the upstream failed: both may pass; resume.
-			return fmt.Errorf("controller: %s", e.Error)
+			return errorEvent(data)
 		}
 		return nil
 	})
 	if errors.Is(err, errEnd) {
 		return end, true, nil
 	}
-	return api.EndEvent{}, got, err
+	return apiv1.EndEvent{}, got, err
 }
 
 // endError reports a work pod that did not succeed as an error; progress
 // gets its end state either way.
-func endError(id string, end api.EndEvent, progress io.Writer) error {
+func endError(id string, end apiv1.EndEvent, progress io.Writer) error {
 	state := string(end.State)
 	if end.ExitCode != nil {
 		state += fmt.Sprintf(" (exit code %d)", *end.ExitCode)

@@ -16,7 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/spf13/cobra"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // Relay bounds on the client side.
@@ -136,8 +136,8 @@ func (f captureTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // runLive asks the controller whether pod can be forwarded to and how.
-func (d *relayDialer) runLive(ctx context.Context) (api.RunLive, error) {
-	var info api.RunLive
+func (d *relayDialer) runLive(ctx context.Context) (apiv1.RunLive, error) {
+	var info apiv1.RunLive
 	err := d.c.do(ctx, http.MethodGet, "/api/pods/"+url.PathEscape(d.pod)+"/run-live", nil, &info)
 	return info, err
 }
@@ -164,7 +164,7 @@ func (d *relayDialer) dial(ctx context.Context, remote int) (*websocket.Conn, er
 	if err != nil {
 		return nil, &relayRefused{err}
 	}
-	h.Set(api.ClientHeader, "crucible-cli")
+	h.Set(apiv1.ClientHeader, "crucible-cli")
 	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: relayHandshake,
 		ReadBufferSize: relayBuffer, WriteBufferSize: relayBuffer}
 	ws, resp, err := dialer.DialContext(ctx, u.String(), h)

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 func TestParsePortSpec(t *testing.T) {
@@ -106,7 +106,7 @@ type fakeRelayAPI struct {
 
 func (a *fakeRelayAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(r.URL.Path, "/run-live") {
-		_ = json.NewEncoder(w).Encode(api.RunLive{Enabled: true, Allowed: true, Running: true, Available: true, Port: 7777, Ports: []int{7777}})
+		_ = json.NewEncoder(w).Encode(apiv1.RunLive{Enabled: true, Allowed: true, Running: true, Available: true, Port: 7777, Ports: []int{7777}})
 		return
 	}
 	a.mu.Lock()
@@ -227,8 +227,8 @@ func TestPortForwardLifecycle(t *testing.T) {
 		t.Fatalf("%d relays for 2 connections", len(headers))
 	}
 	for _, h := range headers {
-		if h.Get("Authorization") != "Bearer tok-1" || h.Get(api.ClientHeader) != "crucible-cli" || h.Get("Origin") != "" {
-			t.Errorf("relay headers: Authorization %q, %s %q, Origin %q", h.Get("Authorization"), api.ClientHeader, h.Get(api.ClientHeader), h.Get("Origin"))
+		if h.Get("Authorization") != "Bearer tok-1" || h.Get(apiv1.ClientHeader) != "crucible-cli" || h.Get("Origin") != "" {
+			t.Errorf("relay headers: Authorization %q, %s %q, Origin %q", h.Get("Authorization"), apiv1.ClientHeader, h.Get(apiv1.ClientHeader), h.Get("Origin"))
 		}
 	}
 	if !cmp.Equal(ports, []string{"7777", "7777"}) {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/workpod"
 )
@@ -57,7 +57,7 @@ value out of bounds is refused (422) naming the flag's field and the bound.`,
   crucible submit --idempotency-key nightly-2026-11-30 --image busybox -- ./nightly.sh`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ask := cf.ask(cmd)
-			req := api.SubmitRequest{Kind: kind, Cluster: cluster, Image: image,
+			req := apiv1.SubmitRequest{Kind: kind, Cluster: cluster, Image: image,
 				Class: cf.class, GPUs: ask.GPUs, Resources: ask.Resources, Deadline: ask.Deadline}
 			if len(args) > 0 {
 				req.Command = args
@@ -81,7 +81,7 @@ value out of bounds is refused (422) naming the flag's field and the bound.`,
 			}
 			if !cmd.Flags().Changed("idempotency-key") {
 				key = newIdempotencyKey()
-			} else if err := api.CheckIdempotencyKey(key); err != nil {
+			} else if err := apiv1.CheckIdempotencyKey(key); err != nil {
 				return fmt.Errorf("--idempotency-key: %w", err)
 			}
 			c := newAPIClient(server)
@@ -141,13 +141,13 @@ var errNoAnswer = errors.New("no answer from the controller")
 // a send that got no verdict is sent again with the same key, which makes
 // a resend safe (the controller answers the row the first send made, if it
 // made one). A replayed answer is noted on progress.
-func (c *apiClient) submit(ctx context.Context, req api.SubmitRequest, key string, progress io.Writer) (api.WorkPod, error) {
+func (c *apiClient) submit(ctx context.Context, req apiv1.SubmitRequest, key string, progress io.Writer) (apiv1.WorkPod, error) {
 	if c.err != nil {
-		return api.WorkPod{}, c.err
+		return apiv1.WorkPod{}, c.err
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return api.WorkPod{}, err
+		return apiv1.WorkPod{}, err
 	}
 	wait := submitRetryInitial
 	for attempt := 1; ; attempt++ {
@@ -159,7 +159,7 @@ func (c *apiClient) submit(ctx context.Context, req api.SubmitRequest, key strin
 			return wp, nil
 		}
 		if !errors.Is(err, errNoAnswer) || attempt == submitAttempts || ctx.Err() != nil {
-			return api.WorkPod{}, err
+			return apiv1.WorkPod{}, err
 		}
 		if retryAfter > 0 {
 			wait = min(retryAfter, submitRetryMax)
@@ -167,7 +167,7 @@ func (c *apiClient) submit(ctx context.Context, req api.SubmitRequest, key strin
 		fmt.Fprintf(progress, "%v; sending the submit again with the same Idempotency-Key in %s (attempt %d of %d)\n", err, wait, attempt+1, submitAttempts)
 		select {
 		case <-ctx.Done():
-			return api.WorkPod{}, ctx.Err()
+			return apiv1.WorkPod{}, ctx.Err()
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, submitRetryMax)
@@ -177,35 +177,35 @@ func (c *apiClient) submit(ctx context.Context, req api.SubmitRequest, key strin
 // submitOnce sends one POST /api/pods. An error wrapping errNoAnswer means
 // the request may or may not have made a row: a transport error, a 503, or
 // a 502/504 that is not the controller's own JSON error (a proxy's).
-func (c *apiClient) submitOnce(ctx context.Context, body []byte, key string) (api.WorkPod, bool, time.Duration, error) {
+func (c *apiClient) submitOnce(ctx context.Context, body []byte, key string) (apiv1.WorkPod, bool, time.Duration, error) {
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.server+"/api/pods", bytes.NewReader(body))
 	if err != nil {
-		return api.WorkPod{}, false, 0, err
+		return apiv1.WorkPod{}, false, 0, err
 	}
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(api.ClientHeader, "crucible-cli")
-	r.Header.Set(api.IdempotencyKeyHeader, key)
+	r.Header.Set(apiv1.ClientHeader, "crucible-cli")
+	r.Header.Set(apiv1.IdempotencyKeyHeader, key)
 	resp, err := c.http.Do(r)
 	if err != nil {
 		if ctx.Err() != nil {
-			return api.WorkPod{}, false, 0, ctx.Err()
+			return apiv1.WorkPod{}, false, 0, ctx.Err()
 		}
-		return api.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: %w: %w", c.server, errNoAnswer, err)
+		return apiv1.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: %w: %w", c.server, errNoAnswer, err)
 	}
 	defer resp.Body.Close()
 	if err := redirectError(c.server, resp); err != nil {
-		return api.WorkPod{}, false, 0, err
+		return apiv1.WorkPod{}, false, 0, err
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return api.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: %w: reading the answer: %w", c.server, errNoAnswer, err)
+		return apiv1.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: %w: reading the answer: %w", c.server, errNoAnswer, err)
 	}
 	if resp.StatusCode == http.StatusCreated {
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal(data, &wp); err != nil {
-			return api.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: the answer is no work pod: %w", c.server, err)
+			return apiv1.WorkPod{}, false, 0, fmt.Errorf("controller API at %s: the answer is no work pod: %w", c.server, err)
 		}
-		return wp, resp.Header.Get(api.ReplayedHeader) == "true", 0, nil
+		return wp, resp.Header.Get(apiv1.ReplayedHeader) == "true", 0, nil
 	}
 	msg, answered := controllerError(resp, data)
 	err = fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
@@ -213,9 +213,9 @@ func (c *apiClient) submitOnce(ctx context.Context, body []byte, key string) (ap
 	case resp.StatusCode == http.StatusServiceUnavailable,
 		(resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout) && !answered:
 		after, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		return api.WorkPod{}, false, time.Duration(max(after, 0)) * time.Second, fmt.Errorf("%w: %w", errNoAnswer, err)
+		return apiv1.WorkPod{}, false, time.Duration(max(after, 0)) * time.Second, fmt.Errorf("%w: %w", errNoAnswer, err)
 	}
-	return api.WorkPod{}, false, 0, err
+	return apiv1.WorkPod{}, false, 0, err
 }
 
 // controllerError returns an error answer's message and whether it is the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // submitServer answers the n-th POST /api/pods with answers[n] (the last
@@ -28,10 +28,10 @@ func (s *submitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	n := len(s.keys)
-	s.keys = append(s.keys, strings.Join(r.Header.Values(api.IdempotencyKeyHeader), ","))
+	s.keys = append(s.keys, strings.Join(r.Header.Values(apiv1.IdempotencyKeyHeader), ","))
 	s.bodies = append(s.bodies, string(body))
 	s.mu.Unlock()
-	if r.Method != http.MethodPost || r.URL.Path != "/api/pods" || r.Header.Get(api.ClientHeader) == "" {
+	if r.Method != http.MethodPost || r.URL.Path != "/api/pods" || r.Header.Get(apiv1.ClientHeader) == "" {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
@@ -63,7 +63,7 @@ func answer(code int, contentType, body string, header ...string) func(http.Resp
 	}
 }
 
-var created = answer(http.StatusCreated, "application/json", `{"id":"turn-abc","cluster":"wharf","state":"pending"}`, api.ReplayedHeader, "true")
+var created = answer(http.StatusCreated, "application/json", `{"id":"turn-abc","cluster":"wharf","state":"pending"}`, apiv1.ReplayedHeader, "true")
 
 func runSubmit(t *testing.T, s *submitServer, extra ...string) (string, string, error) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // errWatchReset: the controller may have dropped changes (a resume from
@@ -41,7 +40,7 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 	var last string
 	backoff := 500 * time.Millisecond
 	for {
-		err := watchOnce(ctx, c.stream, c.server, "/api/events?"+eq.Encode(), &last, func(wp api.WorkPod) error {
+		err := watchOnce(ctx, c.stream, c.server, "/api/events?"+eq.Encode(), &last, func(wp apiv1.WorkPod) error {
 			if len(states) > 0 && !slices.Contains(states, string(wp.State)) {
 				return nil
 			}
@@ -56,7 +55,7 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 			return permanent.err
 		case errors.Is(err, errWatchReset):
 			fmt.Fprintln(progress, "watch: changes may have been missed; listing again")
-			var rows []api.WorkPod
+			var rows []apiv1.WorkPod
 			if err := c.do(ctx, http.MethodGet, "/api/pods?"+q.Encode(), nil, &rows); err != nil {
 				return err
 			}
@@ -80,40 +79,16 @@ func watchPods(ctx context.Context, c *apiClient, q url.Values, format string, o
 }
 
 // watchOnce reads one connection of GET server+path (/api/events).
-func watchOnce(ctx context.Context, client *http.Client, server, path string, last *string, fn func(api.WorkPod) error) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+path, nil)
+func watchOnce(ctx context.Context, client *http.Client, server, path string, last *string, fn func(apiv1.WorkPod) error) error {
+	body, err := openEventStream(ctx, client, server, path, *last)
 	if err != nil {
-		return &permanentError{err}
+		return err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if *last != "" {
-		req.Header.Set("Last-Event-ID", *last)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("controller API at %s: %w", server, err)
-	}
-	defer resp.Body.Close()
-	if err := redirectError(server, resp); err != nil {
-		return &permanentError{err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var e struct{ Error string }
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		err := fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
-		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-			return err
-		}
-		return &permanentError{err}
-	}
-	return readSSE(resp.Body, func(event, id, data string) error {
+	defer body.Close()
+	return readSSE(body, func(event, id, data string) error {
 		switch event {
 		case "pod":
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if err := json.Unmarshal([]byte(data), &wp); err != nil {
 				return &permanentError{fmt.Errorf("malformed pod event: %w", err)}
 			}
@@ -124,53 +99,15 @@ func watchOnce(ctx context.Context, client *http.Client, server, path string, la
 		case "reset":
 			return errWatchReset
 		case "error":
-			var e api.ErrorEvent
-			_ = json.Unmarshal([]byte(data), &e)
-			return fmt.Errorf("controller: %s", e.Error)
+			return errorEvent(data)
 		}
 		return nil
 	})
 }
 
-// readSSE calls fn with every complete event of an SSE body; it returns
-// fn's error, or errStreamCut when the body ends.
-func readSSE(body io.Reader, fn func(event, id, data string) error) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), maxEventBytes)
-	var event, data, id string
-	for sc.Scan() {
-		line := sc.Text()
-		if line != "" {
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "event":
-				event = value
-			case "data":
-				data = value
-			case "id":
-				id = value
-			}
-			continue
-		}
-		if event != "" {
-			if err := fn(event, id, data); err != nil {
-				return err
-			}
-		}
-		event, data, id = "", "", ""
-	}
-	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-		return &permanentError{fmt.Errorf("an event over %d bytes: %w", maxEventBytes, err)}
-	} else if err != nil {
-		return fmt.Errorf("%w: %w", errStreamCut, err)
-	}
-	return errStreamCut
-}
-
 // printWatched prints one changed pod: a JSON object per line, or a table
 // row in the listing's columns.
-func printWatched(w io.Writer, format string, wp api.WorkPod) error {
+func printWatched(w io.Writer, format string, wp apiv1.WorkPod) error {
 	if format == "json" {
 		b, err := json.Marshal(wp)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	podevents "crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
@@ -32,11 +33,11 @@ func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 		t.Fatal(err)
 	}
 	st := podevents.Store{Store: storetest.SQLite(t), Pub: bus}
-	s := &api.Server{
+	s := api.New(api.Options{
 		Profile: profile.NewCurrent(&p),
 		Store:   st, Events: bus, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: profile.DefaultAPIPageSize,
-	}
+	})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -63,12 +64,12 @@ func TestPodsListWatch(t *testing.T) {
 		_ = pw.Close()
 	}()
 	lines := bufio.NewScanner(pr)
-	read := func() api.WorkPod {
+	read := func() apiv1.WorkPod {
 		t.Helper()
 		if !lines.Scan() {
 			t.Fatalf("output ended: %v", lines.Err())
 		}
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal(lines.Bytes(), &wp); err != nil {
 			t.Fatalf("line %q: %v", lines.Text(), err)
 		}
@@ -81,8 +82,8 @@ func TestPodsListWatch(t *testing.T) {
 	// a change could land before it. Poll by making changes until one shows.
 	deadline := time.Now().Add(10 * time.Second)
 	n := 0
-	var got api.WorkPod
-	seen := make(chan api.WorkPod, 1)
+	var got apiv1.WorkPod
+	seen := make(chan apiv1.WorkPod, 1)
 	go func() { seen <- read() }()
 	for got.ID == "" {
 		n++

@@ -180,18 +180,17 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 	if err != nil {
 		return nil, err
 	}
-	apiSrv := &api.Server{
-		Profile: c.current, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
-		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
-		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
-		Events: bus, Settler: c.rec,
-	}
 	if c.drop, err = newDropBox(p, st, c.clients, arts, log.With("component", "ingest")); err != nil {
 		return nil, err
 	}
-	c.rec.Uploads, apiSrv.Uploads = c.drop, c.drop // collecting or cancelling a pod closes its uploads
+	c.rec.Uploads = c.drop // collecting or cancelling a pod closes its uploads
 	c.spokes = newSpokeLoops(c.rec, c.clients, p.Reconcile.DrainTimeout.Duration, c.syncDropBox, log.With("component", "reconcile"))
-	apiSrv.Owners = c.spokes.Owners
+	apiSrv := api.New(api.Options{
+		Profile: c.current, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
+		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
+		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
+		Events: bus, Settler: c.rec, Uploads: c.drop, Owners: c.spokes.Owners,
+	})
 	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
 	return c, nil

@@ -5,6 +5,22 @@ import (
 	"sync"
 )
 
+// Uploads is the drop-box as the API and log collection see it: a pod
+// cancelled or whose log is collected takes no more uploads, and Forget
+// drops what the drop-box remembers of it (its cached accepts).
+type Uploads interface{ Forget(podID string) }
+
+// NoUploads is the Uploads of a hub without a drop-box (tests, benches).
+type NoUploads struct{}
+
+// Forget has nothing to drop.
+func (NoUploads) Forget(string) {}
+
+var (
+	_ Uploads = NoUploads{}
+	_ Uploads = (*Handler)(nil)
+)
+
 // Forget drops what the handler remembers of podID's uploads: its cached
 // accepts. The API calls it when it cancels the pod and log collection when
 // the pod's log is stored; from then on the row refuses uploads anyway, and

@@ -31,6 +31,7 @@ import (
 
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
+	"crucible.dev/crucible/internal/ingest"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/retry"
 	"crucible.dev/crucible/internal/store"
@@ -46,7 +47,7 @@ type Reconciler struct {
 	Dispatcher *dispatch.Dispatcher
 	Clients    *fleet.Clients
 	Artifacts  LogBlobs
-	Uploads    Uploads // told when a pod's log is collected (default: nobody)
+	Uploads    ingest.Uploads // told when a pod's log is collected (default: nobody)
 	Instance   string
 	Retry      retry.Policy
 	// SweepInterval and OrphanGrace drive the sweep; zero disables it.

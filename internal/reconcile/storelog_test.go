@@ -53,15 +53,15 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 		wantErr     bool
 	}{
 		{name: "nothing recorded", wantFetches: 1,
-			want: &store.Artifact{PodID: "wp", Kind: LogKind, Size: int64(len(real)), SHA256: hexSum(real), Source: store.SourceController}, wantBytes: real},
+			want: &store.Artifact{PodID: "wp", Kind: artifact.LogKind, Size: int64(len(real)), SHA256: hexSum(real), Source: store.SourceController}, wantBytes: real},
 		{name: "a pod's log record is replaced",
-			before:      &store.Artifact{PodID: "wp", Kind: LogKind, Size: int64(len(forged)), SHA256: hexSum(forged), Source: store.SourcePod},
+			before:      &store.Artifact{PodID: "wp", Kind: artifact.LogKind, Size: int64(len(forged)), SHA256: hexSum(forged), Source: store.SourcePod},
 			beforeBytes: forged, wantFetches: 1,
-			want: &store.Artifact{PodID: "wp", Kind: LogKind, Size: int64(len(real)), SHA256: hexSum(real), Source: store.SourceController}, wantBytes: real},
+			want: &store.Artifact{PodID: "wp", Kind: artifact.LogKind, Size: int64(len(real)), SHA256: hexSum(real), Source: store.SourceController}, wantBytes: real},
 		{name: "the controller's record stands",
-			before:      &store.Artifact{PodID: "wp", Kind: LogKind, Size: 4, SHA256: hexSum("done"), Source: store.SourceController},
+			before:      &store.Artifact{PodID: "wp", Kind: artifact.LogKind, Size: 4, SHA256: hexSum("done"), Source: store.SourceController},
 			beforeBytes: "done", wantFetches: 0,
-			want: &store.Artifact{PodID: "wp", Kind: LogKind, Size: 4, SHA256: hexSum("done"), Source: store.SourceController}, wantBytes: "done"},
+			want: &store.Artifact{PodID: "wp", Kind: artifact.LogKind, Size: 4, SHA256: hexSum("done"), Source: store.SourceController}, wantBytes: "done"},
 		{name: "fetch fails", fetchErr: errors.New("spoke down"), wantFetches: 1, wantErr: true},
 	}
 	for _, tc := range tests {
@@ -73,7 +73,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.before != nil {
-				if _, err := dir.Write(ctx, "wp", LogKind, strings.NewReader(tc.beforeBytes), 1<<20); err != nil {
+				if _, err := dir.Write(ctx, "wp", artifact.LogKind, strings.NewReader(tc.beforeBytes), 1<<20); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := st.PutArtifact(ctx, *tc.before, store.Quota{}); err != nil {
@@ -89,7 +89,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 			if src.fetches != tc.wantFetches {
 				t.Errorf("fetched %d times, want %d", src.fetches, tc.wantFetches)
 			}
-			got, err := st.GetArtifact(ctx, "wp", LogKind)
+			got, err := st.GetArtifact(ctx, "wp", artifact.LogKind)
 			if tc.want == nil {
 				if !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("record after a failed fetch: %+v, %v", got, err)
@@ -102,7 +102,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 			if diff := cmp.Diff(*tc.want, got, cmpopts.IgnoreFields(store.Artifact{}, "CreatedAt")); diff != "" {
 				t.Errorf("record (-want +got):\n%s", diff)
 			}
-			f, err := dir.Open(ctx, "wp", LogKind, got.SHA256)
+			f, err := dir.Open(ctx, "wp", artifact.LogKind, got.SHA256)
 			if err != nil {
 				t.Fatal(err)
 			}

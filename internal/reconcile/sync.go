@@ -10,17 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/ingest"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/store"
 )
-
-// LogKind is the artifact kind of the tier-1 log (R-C7).
-const LogKind = artifact.LogKind
-
-// Uploads is the drop-box as log collection sees it: once a pod's log is
-// collected it takes no more uploads, and Forget drops what it remembers of
-// the pod (its cached accepts).
-type Uploads interface{ Forget(podID string) }
 
 // LogBlobs is where collected logs go: artifact.Dir with SQLite,
 // pgblob.Blobs with PostgreSQL. Write stages and commits under the digest;
@@ -30,16 +23,9 @@ type LogBlobs interface {
 	Remove(ctx context.Context, podID, kind, digest string) error
 }
 
-// noUploads is the Uploads of a reconciler without a drop-box.
-type noUploads struct{}
-
-func (noUploads) Forget(string) {}
-
-var _ Uploads = noUploads{}
-
-func (r *Reconciler) uploads() Uploads {
+func (r *Reconciler) uploads() ingest.Uploads {
 	if r.Uploads == nil {
-		return noUploads{}
+		return ingest.NoUploads{}
 	}
 	return r.Uploads
 }
@@ -202,7 +188,7 @@ func (r *Reconciler) collectLog(ctx context.Context, row store.WorkPod, pod *cac
 // (possible before pods were refused controller-owned kinds) is replaced by
 // the real one, never taken for it.
 func (r *Reconciler) storeLog(ctx context.Context, podID string, limit int64, fetch func(consume func(io.Reader) error) error) error {
-	prev, err := r.Store.GetArtifact(ctx, podID, LogKind)
+	prev, err := r.Store.GetArtifact(ctx, podID, artifact.LogKind)
 	switch {
 	case err == nil && prev.Source == store.SourceController:
 		return nil // stored before a crash; the file its digest names is there
@@ -214,17 +200,17 @@ func (r *Reconciler) storeLog(ctx context.Context, podID string, limit int64, fe
 	var w artifact.Written
 	err = fetch(func(log io.Reader) error {
 		var err error
-		w, err = r.Artifacts.Write(ctx, podID, LogKind, log, limit)
+		w, err = r.Artifacts.Write(ctx, podID, artifact.LogKind, log, limit)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	_, err = r.Store.PutArtifact(ctx, store.Artifact{PodID: podID, Kind: LogKind, Size: w.Size, SHA256: w.SHA256, Source: store.SourceController}, store.Quota{})
+	_, err = r.Store.PutArtifact(ctx, store.Artifact{PodID: podID, Kind: artifact.LogKind, Size: w.Size, SHA256: w.SHA256, Source: store.SourceController}, store.Quota{})
 	if errors.Is(err, store.ErrConflict) {
 		// Another replica's collection won with other bytes (the log grew
 		// between the two reads): its record stands, this file is not it.
-		if rerr := r.Artifacts.Remove(context.WithoutCancel(ctx), podID, LogKind, w.SHA256); rerr != nil {
+		if rerr := r.Artifacts.Remove(context.WithoutCancel(ctx), podID, artifact.LogKind, w.SHA256); rerr != nil {
 			r.logger().Warn("removing an unrecorded log file failed", "pod", podID, "error", rerr)
 		}
 		return nil

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 )
 
@@ -83,7 +83,7 @@ func (c *client) doAt(ctx context.Context, base, method, path string, body any, 
 		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "chaos")
+	req.Header.Set(apiv1.ClientHeader, "chaos")
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
@@ -103,15 +103,15 @@ func (c *client) doAt(ctx context.Context, base, method, path string, body any, 
 }
 
 // listAll reads every row, page by page.
-func (c *client) listAll(ctx context.Context) ([]api.WorkPod, error) {
-	var all []api.WorkPod
+func (c *client) listAll(ctx context.Context) ([]apiv1.WorkPod, error) {
+	var all []apiv1.WorkPod
 	cont := ""
 	for {
 		path := "/api/pods?limit=1000"
 		if cont != "" {
 			path += "&continue=" + url.QueryEscape(cont)
 		}
-		var page []api.WorkPod
+		var page []apiv1.WorkPod
 		var next string
 		err := retryUntil(ctx, func() (bool, error) {
 			code, h, body, err := c.do(ctx, http.MethodGet, path, nil)
@@ -121,7 +121,7 @@ func (c *client) listAll(ctx context.Context) ([]api.WorkPod, error) {
 			if code != http.StatusOK {
 				return false, fmt.Errorf("list: %d %s", code, body)
 			}
-			next = h.Get(api.ContinueHeader)
+			next = h.Get(apiv1.ContinueHeader)
 			return true, json.Unmarshal(body, &page)
 		})
 		if err != nil {

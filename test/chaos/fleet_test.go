@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -125,7 +125,7 @@ func clusterNames(ctx context.Context, c *client) ([]string, bool, error) {
 	if code != http.StatusOK {
 		return nil, false, fmt.Errorf("clusters: %d %s", code, body)
 	}
-	var cs []api.Cluster
+	var cs []apiv1.Cluster
 	if err := json.Unmarshal(body, &cs); err != nil {
 		return nil, false, err
 	}

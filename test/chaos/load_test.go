@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/store"
 	"crucible.dev/crucible/internal/workpod"
@@ -145,10 +145,10 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 		cluster = w.target(i)
 	}
 	key := fmt.Sprintf("%s-%d", tag, i)
-	req := api.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []workpod.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
+	req := apiv1.SubmitRequest{Cluster: cluster, Image: "chaos", Command: w.command, Env: []workpod.EnvVar{{Name: "CHAOS_KEY", Value: key}}}
 	gen := 0
 	for ctx.Err() == nil {
-		idem := http.Header{api.IdempotencyKeyHeader: {fmt.Sprintf("%s-%s-%d", w.run, key, gen)}}
+		idem := http.Header{apiv1.IdempotencyKeyHeader: {fmt.Sprintf("%s-%s-%d", w.run, key, gen)}}
 		code, h, body, err := w.c.doWith(ctx, http.MethodPost, "/api/pods", req, idem)
 		switch {
 		case err != nil && errors.Is(err, syscall.ECONNREFUSED):
@@ -161,12 +161,12 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 			w.interrupted++
 			w.mu.Unlock()
 		case code == http.StatusCreated:
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if jerr := json.Unmarshal(body, &wp); jerr != nil {
 				w.t.Errorf("submit answer %q: %v", body, jerr)
 				return
 			}
-			if h.Get(api.ReplayedHeader) == "true" && !w.replayRan(ctx, wp) {
+			if h.Get(apiv1.ReplayedHeader) == "true" && !w.replayRan(ctx, wp) {
 				gen++
 				break
 			}
@@ -196,7 +196,7 @@ func (w *wave) submitOne(ctx context.Context, tag string, i int) {
 // false means the row ended without a pod ever created — a defect the
 // scenario reports (Renewed) — so the pod is submitted again as a new one,
 // keeping the wave's count whole. That row stays the wave's, unaccepted.
-func (w *wave) replayRan(ctx context.Context, wp api.WorkPod) bool {
+func (w *wave) replayRan(ctx context.Context, wp apiv1.WorkPod) bool {
 	w.mu.Lock()
 	w.replayed++
 	w.mu.Unlock()
@@ -268,13 +268,13 @@ func (w *wave) finish(ctx context.Context, within time.Duration) outcome {
 	o.Submitted, o.Acked = w.n, len(acked)
 
 	// Every row of the wave (also those of unanswered submits) ends.
-	var rows map[string]api.WorkPod
+	var rows map[string]apiv1.WorkPod
 	err := retryUntil(ctx, func() (bool, error) {
 		all, err := w.c.listAll(ctx)
 		if err != nil {
 			return false, err
 		}
-		rows = map[string]api.WorkPod{}
+		rows = map[string]apiv1.WorkPod{}
 		live := 0
 		for _, r := range all {
 			if w.before[r.ID] {

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/fleet"
 )
@@ -179,7 +179,7 @@ func health(ctx context.Context, c *client, cluster string) (fleet.Health, error
 	if code != http.StatusOK {
 		return fleet.Health{}, fmt.Errorf("clusters: %d %s", code, truncate(string(body), 200))
 	}
-	var all []api.Cluster
+	var all []apiv1.Cluster
 	if err := json.Unmarshal(body, &all); err != nil {
 		return fleet.Health{}, fmt.Errorf("clusters: %w", err)
 	}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 )
 
@@ -59,7 +59,7 @@ func (c caller) call(t *testing.T, s *devstack.Stack, method, path string, body 
 	req, _ := http.NewRequestWithContext(t.Context(), method, base+path, r)
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(api.ClientHeader, "e2e")
+		req.Header.Set(apiv1.ClientHeader, "e2e")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -115,9 +115,9 @@ func (c caller) waitCode(t *testing.T, s *devstack.Stack, what, path string, cod
 	return last
 }
 
-func (c caller) waitFinished(t *testing.T, s *devstack.Stack, id string) api.WorkPod {
+func (c caller) waitFinished(t *testing.T, s *devstack.Stack, id string) apiv1.WorkPod {
 	t.Helper()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		a := c.call(t, s, http.MethodGet, "/api/pods/"+id, nil).want(t, "get", 200)
 		if err := json.Unmarshal(a.body, &wp); err != nil {

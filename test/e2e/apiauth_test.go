@@ -14,7 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
@@ -48,9 +48,9 @@ func TestAPIAuth(t *testing.T) {
 
 	token := func(sa string) string { return hubToken(t, s, sa, devstack.Issuer) }
 	nobody, viewer, submitter := caller{token: token("nobody")}, caller{token: token("viewer")}, caller{token: token("submitter")}
-	busybox := api.SubmitRequest{Image: "busybox", Command: []string{"true"}}
+	busybox := apiv1.SubmitRequest{Image: "busybox", Command: []string{"true"}}
 	rows := func() int {
-		var out []api.WorkPod
+		var out []apiv1.WorkPod
 		a := viewer.call(t, s, http.MethodGet, "/api/pods?limit=10000", nil).want(t, "count rows", 200)
 		if err := json.Unmarshal(a.body, &out); err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ func TestAPIAuth(t *testing.T) {
 		if n := rows(); n != 0 {
 			t.Fatalf("%d rows after refused submits", n)
 		}
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		a := submitter.call(t, s, http.MethodPost, "/api/pods", busybox).want(t, "submitter submits", 201)
 		if err := json.Unmarshal(a.body, &wp); err != nil || wp.Submitter != "system:serviceaccount:crucible:submitter" {
 			t.Fatalf("submitted %+v (%v), want the submitter recorded", wp, err)
@@ -169,7 +169,7 @@ func TestAPIAuth(t *testing.T) {
 			{"no Content-Type", map[string]string{"Content-Type": ""}, 415},
 			{"form Content-Type", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415},
 			{"cross-site", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
-			{"no client header", map[string]string{api.ClientHeader: ""}, 403},
+			{"no client header", map[string]string{apiv1.ClientHeader: ""}, 403},
 			{"foreign Host", map[string]string{"Host": "evil.example"}, 421},
 			{"DNS rebinding", map[string]string{"Host": "rebind.attacker.example:" + strings.Split(s.Federation.ControllerInternalURL, ":")[2]}, 421},
 		} {
@@ -222,11 +222,11 @@ func TestAPIAuth(t *testing.T) {
 		path := "/api/pods"
 		for page := range 2 {
 			a := viewer.call(t, s, http.MethodGet, path, nil).want(t, "page", 200)
-			var out []api.WorkPod
+			var out []apiv1.WorkPod
 			if err := json.Unmarshal(a.body, &out); err != nil {
 				t.Fatal(err)
 			}
-			next := a.header.Get(api.ContinueHeader)
+			next := a.header.Get(apiv1.ContinueHeader)
 			if len(out) != 500 || next == "" {
 				t.Fatalf("page %d: %d rows, continue %q; want 500 and a token", page, len(out), next)
 			}
@@ -245,7 +245,7 @@ func TestAPIAuth(t *testing.T) {
 			for path := "/api/pods?limit=1000"; path != ""; {
 				a := viewer.call(t, s, http.MethodGet, path, nil).want(t, "walk", 200)
 				path = ""
-				if next := a.header.Get(api.ContinueHeader); next != "" {
+				if next := a.header.Get(apiv1.ContinueHeader); next != "" {
 					path = "/api/pods?limit=1000&continue=" + next
 				}
 			}
@@ -265,14 +265,14 @@ func TestAPIAuth(t *testing.T) {
 		alice.call(t, s, http.MethodGet, "/api/pods", nil).want(t, "alice through the proxy", 200)
 		alice.call(t, s, http.MethodPost, "/api/pods", busybox).want(t, "alice submits", 403)
 		bob := caller{local: "127.0.0.2", header: map[string]string{"X-Auth-Request-User": "bob@example.com", "X-Auth-Request-Groups": "dev, sre"}}
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal(bob.call(t, s, http.MethodPost, "/api/pods", busybox).want(t, "bob (group sre) submits", 201).body, &wp); err != nil || wp.Submitter != "bob@example.com" {
 			t.Errorf("bob's pod: %+v %v", wp, err)
 		}
 		// A class with groups admits only its members, whatever else they may do.
 		grant(t, s, "ops", render.HubSubmitterName, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "ops"})
 		dana := caller{local: "127.0.0.2", header: map[string]string{"X-Auth-Request-User": "dana@example.com", "X-Auth-Request-Groups": "ops"}}
-		sreOnly := api.SubmitRequest{Image: "busybox", Command: []string{"true"}, Class: "team-sre"}
+		sreOnly := apiv1.SubmitRequest{Image: "busybox", Command: []string{"true"}, Class: "team-sre"}
 		if a := dana.call(t, s, http.MethodPost, "/api/pods", sreOnly).want(t, "dana (ops, may submit) with class team-sre", 403); !strings.Contains(string(a.body), `class \"team-sre\" is only for members of sre`) {
 			t.Errorf("the 403 does not name the class's groups: %s", a.body)
 		}

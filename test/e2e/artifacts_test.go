@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -61,7 +61,7 @@ func TestDropBoxKeepsTheRealLog(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "x",
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "x",
 		Command: []string{"sh", "-c", "echo the real log line; sleep 6; echo its last line"}})
 	tok := ingestToken(t, wharf, devstack.SpokeServiceAccount, wp.ID, wp.PodUID)
 	for _, kind := range []string{"log", "crucible-log"} {

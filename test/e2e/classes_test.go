@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/podclass"
@@ -69,7 +69,7 @@ func TestGPUClassPodsShareWharfsGPUs(t *testing.T) {
 		}
 	})
 	for range 4 {
-		wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu"})
+		wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu"})
 		ids = append(ids, wp.ID)
 	}
 	for _, id := range ids {
@@ -80,7 +80,7 @@ func TestGPUClassPodsShareWharfsGPUs(t *testing.T) {
 			t.Errorf("gpu pod %s on node %q with %s GPUs, want %s and 1", id, pod.Spec.NodeName, gpus.String(), devstack.GPUNodeName)
 		}
 	}
-	fifth := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu"})
+	fifth := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu"})
 	ids = append(ids, fifth.ID)
 	if msg := unschedulable(t, wharf, fifth.ID, time.Minute); !strings.Contains(msg, "Insufficient nvidia.com/gpu") {
 		t.Errorf("the fifth gpu pod waits with %q, want Insufficient nvidia.com/gpu", msg)
@@ -96,7 +96,7 @@ func TestGPUClassPodsShareWharfsGPUs(t *testing.T) {
 		t.Errorf("the fifth gpu pod runs on %q, want %s", node, devstack.GPUNodeName)
 	}
 
-	standard := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h")})
+	standard := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h")})
 	ids = append(ids, standard.ID)
 	waitRunning(t, s, standard.ID)
 	if node := spokePod(t, wharf, standard.ID).Spec.NodeName; node != devstack.NodeName {
@@ -109,20 +109,20 @@ func TestGPUClassPodsShareWharfsGPUs(t *testing.T) {
 // withholds, are refused at submit, naming the field and the bound.
 func TestGPUAsksBeyondWhatExists(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: new(5)})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: new(5)})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	if msg := unschedulable(t, s.Spoke("wharf"), wp.ID, time.Minute); !strings.Contains(msg, "Insufficient nvidia.com/gpu") {
 		t.Errorf("a 5-GPU pod waits with %q, want Insufficient nvidia.com/gpu", msg)
 	}
 	for _, tc := range []struct {
 		name  string
-		req   api.SubmitRequest
+		req   apiv1.SubmitRequest
 		field string
 		msg   string
 	}{
-		{"9 gpus", api.SubmitRequest{Cluster: "wharf", Image: "busybox", Class: "gpu", GPUs: new(9)}, "gpus", `must be from 1 to 8 for class "gpu"`},
-		{"gpu on dock", api.SubmitRequest{Cluster: "dock", Image: "busybox", Class: "gpu"}, "class", `class "gpu" is not offered on cluster "dock"`},
-		{"a deadline past the class's", api.SubmitRequest{Cluster: "wharf", Image: "busybox", Deadline: "49h"}, "deadline", `must be at most 48h0m0s for class "standard"`},
+		{"9 gpus", apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Class: "gpu", GPUs: new(9)}, "gpus", `must be from 1 to 8 for class "gpu"`},
+		{"gpu on dock", apiv1.SubmitRequest{Cluster: "dock", Image: "busybox", Class: "gpu"}, "class", `class "gpu" is not offered on cluster "dock"`},
+		{"a deadline past the class's", apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Deadline: "49h"}, "deadline", `must be at most 48h0m0s for class "standard"`},
 	} {
 		code, body := apiCall(t, s, http.MethodPost, "/api/pods", tc.req)
 		var answer struct{ Error, Field string }
@@ -139,7 +139,7 @@ func TestGPUAsksBeyondWhatExists(t *testing.T) {
 func TestDeadlineHoldsWhileTheControllerIsAway(t *testing.T) {
 	s := devstacktest.Shared(t)
 	script := "echo started; sleep 60"
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sh", "-c", script}, Deadline: "5s"})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sh", "-c", script}, Deadline: "5s"})
 	if d := spokePod(t, s.Spoke("wharf"), wp.ID).Spec.ActiveDeadlineSeconds; d == nil || *d != 5 {
 		t.Fatalf("activeDeadlineSeconds %v, want 5", d)
 	}
@@ -183,7 +183,7 @@ func TestDeadlineHoldsWhileTheControllerIsAway(t *testing.T) {
 // dev profile), as the dev runtime mounts it.
 func TestGPUPodsDevShmHasTheClassSize(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Class: "gpu",
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Class: "gpu",
 		Command: []string{"sh", "-c", "df -k /dev/shm | tail -1"}})
 	waitState(t, s, wp.ID, "succeeded", 2*time.Minute)
 	code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+wp.ID+"/artifacts/log", nil)

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/workpod"
@@ -55,7 +55,7 @@ func apiRequest(ctx context.Context, s *devstack.Stack, method, path string, bod
 		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "e2e")
+	req.Header.Set(apiv1.ClientHeader, "e2e")
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
@@ -68,26 +68,26 @@ func apiRequest(ctx context.Context, s *devstack.Stack, method, path string, bod
 	return resp.StatusCode, resp.Header, data, err
 }
 
-func submit(t testing.TB, s *devstack.Stack, req api.SubmitRequest) api.WorkPod {
+func submit(t testing.TB, s *devstack.Stack, req apiv1.SubmitRequest) apiv1.WorkPod {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodPost, "/api/pods", req)
 	if code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, body)
 	}
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	if err := json.Unmarshal(body, &wp); err != nil {
 		t.Fatal(err)
 	}
 	return wp
 }
 
-func getPod(t *testing.T, s *devstack.Stack, id string) api.WorkPod {
+func getPod(t *testing.T, s *devstack.Stack, id string) apiv1.WorkPod {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+id, nil)
 	if code != http.StatusOK {
 		t.Fatalf("get %s: %d %s", id, code, body)
 	}
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	if err := json.Unmarshal(body, &wp); err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +107,9 @@ func waitPodGone(t *testing.T, spoke *devstack.Cluster, name string, within time
 
 // waitState polls the API until the work pod reaches a terminal state, and
 // fails the test if it is not want.
-func waitState(t *testing.T, s *devstack.Stack, id, want string, within time.Duration) api.WorkPod {
+func waitState(t *testing.T, s *devstack.Stack, id, want string, within time.Duration) apiv1.WorkPod {
 	t.Helper()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, within, true, func(context.Context) (bool, error) {
 		wp = getPod(t, s, id)
 		switch wp.State {
@@ -158,7 +158,7 @@ func restoreSpokeAfter(t *testing.T, s *devstack.Stack, c *devstack.Cluster) {
 func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	wp := submit(t, s, api.SubmitRequest{
+	wp := submit(t, s, apiv1.SubmitRequest{
 		Image: "registry.example/turn:1", Command: []string{"sh", "-c", `echo "turn started $0"; sleep 3; echo "turn done"`}, Args: []string{"--fast"},
 		Env:         []workpod.EnvVar{{Name: "MODE", Value: "fast"}},
 		Files:       map[string]string{"input.txt": "hello"},
@@ -243,7 +243,7 @@ func ingestAudience(pod *corev1.Pod) string {
 
 func TestTwoSpokes(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: sleeps("1s")})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: sleeps("1s")})
 	if wp.Cluster != "dock" {
 		t.Fatalf("cluster = %q", wp.Cluster)
 	}
@@ -259,7 +259,7 @@ func TestTwoSpokes(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("clusters: %d %s", code, body)
 	}
-	var clusters []api.Cluster
+	var clusters []apiv1.Cluster
 	if err := json.Unmarshal(body, &clusters); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestTwoSpokes(t *testing.T) {
 		}
 	}
 	code, body = apiCall(t, s, http.MethodGet, "/api/pods?cluster=dock", nil)
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	if code != http.StatusOK || json.Unmarshal(body, &rows) != nil {
 		t.Fatalf("list: %d %s", code, body)
 	}
@@ -287,7 +287,7 @@ func TestTwoSpokes(t *testing.T) {
 func newestRow(t *testing.T, s *devstack.Stack) string {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodGet, "/api/pods?limit=1", nil)
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	if err := json.Unmarshal(body, &rows); code != http.StatusOK || err != nil {
 		t.Fatalf("list: %d %s (%v)", code, body, err)
 	}
@@ -306,12 +306,12 @@ func TestBadSubmissions(t *testing.T) {
 		code     int
 		contains string
 	}{
-		{"unknown cluster", api.SubmitRequest{Cluster: "nope", Image: "x"}, 400, `cluster \"nope\": no such cluster (known: wharf, dock)`},
-		{"no image", api.SubmitRequest{}, 400, "image"},
-		{"bad env name", api.SubmitRequest{Image: "x", Env: []workpod.EnvVar{{Name: "1BAD", Value: "v"}}}, 400, "env[0].name"},
-		{"reserved env name", api.SubmitRequest{Image: "x", Env: []workpod.EnvVar{{Name: "CRUCIBLE_INGEST_URL", Value: "v"}}}, 400, "env[0].name"},
-		{"bad file key", api.SubmitRequest{Image: "x", Files: map[string]string{"../etc/passwd": "x"}}, 400, "files"},
-		{"bad kind", api.SubmitRequest{Image: "x", Kind: "batch"}, 400, "kind"},
+		{"unknown cluster", apiv1.SubmitRequest{Cluster: "nope", Image: "x"}, 400, `cluster \"nope\": no such cluster (known: wharf, dock)`},
+		{"no image", apiv1.SubmitRequest{}, 400, "image"},
+		{"bad env name", apiv1.SubmitRequest{Image: "x", Env: []workpod.EnvVar{{Name: "1BAD", Value: "v"}}}, 400, "env[0].name"},
+		{"reserved env name", apiv1.SubmitRequest{Image: "x", Env: []workpod.EnvVar{{Name: "CRUCIBLE_INGEST_URL", Value: "v"}}}, 400, "env[0].name"},
+		{"bad file key", apiv1.SubmitRequest{Image: "x", Files: map[string]string{"../etc/passwd": "x"}}, 400, "files"},
+		{"bad kind", apiv1.SubmitRequest{Image: "x", Kind: "batch"}, 400, "kind"},
 		{"unknown field", []byte(`{"image":"x","imagee":"y"}`), 400, "imagee: Forbidden: unknown field"},
 		{"case-mismatched field", []byte(`{"IMAGE":"x"}`), 400, "IMAGE: Forbidden: unknown field"},
 		{"malformed JSON", []byte(`{"image":`), 400, "JSON"},
@@ -382,7 +382,7 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 		// (DevRuntimeNeedsCommand), and in the moment between its create and
 		// the dispatcher's delete the watch could record that failure first
 		// (ci17). With one it waits for its ConfigMap, which never comes.
-		code, body = apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: sleeps("1s"), Files: map[string]string{"a": "b"}})
+		code, body = apiCall(t, s, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Image: "x", Command: sleeps("1s"), Files: map[string]string{"a": "b"}})
 		return code != http.StatusCreated, nil
 	})
 	if code != http.StatusBadGateway || !strings.Contains(string(body), `cannot create resource \"configmaps\"`) {
@@ -396,7 +396,7 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 	// create). Other tests' objects come and go meanwhile: only this row's
 	// are counted.
 	code, body = apiCall(t, s, http.MethodGet, "/api/pods?state=failed&limit=100", nil)
-	var failed, ours []api.WorkPod
+	var failed, ours []apiv1.WorkPod
 	if err := json.Unmarshal(body, &failed); code != http.StatusOK || err != nil {
 		t.Fatalf("failed rows: %d %s (%v)", code, body, err)
 	}
@@ -423,7 +423,7 @@ func TestMissingRBACVerbIsNamed(t *testing.T) {
 func rowsSince(t *testing.T, s *devstack.Stack, began time.Time) string {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodGet, "/api/pods?limit=100", nil)
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	if err := json.Unmarshal(body, &rows); code != http.StatusOK || err != nil {
 		return fmt.Sprintf("(list: %d %s)", code, body)
 	}
@@ -458,7 +458,7 @@ func objectsOf(t *testing.T, spoke *devstack.Cluster, id string) int {
 
 func TestCancel(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: sleeps("1h")})
+	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("1h")})
 	code, body := apiCall(t, s, http.MethodPost, "/api/pods/"+wp.ID+"/cancel", nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"state": "cancelled"`) {
 		t.Fatalf("cancel: %d %s", code, body)
@@ -480,7 +480,7 @@ func TestCancel(t *testing.T) {
 
 func TestFailedPodRecordsExitCode(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "sleep 1; exit 7"}})
+	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "sleep 1; exit 7"}})
 	done := waitState(t, s, wp.ID, "failed", time.Minute)
 	if done.ExitCode == nil || *done.ExitCode != 7 || !done.LogCollected {
 		t.Errorf("failed pod = %+v, want exit code 7 with its log collected", done)

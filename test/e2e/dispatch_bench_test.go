@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -146,7 +146,7 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool
 		_, err = c.Secrets(devstack.SpokeNamespace).Create(ctx, objs.Secret, metav1.CreateOptions{})
 		return err
 	}
-	crucibleSet := submitTurns(s.Federation.ControllerInternalURL, spokes, api.SubmitRequest{Image: "x", Command: command, Files: files, SecretFiles: secrets})
+	crucibleSet := submitTurns(s.Federation.ControllerInternalURL, spokes, apiv1.SubmitRequest{Image: "x", Command: command, Files: files, SecretFiles: secrets})
 	var cost spokeCost
 	if fleetRow {
 		cost = measureSpokeCost(b, s, spokes)
@@ -236,7 +236,7 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool
 			if err != nil {
 				b.Fatal(err)
 			}
-			var bad []api.WorkPod
+			var bad []apiv1.WorkPod
 			err = json.NewDecoder(resp.Body).Decode(&bad)
 			resp.Body.Close()
 			if err != nil || len(bad) > 0 {
@@ -249,7 +249,7 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, fleetRow bool
 // submitTurns is a createLoop set that submits turn i, as req, to
 // spokes[i % len(spokes)] through the controller's API (a stack without API
 // auth).
-func submitTurns(apiURL string, spokes []string, req api.SubmitRequest) func(context.Context, int) error {
+func submitTurns(apiURL string, spokes []string, req apiv1.SubmitRequest) func(context.Context, int) error {
 	client := &http.Client{Timeout: time.Minute}
 	return func(ctx context.Context, i int) error {
 		r := req
@@ -257,13 +257,13 @@ func submitTurns(apiURL string, spokes []string, req api.SubmitRequest) func(con
 		body, _ := json.Marshal(r)
 		hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/api/pods", bytes.NewReader(body))
 		hr.Header.Set("Content-Type", "application/json")
-		hr.Header.Set(api.ClientHeader, "bench")
+		hr.Header.Set(apiv1.ClientHeader, "bench")
 		resp, err := client.Do(hr)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&wp) != nil {
 			return fmt.Errorf("submit: %s", resp.Status)
 		}
@@ -327,7 +327,7 @@ func awaitNoLiveRows(b *testing.B, controller string) {
 			return false, nil
 		}
 		defer resp.Body.Close()
-		var live []api.WorkPod
+		var live []apiv1.WorkPod
 		if json.NewDecoder(resp.Body).Decode(&live) != nil {
 			return false, nil
 		}
@@ -398,7 +398,7 @@ func addSpokes(b *testing.B, s *devstack.Stack, added ...string) time.Duration {
 		b.Fatal(err)
 	}
 	for _, name := range added {
-		submit := submitTurns(s.Federation.ControllerInternalURL, []string{name}, api.SubmitRequest{Image: "x", Command: sleeps("1s")})
+		submit := submitTurns(s.Federation.ControllerInternalURL, []string{name}, apiv1.SubmitRequest{Image: "x", Command: sleeps("1s")})
 		err = wait.PollUntilContextTimeout(b.Context(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			return submit(ctx, 0) == nil, nil
 		})
@@ -429,7 +429,7 @@ func (c spokeCost) rssPerSpoke() float64 { return (c.all.rss - c.one.rss) / floa
 // health loop, apart from the pods it carries.
 func measureSpokeCost(b *testing.B, s *devstack.Stack, spokes []string) spokeCost {
 	b.Helper()
-	if err := submitTurns(s.Federation.ControllerInternalURL, spokes[:1], api.SubmitRequest{Image: "x", Command: sleeps("1s")})(b.Context(), 0); err != nil {
+	if err := submitTurns(s.Federation.ControllerInternalURL, spokes[:1], apiv1.SubmitRequest{Image: "x", Command: sleeps("1s")})(b.Context(), 0); err != nil {
 		b.Fatal(err)
 	}
 	c := spokeCost{spokes: len(spokes)}

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
@@ -75,8 +75,8 @@ max_streams_per_identity = `+strconv.Itoa(perIdentity)+"\n")
 	}
 	holder := caller{token: holderToken}
 
-	var wp api.WorkPod
-	a := submitter.call(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "busybox",
+	var wp apiv1.WorkPod
+	a := submitter.call(t, s, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Image: "busybox",
 		Command: []string{"sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"}}).want(t, "submit a ticking pod", 201)
 	if err := json.Unmarshal(a.body, &wp); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func lastEvent(t *testing.T, evs <-chan streamEvent) streamEvent {
 // waitRunningAs polls pod id as c until it runs.
 func waitRunningAs(t *testing.T, s *devstack.Stack, c caller, id string) {
 	t.Helper()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		a := c.call(t, s, http.MethodGet, "/api/pods/"+id, nil).want(t, "get", 200)
 		if err := json.Unmarshal(a.body, &wp); err != nil {

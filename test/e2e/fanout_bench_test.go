@@ -16,7 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -122,16 +122,16 @@ func p99(d []time.Duration) time.Duration {
 // its id.
 func benchPod(b *testing.B, s *devstack.Stack, g gate, script string) string {
 	b.Helper()
-	data, _ := json.Marshal(api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", script}, Env: []workpod.EnvVar{g.env()}})
+	data, _ := json.Marshal(apiv1.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", script}, Env: []workpod.EnvVar{g.env()}})
 	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(data))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "e2e")
+	req.Header.Set(apiv1.ClientHeader, "e2e")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&wp) != nil {
 		b.Fatalf("submit: %s", resp.Status)
 	}

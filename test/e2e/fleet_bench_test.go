@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -48,7 +48,7 @@ func BenchmarkFleetReplicas(b *testing.B) {
 		}
 	}
 	oneHolder := func(h map[string]int) bool { return len(h) == 1 }
-	req := api.SubmitRequest{Image: "x", Command: sleeps("1s")}
+	req := apiv1.SubmitRequest{Image: "x", Command: sleeps("1s")}
 	through := func(replicas []devstack.Replica) func(context.Context, int) error {
 		sets := make([]func(context.Context, int) error, len(replicas))
 		for i, r := range replicas {

@@ -18,7 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -56,16 +56,16 @@ func TestFleetOfTenSpokes(t *testing.T) {
 		if reloaded.Load() && target == "dock" {
 			target = names[10] // dock takes no more pods: its share goes to the new spoke
 		}
-		body, _ := json.Marshal(api.SubmitRequest{Cluster: target, Image: "x", Command: []string{"sh", "-c", "echo turn " + strconv.Itoa(i)}})
+		body, _ := json.Marshal(apiv1.SubmitRequest{Cluster: target, Image: "x", Command: []string{"sh", "-c", "echo turn " + strconv.Itoa(i)}})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(api.ClientHeader, "e2e")
+		req.Header.Set(apiv1.ClientHeader, "e2e")
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&wp) != nil {
 			return fmt.Errorf("submit %d to %s: %s", i, target, resp.Status)
 		}
@@ -100,7 +100,7 @@ func TestFleetOfTenSpokes(t *testing.T) {
 	writeProfile(t, s, controllerProfile(t, s, append(listed, names[10])...))
 	reloadAt = time.Now()
 	waitReloads(t, s, "applied", 1)
-	waitClusters(t, s, names[10]+" healthy", func(cs []api.Cluster) bool {
+	waitClusters(t, s, names[10]+" healthy", func(cs []apiv1.Cluster) bool {
 		c, ok := clusterNamed(cs, names[10])
 		return ok && c.Health.CredentialsValid
 	})
@@ -117,7 +117,7 @@ func TestFleetOfTenSpokes(t *testing.T) {
 		pending = pending[:0]
 		for _, id := range ids {
 			code, body := apiCall(t, s, http.MethodGet, "/api/pods/"+id, nil)
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil {
 				return false, fmt.Errorf("get %s: %d %s", id, code, body)
 			}
@@ -134,7 +134,7 @@ func TestFleetOfTenSpokes(t *testing.T) {
 		t.Fatalf("%d pods not done (first %v): %v", len(pending), pending[:min(len(pending), 5)], err)
 	}
 	done := time.Since(started)
-	waitClusters(t, s, "without dock", func(cs []api.Cluster) bool {
+	waitClusters(t, s, "without dock", func(cs []apiv1.Cluster) bool {
 		_, ok := clusterNamed(cs, "dock")
 		return !ok && len(cs) == 10
 	})
@@ -229,8 +229,8 @@ func TestFleetShardedOverThreeReplicas(t *testing.T) {
 	// 300 pods in flight through all three, then the replica running wharf
 	// is killed.
 	const pods = 300
-	ids, uids := submitVia(t, replicas, pods, 8, func(i int) api.SubmitRequest {
-		return api.SubmitRequest{Cluster: names[i%len(names)], Image: "x", Command: []string{"sh", "-c", "echo start; sleep 3; echo done"}}
+	ids, uids := submitVia(t, replicas, pods, 8, func(i int) apiv1.SubmitRequest {
+		return apiv1.SubmitRequest{Cluster: names[i%len(names)], Image: "x", Command: []string{"sh", "-c", "echo start; sleep 3; echo done"}}
 	})
 	victim := replicas[0]
 	for _, r := range replicas {

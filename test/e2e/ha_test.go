@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -45,7 +45,7 @@ func haCall(t *testing.T, r devstack.Replica, method, path string, body any) (in
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), method, r.InternalURL+path, rd)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "e2e")
+	req.Header.Set(apiv1.ClientHeader, "e2e")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s on %s: %v", method, path, r.Process, err)
@@ -94,8 +94,8 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 
 	// 50 pods in flight, submitted through both replicas at once.
 	const pods = 50
-	ids, uids := submitVia(t, []devstack.Replica{a, b}, pods, 0, func(int) api.SubmitRequest {
-		return api.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "echo start $0; sleep 5; echo done"}}
+	ids, uids := submitVia(t, []devstack.Replica{a, b}, pods, 0, func(int) apiv1.SubmitRequest {
+		return apiv1.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "echo start $0; sleep 5; echo done"}}
 	})
 
 	killed := time.Now()
@@ -112,7 +112,7 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
 		for _, id := range ids {
 			code, body := haCall(t, follower, http.MethodGet, "/api/pods/"+id, nil)
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
 				return false, nil
 			}
@@ -124,7 +124,7 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 	}
 	for i, id := range ids {
 		code, body := haCall(t, follower, http.MethodGet, "/api/pods/"+id, nil)
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal(body, &wp); err != nil || code != http.StatusOK {
 			t.Fatalf("get %s: %d %s", id, code, body)
 		}
@@ -172,8 +172,8 @@ func TestHATwoControllersOnePostgres(t *testing.T) {
 // loops, lists it as draining until the store has no live row of dock, and
 // then forgets it as the leader does, without a restart.
 func removedSpokeLeavesEveryReplica(t *testing.T, s *devstack.Stack, leader, follower devstack.Replica) {
-	code, body := haCall(t, leader, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Cluster: "dock", Command: sleeps("8s")})
-	var wp api.WorkPod
+	code, body := haCall(t, leader, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Image: "x", Cluster: "dock", Command: sleeps("8s")})
+	var wp apiv1.WorkPod
 	if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
 		t.Fatalf("submit to dock: %d %s", code, body)
 	}
@@ -185,9 +185,9 @@ func removedSpokeLeavesEveryReplica(t *testing.T, s *devstack.Stack, leader, fol
 		}
 		replaceProfile(t, r.ProfileFile, text)
 	}
-	dock := func(r devstack.Replica) (api.Cluster, bool) {
+	dock := func(r devstack.Replica) (apiv1.Cluster, bool) {
 		code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil)
-		var clusters []api.Cluster
+		var clusters []apiv1.Cluster
 		if code != http.StatusOK || json.Unmarshal(body, &clusters) != nil {
 			t.Fatalf("%s: /api/clusters = %d %s", r.Process, code, body)
 		}
@@ -247,8 +247,8 @@ func stealLease(t *testing.T, s *devstack.Stack) {
 // that replica's drop-box, and the other serves the bytes with the same
 // sha256; a second push of the same bytes is 200 there too.
 func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other devstack.Replica) {
-	code, body := haCall(t, via, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "x", Command: sleeps("1h")})
-	var wp api.WorkPod
+	code, body := haCall(t, via, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Image: "x", Command: sleeps("1h")})
+	var wp apiv1.WorkPod
 	if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
 		t.Fatalf("submit via %s: %d %s", via.Process, code, body)
 	}
@@ -256,7 +256,7 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other devstack.R
 	// origin instance for all replicas): only its reconciler writes running.
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		code, body := haCall(t, via, http.MethodGet, "/api/pods/"+wp.ID, nil)
-		var got api.WorkPod
+		var got apiv1.WorkPod
 		return code == http.StatusOK && json.Unmarshal(body, &got) == nil && got.State == "running", nil
 	})
 	if err != nil {
@@ -264,7 +264,7 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other devstack.R
 	}
 	t.Cleanup(func() { // t.Context() has ended by now
 		req, _ := http.NewRequest(http.MethodPost, other.InternalURL+"/api/pods/"+wp.ID+"/cancel", nil)
-		req.Header.Set(api.ClientHeader, "e2e")
+		req.Header.Set(apiv1.ClientHeader, "e2e")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
@@ -312,7 +312,7 @@ func crossReplicaArtifact(t *testing.T, s *devstack.Stack, via, other devstack.R
 // submitVia submits n pods, pod i as req(i) through replicas[i%len], at
 // most limit at once (0: all at once), failing the test on any answer but
 // 201; it returns their ids and the pod uids they were dispatched with.
-func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func(i int) api.SubmitRequest) (ids, uids []string) {
+func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func(i int) apiv1.SubmitRequest) (ids, uids []string) {
 	t.Helper()
 	if limit <= 0 {
 		limit = n
@@ -327,7 +327,7 @@ func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			code, body := haCall(t, via, http.MethodPost, "/api/pods", req(i))
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
 				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
 				return
@@ -353,7 +353,7 @@ func awaitSucceededOnce(t *testing.T, via devstack.Replica, ids, uids []string, 
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, within, true, func(context.Context) (bool, error) {
 		for _, id := range ids {
 			code, body := haCall(t, via, http.MethodGet, "/api/pods/"+id, nil)
-			var wp api.WorkPod
+			var wp apiv1.WorkPod
 			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.LogCollected {
 				return false, nil
 			}
@@ -365,7 +365,7 @@ func awaitSucceededOnce(t *testing.T, via devstack.Replica, ids, uids []string, 
 	}
 	for i, id := range ids {
 		code, body := haCall(t, via, http.MethodGet, "/api/pods/"+id, nil)
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
 			t.Fatalf("%s: %d %s", id, code, body)
 		}

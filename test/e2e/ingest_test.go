@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -50,9 +50,9 @@ func upload(t *testing.T, s *devstack.Stack, client *http.Client, pod, kind, aut
 }
 
 // workPodOn submits a long-running turn on cluster and returns its row.
-func workPodOn(t *testing.T, s *devstack.Stack, cluster string) api.WorkPod {
+func workPodOn(t *testing.T, s *devstack.Stack, cluster string) apiv1.WorkPod {
 	t.Helper()
-	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1h")})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1h")})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	return wp
 }

@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -31,7 +31,7 @@ type sseView struct {
 	texts []string
 	ts    []time.Time // each line's timestamp, as the runtime wrote it
 	at    []time.Time // arrival of each line
-	end   *api.EndEvent
+	end   *apiv1.EndEvent
 	err   string // an error event, or the transport's error
 }
 
@@ -82,13 +82,13 @@ func (v *sseView) view(ctx context.Context, base, id string) {
 		v.mu.Lock()
 		switch event {
 		case "line":
-			var l api.LineEvent
+			var l apiv1.LineEvent
 			_ = json.Unmarshal([]byte(data), &l)
 			n, _ := strconv.ParseInt(eventID, 10, 64)
 			ts, _ := time.Parse(time.RFC3339Nano, l.TS)
 			v.ns, v.texts, v.at, v.ts = append(v.ns, n), append(v.texts, l.Text), append(v.at, time.Now()), append(v.ts, ts)
 		case "end":
-			var e api.EndEvent
+			var e apiv1.EndEvent
 			_ = json.Unmarshal([]byte(data), &e)
 			v.end = &e
 		case "error":
@@ -254,9 +254,9 @@ func printLinesPausing(prefix string, from, to int, pause string) (sh string, wa
 
 // gatedPod submits a turn on cluster that runs script (with $G the gate) and
 // is cancelled when the test ends.
-func gatedPod(t *testing.T, s *devstack.Stack, cluster string, g gate, script string) api.WorkPod {
+func gatedPod(t *testing.T, s *devstack.Stack, cluster string, g gate, script string) apiv1.WorkPod {
 	t.Helper()
-	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "busybox", Command: []string{"sh", "-c", script}, Env: []workpod.EnvVar{g.env()}})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: cluster, Image: "busybox", Command: []string{"sh", "-c", script}, Env: []workpod.EnvVar{g.env()}})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	return wp
 }
@@ -265,7 +265,7 @@ func cancelPod(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods/"+id+"/cancel", nil)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "e2e")
+	req.Header.Set(apiv1.ClientHeader, "e2e")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func cancelPod(t testing.TB, s *devstack.Stack, id string) {
 func cancelPodQuietly(s *devstack.Stack, id string) {
 	req, _ := http.NewRequest(http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods/"+id+"/cancel", nil)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(api.ClientHeader, "e2e")
+	req.Header.Set(apiv1.ClientHeader, "e2e")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
@@ -353,7 +353,7 @@ func TestLiveLogSurvivesSpokeRestart(t *testing.T) {
 func TestLiveLogReplaysFinishedPod(t *testing.T) {
 	s := devstacktest.Shared(t)
 	want := []string{"replay: one", "replay: two"}
-	wp := submit(t, s, api.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", `echo "replay: one"; echo "replay: two"`}})
+	wp := submit(t, s, apiv1.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", `echo "replay: one"; echo "replay: two"`}})
 	waitState(t, s, wp.ID, "succeeded", time.Minute)
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return getPod(t, s, wp.ID).LogCollected, nil
@@ -392,12 +392,12 @@ func TestLiveLogReplaysFinishedPod(t *testing.T) {
 
 func waitRunning(t testing.TB, s *devstack.Stack, id string) {
 	t.Helper()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	// Two minutes: right after a test restarted a spoke's API server, its
 	// scheduler and node agents take a while to reconnect on a busy machine.
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		code, body := apiCallTB(t, s, http.MethodGet, "/api/pods/"+id)
-		wp = api.WorkPod{}
+		wp = apiv1.WorkPod{}
 		_ = json.Unmarshal(body, &wp)
 		return code == 200 && wp.State == "running", nil
 	})

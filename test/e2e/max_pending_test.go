@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/store"
 )
@@ -23,7 +23,7 @@ import (
 // ends with that. The class is withheld on dock, as gpu is.
 func TestMaxPendingFailsUnschedulablePod(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu-short", GPUs: new(5)})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu-short", GPUs: new(5)})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 
 	waiting := waitWaiting(t, s, wp.ID, time.Minute)
@@ -48,7 +48,7 @@ func TestMaxPendingFailsUnschedulablePod(t *testing.T) {
 		t.Errorf("pod %s still on wharf after its row failed for max_pending: %v", wp.ID, err)
 	}
 
-	code, body := apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: "dock", Image: "busybox", Class: "gpu-short"})
+	code, body := apiCall(t, s, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Cluster: "dock", Image: "busybox", Class: "gpu-short"})
 	var refusal struct{ Error, Field string }
 	if err := json.Unmarshal(body, &refusal); err != nil || code != http.StatusUnprocessableEntity ||
 		refusal.Field != "class" || refusal.Error != `class "gpu-short" is not offered on cluster "dock"` {

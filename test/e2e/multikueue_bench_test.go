@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/benchreport"
 	"crucible.dev/crucible/internal/devstack"
 )
@@ -80,7 +80,7 @@ func BenchmarkMultiKueue(b *testing.B) {
 		}
 
 		start = time.Now()
-		if _, err := createLoop(ctx, workers, 0, mkBenchPods, submitTurns(s.Federation.ControllerInternalURL, spokes, api.SubmitRequest{Image: "x", Command: command})); err != nil {
+		if _, err := createLoop(ctx, workers, 0, mkBenchPods, submitTurns(s.Federation.ControllerInternalURL, spokes, apiv1.SubmitRequest{Image: "x", Command: command})); err != nil {
 			b.Fatalf("submit the turns: %v", err)
 		}
 		awaitNoLiveRows(b, s.Federation.ControllerInternalURL)
@@ -182,7 +182,7 @@ func countRows(b *testing.B, controller, state string) int {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	if err := json.NewDecoder(resp.Body).Decode(&rows); err != nil {
 		b.Fatal(err)
 	}

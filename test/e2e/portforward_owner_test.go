@@ -12,7 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
@@ -48,9 +48,9 @@ func TestPortForwardOwnPodsAndRunLiveReload(t *testing.T) {
 		return http.Header{"Authorization": {"Bearer " + hubToken(t, s, sa, devstack.Issuer)}}
 	}
 	a := caller{token: hubToken(t, s, "pf-a", devstack.Issuer)}
-	ans := a.call(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: devstack.EchoCommand(7777)}).
+	ans := a.call(t, s, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: devstack.EchoCommand(7777)}).
 		want(t, "A submits", http.StatusCreated)
-	var pod api.WorkPod
+	var pod apiv1.WorkPod
 	if err := json.Unmarshal(ans.body, &pod); err != nil {
 		t.Fatal(err)
 	}

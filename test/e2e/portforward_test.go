@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
@@ -33,9 +33,9 @@ import (
 
 // echoPod submits a work pod serving devstack's TCP echo on 7777 (its
 // first line to a connection names the pod) and waits until it runs.
-func echoPod(t testing.TB, s *devstack.Stack, cluster string) api.WorkPod {
+func echoPod(t testing.TB, s *devstack.Stack, cluster string) apiv1.WorkPod {
 	t.Helper()
-	wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "busybox", Command: devstack.EchoCommand(7777)})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: cluster, Image: "busybox", Command: devstack.EchoCommand(7777)})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	waitRunning(t, s, wp.ID)
 	return wp

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	_ "crucible.dev/crucible/internal/store" // registers the sqlite driver
@@ -21,8 +21,8 @@ import (
 
 // postKeyed submits req with Idempotency-Key key (apiRequest: a submit cut
 // by a controller kill gets an error, not a failed test).
-func postKeyed(ctx context.Context, s *devstack.Stack, key string, req api.SubmitRequest) (int, http.Header, []byte, error) {
-	return apiRequest(ctx, s, http.MethodPost, "/api/pods", req, http.Header{api.IdempotencyKeyHeader: {key}})
+func postKeyed(ctx context.Context, s *devstack.Stack, key string, req apiv1.SubmitRequest) (int, http.Header, []byte, error) {
+	return apiRequest(ctx, s, http.MethodPost, "/api/pods", req, http.Header{apiv1.IdempotencyKeyHeader: {key}})
 }
 
 // A submit cut by a controller kill before its dispatch — its row persisted,
@@ -37,8 +37,8 @@ func TestSubmitCutBeforeDispatchRuns(t *testing.T) {
 	wharf := s.Spoke("wharf")
 	began := time.Now()
 	run := fmt.Sprintf("cut-%d", began.UnixNano())
-	plain := api.SubmitRequest{Cluster: "wharf", Image: "x", Command: sleeps("1s")}
-	secret := api.SubmitRequest{Cluster: "wharf", Image: "x", Command: sleeps("1s"), SecretFiles: map[string]string{"token": "s3cret"}}
+	plain := apiv1.SubmitRequest{Cluster: "wharf", Image: "x", Command: sleeps("1s")}
+	secret := apiv1.SubmitRequest{Cluster: "wharf", Image: "x", Command: sleeps("1s"), SecretFiles: map[string]string{"token": "s3cret"}}
 
 	restoreSpokeAfter(t, s, wharf)
 	restarted := false
@@ -50,15 +50,15 @@ func TestSubmitCutBeforeDispatchRuns(t *testing.T) {
 	if err := s.StopAPIServer(wharf); err != nil {
 		t.Fatal(err)
 	}
-	for key, req := range map[string]api.SubmitRequest{run + "-plain": plain, run + "-secret": secret} {
+	for key, req := range map[string]apiv1.SubmitRequest{run + "-plain": plain, run + "-secret": secret} {
 		go func() { _, _, _, _ = postKeyed(context.Background(), s, key, req) }() // cut by the kill below
 	}
 	// Both rows persisted, their dispatches retrying against the stopped
 	// API server: now the kill cuts them.
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		code, body := apiCall(t, s, http.MethodGet, "/api/pods?cluster=wharf&state=pending&limit=100", nil)
-		var all []api.WorkPod
+		var all []apiv1.WorkPod
 		if code != http.StatusOK || json.Unmarshal(body, &all) != nil {
 			return false, nil
 		}
@@ -88,7 +88,7 @@ func TestSubmitCutBeforeDispatchRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var plainRow, secretRow api.WorkPod
+	var plainRow, secretRow apiv1.WorkPod
 	for _, wp := range rows {
 		if wp = getPod(t, s, wp.ID); len(wp.SecretFileNames) > 0 { // a list shows no spec
 			secretRow = wp
@@ -112,10 +112,10 @@ func TestSubmitCutBeforeDispatchRuns(t *testing.T) {
 		t.Fatalf("the row with a secret file after startup: %s %q (%v), want pending, awaiting its replay", secretRow.State, secretRow.Reason, err)
 	}
 	code, h, body, err := postKeyed(t.Context(), s, run+"-secret", secret)
-	if err != nil || code != http.StatusCreated || h.Get(api.ReplayedHeader) != "true" {
+	if err != nil || code != http.StatusCreated || h.Get(apiv1.ReplayedHeader) != "true" {
 		t.Fatalf("replay: %d %s (%v), want 201 replayed", code, body, err)
 	}
-	var replayed api.WorkPod
+	var replayed apiv1.WorkPod
 	if err := json.Unmarshal(body, &replayed); err != nil || replayed.ID != secretRow.ID || replayed.State == "pending" {
 		t.Fatalf("replay answered %s, want %s dispatched", body, secretRow.ID)
 	}
@@ -127,7 +127,7 @@ func TestSubmitCutBeforeDispatchRuns(t *testing.T) {
 	// were created before the test began, and no row since (tests on the
 	// shared stack run one at a time).
 	code, body = apiCall(t, s, http.MethodGet, "/api/pods?cluster=wharf&limit=100", nil)
-	var all []api.WorkPod
+	var all []apiv1.WorkPod
 	if err := json.Unmarshal(body, &all); code != http.StatusOK || err != nil {
 		t.Fatalf("list: %d %s", code, body)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -46,10 +46,10 @@ func controllerProfile(t *testing.T, s *devstack.Stack, spokes ...string) string
 }
 
 // listClusters is /api/clusters.
-func listClusters(t *testing.T, s *devstack.Stack) []api.Cluster {
+func listClusters(t *testing.T, s *devstack.Stack) []apiv1.Cluster {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodGet, "/api/clusters", nil)
-	var clusters []api.Cluster
+	var clusters []apiv1.Cluster
 	if err := json.Unmarshal(body, &clusters); code != http.StatusOK || err != nil {
 		t.Fatalf("clusters: %d %s (%v)", code, body, err)
 	}
@@ -57,9 +57,9 @@ func listClusters(t *testing.T, s *devstack.Stack) []api.Cluster {
 }
 
 // waitClusters polls /api/clusters until ok accepts it.
-func waitClusters(t *testing.T, s *devstack.Stack, what string, ok func([]api.Cluster) bool) {
+func waitClusters(t *testing.T, s *devstack.Stack, what string, ok func([]apiv1.Cluster) bool) {
 	t.Helper()
-	var last []api.Cluster
+	var last []apiv1.Cluster
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 		last = listClusters(t, s)
 		return ok(last), nil
@@ -99,10 +99,10 @@ func controllerLogHas(t *testing.T, s *devstack.Stack, parts ...string) bool {
 	return false
 }
 
-func clusterNamed(clusters []api.Cluster, name string) (api.Cluster, bool) {
-	i := slices.IndexFunc(clusters, func(c api.Cluster) bool { return c.Name == name })
+func clusterNamed(clusters []apiv1.Cluster, name string) (apiv1.Cluster, bool) {
+	i := slices.IndexFunc(clusters, func(c apiv1.Cluster) bool { return c.Name == name })
 	if i < 0 {
-		return api.Cluster{}, false
+		return apiv1.Cluster{}, false
 	}
 	return clusters[i], true
 }
@@ -127,9 +127,9 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 		t.Fatal("pier is in the fleet before the reload")
 	}
 
-	onWharf := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "registry.example/turn:1", Command: []string{"sh", "-c", "sleep 6; echo wharf-done"}})
-	ends := submit(t, s, api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: []string{"sh", "-c", "sleep 6; echo dock-done"}})
-	stuck := submit(t, s, api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: sleeps("10m")})
+	onWharf := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "registry.example/turn:1", Command: []string{"sh", "-c", "sleep 6; echo wharf-done"}})
+	ends := submit(t, s, apiv1.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: []string{"sh", "-c", "sleep 6; echo dock-done"}})
+	stuck := submit(t, s, apiv1.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: sleeps("10m")})
 	for _, id := range []string{onWharf.ID, ends.ID, stuck.ID} {
 		waitRunning(t, s, id)
 	}
@@ -138,7 +138,7 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	next = strings.Replace(next, "name = \"wharf\"\n", "name = \"wharf\"\nqps = 7\n", 1)
 	writeProfile(t, s, next)
 	waitReloads(t, s, "applied", 1)
-	waitClusters(t, s, "pier healthy and dock draining", func(cs []api.Cluster) bool {
+	waitClusters(t, s, "pier healthy and dock draining", func(cs []apiv1.Cluster) bool {
 		pier, ok := clusterNamed(cs, "pier")
 		dock, dok := clusterNamed(cs, "dock")
 		return ok && !pier.Draining && pier.Health.CredentialsValid && dok && dock.Draining
@@ -148,9 +148,9 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	}
 
 	// pier takes pods; dock takes none.
-	onPier := submit(t, s, api.SubmitRequest{Cluster: "pier", Image: "registry.example/turn:1",
+	onPier := submit(t, s, apiv1.SubmitRequest{Cluster: "pier", Image: "registry.example/turn:1",
 		Command: []string{"sh", "-c", "printf from-pier > out.json && crucible push result out.json && echo pier-done"}})
-	code, body := apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: []string{"true"}})
+	code, body := apiCall(t, s, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: []string{"true"}})
 	if code != http.StatusBadRequest || !strings.Contains(string(body), `cluster \"dock\": no such cluster (known: wharf, pier)`) {
 		t.Errorf("submit to the draining dock: %d %s, want 400 naming the known clusters", code, body)
 	}
@@ -173,7 +173,7 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	if err := waitPodGone(t, s.Spoke("dock"), stuck.ID, time.Minute); err != nil {
 		t.Errorf("the pod of %s, lost past dock's drain, is still on dock: %v", stuck.ID, err)
 	}
-	waitClusters(t, s, "without dock", func(cs []api.Cluster) bool {
+	waitClusters(t, s, "without dock", func(cs []apiv1.Cluster) bool {
 		_, ok := clusterNamed(cs, "dock")
 		return !ok && len(cs) == 2
 	})
@@ -194,7 +194,7 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	if names := clusterNames(listClusters(t, s)); !slices.Equal(names, []string{"wharf", "pier"}) {
 		t.Errorf("clusters after refused reloads: %v, want wharf, pier", names)
 	}
-	again := submit(t, s, api.SubmitRequest{Cluster: "pier", Image: "registry.example/turn:1", Command: []string{"echo", "still"}})
+	again := submit(t, s, apiv1.SubmitRequest{Cluster: "pier", Image: "registry.example/turn:1", Command: []string{"echo", "still"}})
 	waitState(t, s, again.ID, "succeeded", 2*time.Minute)
 
 	// The good file again, then SIGHUP: both reload, neither changes a thing.
@@ -209,7 +209,7 @@ func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	}
 }
 
-func clusterNames(cs []api.Cluster) []string {
+func clusterNames(cs []apiv1.Cluster) []string {
 	var names []string
 	for _, c := range cs {
 		names = append(names, c.Name)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/workpod"
@@ -41,7 +41,7 @@ func TestControllerTokenRotation(t *testing.T) {
 		t.Fatal("the hub still accepts the controller's revoked token")
 	}
 	for _, cluster := range []string{"wharf", "dock"} {
-		wp := submit(t, s, api.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1s")})
+		wp := submit(t, s, apiv1.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1s")})
 		waitState(t, s, wp.ID, "succeeded", time.Minute)
 	}
 }
@@ -51,7 +51,7 @@ func TestControllerTokenRotation(t *testing.T) {
 func TestSpokeOutageWhileAwaiting(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: sleeps("25s")})
+	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("25s")})
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return getPod(t, s, wp.ID).State == "running", nil
 	})
@@ -84,7 +84,7 @@ func TestSpokeOutageWhileAwaiting(t *testing.T) {
 func TestControllerCrashAfterDispatch(t *testing.T) {
 	s := devstacktest.Shared(t)
 	wharf := s.Spoke("wharf")
-	wp := submit(t, s, api.SubmitRequest{Image: "x", Command: sleeps("8s")})
+	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("8s")})
 	if err := s.KillProcess("crucible-controller"); err != nil {
 		t.Fatal(err)
 	}

@@ -34,9 +34,9 @@ func TestLiveLogEndsWithThePodsStateWhileTheWatchIsHeld(t *testing.T) {
 	}
 
 	prof := profile.Default()
-	apiSrv := &api.Server{Profile: profile.NewCurrent(&prof), Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
+	apiSrv := api.New(api.Options{Profile: profile.NewCurrent(&prof), Store: iso.Store, Dispatcher: iso.Reconciler.Dispatcher, Clients: iso.Reconciler.Clients,
 		Artifacts: iso.Artifacts, Settler: iso.Reconciler, Log: slog.New(slog.DiscardHandler), Retry: fleet.RetryPolicy(prof.Reconcile),
-		MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts()}
+		MaxRequestBytes: 1 << 20, AllowedHosts: profile.DefaultAPIAllowedHosts()})
 	mux := http.NewServeMux()
 	apiSrv.Routes(mux)
 	srv := httptest.NewServer(mux)

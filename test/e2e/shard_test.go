@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
@@ -44,7 +44,7 @@ func spokeLeases(t testing.TB, s *devstack.Stack, spokes ...string) map[string]s
 func ownersVia(t *testing.T, r devstack.Replica) map[string]string {
 	t.Helper()
 	code, body := haCall(t, r, http.MethodGet, "/api/clusters", nil)
-	var cs []api.Cluster
+	var cs []apiv1.Cluster
 	if code != http.StatusOK || json.Unmarshal(body, &cs) != nil {
 		t.Fatalf("%s: /api/clusters %d %s", r.Process, code, body)
 	}
@@ -154,8 +154,8 @@ func TestShardedReplicasShareSpokes(t *testing.T) {
 	// 30 pods in flight over the three spokes, through both replicas; then
 	// the replica holding wharf is SIGKILLed.
 	const pods = 30
-	ids, uids := submitVia(t, []devstack.Replica{a, b}, pods, 0, func(i int) api.SubmitRequest {
-		return api.SubmitRequest{Cluster: spokes[i%len(spokes)], Image: "x", Command: []string{"sh", "-c", "echo start; sleep 4; echo done"}}
+	ids, uids := submitVia(t, []devstack.Replica{a, b}, pods, 0, func(i int) apiv1.SubmitRequest {
+		return apiv1.SubmitRequest{Cluster: spokes[i%len(spokes)], Image: "x", Command: []string{"sh", "-c", "echo start; sleep 4; echo done"}}
 	})
 	victim, survivor := a, b
 	if controllerMetricOf(t, b, `crucible_cluster_loops{cluster="wharf"}`) == 1 {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
@@ -29,7 +29,7 @@ import (
 func clusterHealth(t *testing.T, s *devstack.Stack, name string) fleet.Health {
 	t.Helper()
 	code, body := apiCall(t, s, http.MethodGet, "/api/clusters", nil)
-	var clusters []api.Cluster
+	var clusters []apiv1.Cluster
 	if err := json.Unmarshal(body, &clusters); code != http.StatusOK || err != nil {
 		t.Fatalf("clusters: %d %s (%v)", code, body, err)
 	}
@@ -91,7 +91,7 @@ func TestSpokeTokenFromTokenRequest(t *testing.T) {
 			entry.TokenSource, entry.TokenFile, entry.TokenAudience, entry.TokenExpiration)
 	}
 
-	wp := submit(t, s, api.SubmitRequest{Image: "registry.example/turn:1", Command: sleeps("1s")})
+	wp := submit(t, s, apiv1.SubmitRequest{Image: "registry.example/turn:1", Command: sleeps("1s")})
 	if wp.Cluster != "wharf" {
 		t.Fatalf("dispatched to %q", wp.Cluster)
 	}
@@ -132,7 +132,7 @@ func TestSpokeTokenFromTokenRequest(t *testing.T) {
 	if h.Reachable || h.CredentialsValid || h.TokenExpiry != nil {
 		t.Errorf("wharf's health %+v, want no token, not reached, credentials not valid", h)
 	}
-	code, body := apiCall(t, s, http.MethodPost, "/api/pods", api.SubmitRequest{Image: "registry.example/turn:1", Command: sleeps("1s")})
+	code, body := apiCall(t, s, http.MethodPost, "/api/pods", apiv1.SubmitRequest{Image: "registry.example/turn:1", Command: sleeps("1s")})
 	if code != http.StatusBadGateway {
 		t.Errorf("submit without the RBAC: %d %s, want 502", code, body)
 	}
@@ -147,7 +147,7 @@ func TestSpokeTokenFromTokenRequest(t *testing.T) {
 	pid := s.Processes()["crucible-controller"]
 	applyHub(t, s, render.HubTokenRequestRBAC(devstack.HubNamespace, devstack.HubServiceAccount)...)
 	waitHealth(t, s, "wharf", "healthy again", func(h fleet.Health) bool { return h.CredentialsValid && h.TokenExpiry != nil })
-	wp = submit(t, s, api.SubmitRequest{Image: "registry.example/turn:1", Command: sleeps("1s")})
+	wp = submit(t, s, apiv1.SubmitRequest{Image: "registry.example/turn:1", Command: sleeps("1s")})
 	waitState(t, s, wp.ID, "succeeded", time.Minute)
 	if got := s.Processes()["crucible-controller"]; got != pid {
 		t.Errorf("the controller restarted (pid %d → %d)", pid, got)

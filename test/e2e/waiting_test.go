@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/store"
@@ -28,7 +28,7 @@ import (
 func TestWaitingPodSaysWhy(t *testing.T) {
 	s := devstacktest.Shared(t)
 	gpus := 5
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: &gpus})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: &gpus})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 
 	waiting := waitWaiting(t, s, wp.ID, time.Minute)
@@ -77,7 +77,7 @@ func TestWaitingPodSaysWhy(t *testing.T) {
 // states: scheduled on the node kube-scheduler chose, started, finished.
 func TestFinishedPodHistory(t *testing.T) {
 	s := devstacktest.Shared(t)
-	wp := submit(t, s, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1s")})
+	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1s")})
 	done := waitState(t, s, wp.ID, "succeeded", 2*time.Minute)
 	if done.Node != devstack.NodeName || done.Waiting != nil {
 		t.Errorf("finished on node %q waiting %+v, want %s and no wait", done.Node, done.Waiting, devstack.NodeName)
@@ -100,9 +100,9 @@ func TestFinishedPodHistory(t *testing.T) {
 }
 
 // waitWaiting polls the API until the pod waits.
-func waitWaiting(t *testing.T, s *devstack.Stack, id string, within time.Duration) api.WorkPod {
+func waitWaiting(t *testing.T, s *devstack.Stack, id string, within time.Duration) apiv1.WorkPod {
 	t.Helper()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, within, true, func(context.Context) (bool, error) {
 		code, _ := apiCall(t, s, http.MethodGet, "/api/pods/"+id, nil)
 		if code != http.StatusOK {
@@ -118,7 +118,7 @@ func waitWaiting(t *testing.T, s *devstack.Stack, id string, within time.Duratio
 }
 
 // whats names the history's entries as the CLI and the timeline do.
-func whats(h []api.HistoryEntry) []string {
+func whats(h []apiv1.HistoryEntry) []string {
 	out := make([]string, 0, len(h))
 	for _, e := range h {
 		out = append(out, e.What())
@@ -139,7 +139,7 @@ func isSubsequence(want, got []string) bool {
 
 // checkTimes: entries are in time order, the first at the row's creation,
 // none after the row's last write.
-func checkTimes(t *testing.T, wp api.WorkPod) {
+func checkTimes(t *testing.T, wp apiv1.WorkPod) {
 	t.Helper()
 	h := wp.History
 	if len(h) == 0 || !h[0].At.Equal(wp.CreatedAt) {

@@ -62,11 +62,11 @@ func benchServer(b *testing.B) (url, logPod string) {
 	if _, err := st.UpdateWorkPod(b.Context(), logPod, func(p *store.WorkPod) error { p.LogCollected = true; return nil }); err != nil {
 		b.Fatal(err)
 	}
-	s := &api.Server{
+	s := api.New(api.Options{
 		Profile: profile.NewCurrent(&profile.Profile{DefaultCluster: "wharf", Clusters: []profile.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}}),
 		Store:   st, Artifacts: arts, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: profile.DefaultAPIPageSize,
-	}
+	})
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	ui.Routes(mux)

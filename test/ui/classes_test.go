@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/store"
 )
@@ -74,7 +74,7 @@ var (
 
 // offeredOptions are the options the picker should show: the classes GET
 // /api/classes offers on cluster, in its order, with selected chosen.
-func offeredOptions(t *testing.T, offered []api.ClusterClasses, cluster, selected string) []classOption {
+func offeredOptions(t *testing.T, offered []apiv1.ClusterClasses, cluster, selected string) []classOption {
 	t.Helper()
 	for _, cc := range offered {
 		if cc.Cluster != cluster {
@@ -110,7 +110,7 @@ func TestClassesWaitingAndHistory(t *testing.T) {
 	noLayoutShift(t, page, "submit with classes")
 
 	// dock, the first cluster, withholds gpu; wharf offers it second.
-	var offered []api.ClusterClasses
+	var offered []apiv1.ClusterClasses
 	getJSON(t, url+"/api/classes", adminToken, &offered)
 	dock := offeredOptions(t, offered, "dock", "standard")
 	if slices.ContainsFunc(dock, func(o classOption) bool { return o.Value == "gpu" }) {
@@ -150,21 +150,21 @@ func TestClassesWaitingAndHistory(t *testing.T) {
 	waitJS(t, page, "the form opens the new pod", `/^#\/pods\/turn-[a-z0-9]+$/.test(location.hash)`, time.Minute)
 	id := strings.TrimPrefix(eval[string](t, page, `location.hash`), "#/pods/")
 	var posts []struct {
-		Body   api.SubmitRequest `json:"body"`
-		Status int               `json:"status"`
+		Body   apiv1.SubmitRequest `json:"body"`
+		Status int                 `json:"status"`
 	}
 	if err := json.Unmarshal([]byte(eval[string](t, page, `JSON.stringify(window.__posts)`)), &posts); err != nil {
 		t.Fatal(err)
 	}
 	nine, five := 9, 5
-	wantPosts := []api.SubmitRequest{
+	wantPosts := []apiv1.SubmitRequest{
 		{Cluster: "wharf", Kind: "turn", Image: "busybox", Command: []string{"sleep", "3600"}, Class: "gpu", GPUs: &nine},
 		{Cluster: "wharf", Kind: "turn", Image: "busybox", Command: []string{"sleep", "3600"}, Class: "gpu", GPUs: &five, Resources: map[string]string{"memory": "2Gi"}},
 	}
 	if len(posts) != 2 || posts[0].Status != 422 || posts[1].Status != 201 {
 		t.Fatalf("posts %+v, want a 422 and a 201", posts)
 	}
-	if diff := cmp.Diff(wantPosts, []api.SubmitRequest{posts[0].Body, posts[1].Body}); diff != "" {
+	if diff := cmp.Diff(wantPosts, []apiv1.SubmitRequest{posts[0].Body, posts[1].Body}); diff != "" {
 		t.Errorf("the form's posts (-want +got):\n%s", diff)
 	}
 
@@ -177,7 +177,7 @@ func TestClassesWaitingAndHistory(t *testing.T) {
 func waitingPodPage(t *testing.T, b *browserSession, page context.Context, url, token, id string) {
 	t.Helper()
 	waitJS(t, page, "the pod waits", `((document.getElementById('pod-waiting')||{}).textContent||'').startsWith('Unschedulable — 0/2 nodes are available: ')`, time.Minute)
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	getJSON(t, url+"/api/pods/"+id, token, &wp)
 	if wp.Waiting == nil || !strings.Contains(wp.Waiting.Message, "Insufficient nvidia.com/gpu") {
 		t.Fatalf("the API says the pod waits %+v, want Insufficient nvidia.com/gpu", wp.Waiting)
@@ -193,7 +193,7 @@ func waitingPodPage(t *testing.T, b *browserSession, page context.Context, url, 
 			t.Errorf("pod page's %s: %q, want %q", tt.what, got, tt.want)
 		}
 	}
-	history := waitTimeline(t, page, url, token, id, func(h []api.HistoryEntry) bool { return len(h) > 0 && h[len(h)-1].Event == store.EventWaiting })
+	history := waitTimeline(t, page, url, token, id, func(h []apiv1.HistoryEntry) bool { return len(h) > 0 && h[len(h)-1].Event == store.EventWaiting })
 	if got := whats(history); !cmp.Equal(got, []string{"pending", "dispatched", "waiting"}) {
 		t.Errorf("the waiting pod's history %v, want pending, dispatched, waiting", got)
 	}
@@ -211,10 +211,10 @@ func waitingPodPage(t *testing.T, b *browserSession, page context.Context, url, 
 func finishedPodPage(t *testing.T, b *browserSession, page context.Context, s *devstack.Stack, token string) {
 	t.Helper()
 	url := s.Federation.ControllerInternalURL
-	id := submitAPI(t, s, token, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sleep", "1"}})
+	id := submitAPI(t, s, token, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sleep", "1"}})
 	run(t, page, "open the finished pod", chromedp.Navigate(url+"/#/pods/"+id))
 	waitJS(t, page, "it succeeds", `(document.getElementById('pod-state')||{}).textContent === 'succeeded'`, 2*time.Minute)
-	history := waitTimeline(t, page, url, token, id, func(h []api.HistoryEntry) bool { return len(h) > 0 && h[len(h)-1].State == store.StateSucceeded })
+	history := waitTimeline(t, page, url, token, id, func(h []apiv1.HistoryEntry) bool { return len(h) > 0 && h[len(h)-1].State == store.StateSucceeded })
 	got := whats(history)
 	// The watch may see the pod bound before the dispatch records it.
 	if !isSubsequence([]string{"pending", "scheduled", "started", "running", "succeeded"}, got) || !slices.Contains(got, "dispatched") ||
@@ -245,11 +245,11 @@ var waits = regexp.MustCompile(`^\+(\d+ms|\d\.\ds|\d+s|\d+m \d\ds|\d+h \d\dm|\d+
 
 // waitTimeline waits until the API's history of id satisfies done and the
 // page's timeline shows exactly it, and returns it.
-func waitTimeline(t *testing.T, page context.Context, url, token, id string, done func([]api.HistoryEntry) bool) []api.HistoryEntry {
+func waitTimeline(t *testing.T, page context.Context, url, token, id string, done func([]apiv1.HistoryEntry) bool) []apiv1.HistoryEntry {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var wp api.WorkPod
+		var wp apiv1.WorkPod
 		getJSON(t, url+"/api/pods/"+id, token, &wp)
 		var rows []timelineRow
 		if err := json.Unmarshal([]byte(eval[string](t, page, `JSON.stringify([...document.querySelectorAll('#history-rows tr')].map(tr => ({
@@ -280,7 +280,7 @@ func waitTimeline(t *testing.T, page context.Context, url, token, id string, don
 }
 
 // entryDetail is the detail the timeline shows of an entry.
-func entryDetail(e api.HistoryEntry) string {
+func entryDetail(e apiv1.HistoryEntry) string {
 	if e.Event == store.EventScheduled && e.Message != "" {
 		return "on " + e.Message
 	}
@@ -294,7 +294,7 @@ func entryDetail(e api.HistoryEntry) string {
 }
 
 // whats names the history's entries as the CLI and the timeline do.
-func whats(h []api.HistoryEntry) []string {
+func whats(h []apiv1.HistoryEntry) []string {
 	out := make([]string, 0, len(h))
 	for _, e := range h {
 		out = append(out, e.What())

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	gocmp "github.com/google/go-cmp/cmp"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/fleet"
 )
 
@@ -96,14 +96,14 @@ func TestClustersTable(t *testing.T) {
 		const rows = [...document.querySelectorAll('#cl-rows tr[data-cluster]')];
 		return rows.length === 2 && rows.every(r => r.querySelector('[data-testid=health]').textContent === 'healthy');
 	})()`, 3*time.Minute)
-	var real []api.Cluster
+	var real []apiv1.Cluster
 	getJSON(t, base+"/api/clusters", adminToken, &real)
 
 	t.Run("real", func(t *testing.T) { realClusters(t, b, page, real) })
 	t.Run("25 synthetic", func(t *testing.T) { syntheticClusters(t, b, page, real) })
 }
 
-func realClusters(t *testing.T, b *browserSession, page context.Context, real []api.Cluster) {
+func realClusters(t *testing.T, b *browserSession, page context.Context, real []apiv1.Cluster) {
 	servers := map[string]string{}
 	for _, c := range real {
 		servers[c.Name] = c.Server
@@ -181,7 +181,7 @@ func realClusters(t *testing.T, b *browserSession, page context.Context, real []
 // synthetic is a cluster the test's fetch wrapper adds to GET /api/clusters
 // and the live pods it answers for it: Fail answers 503.
 type synthetic struct {
-	Cluster api.Cluster    `json:"cluster"`
+	Cluster apiv1.Cluster  `json:"cluster"`
 	Pods    map[string]int `json:"pods"`
 	More    bool           `json:"more"`
 	Fail    bool           `json:"fail"`
@@ -209,7 +209,7 @@ func syntheticFleet(now time.Time) []synthetic {
 			hl.TokenExpiry = &exp
 		}
 		sy := synthetic{
-			Cluster: api.Cluster{Name: name, Server: fmt.Sprintf("https://%s.rack-%c.example:6443", name, 'a'+i%2), LoopNamespace: "crucible-loops", Health: hl,
+			Cluster: apiv1.Cluster{Name: name, Server: fmt.Sprintf("https://%s.rack-%c.example:6443", name, 'a'+i%2), LoopNamespace: "crucible-loops", Health: hl,
 				Owner: fmt.Sprintf("crucible-%d_5f0c8a2e-1b7d-4c9e-9a61-3d2f0e7b8c41", i%3), Draining: i == 3},
 			Pods: map[string]int{"pending": i % 4, "dispatched": i % 3 * 5, "running": i * 37 % 101},
 			Fail: i == 11,
@@ -243,7 +243,7 @@ const appendClusters = `((extra) => {
 	};
 })`
 
-func syntheticClusters(t *testing.T, b *browserSession, page context.Context, real []api.Cluster) {
+func syntheticClusters(t *testing.T, b *browserSession, page context.Context, real []apiv1.Cluster) {
 	extra := syntheticFleet(time.Now())
 	rows := make([]synthetic, 0, len(real)+len(extra))
 	for _, c := range real {

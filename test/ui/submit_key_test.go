@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 )
 
 // cutPosts wraps the page's fetch: every POST /api/pods records its
@@ -106,7 +106,7 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 	if images := rowImages(t, url, adminToken); !maps.Equal(images, want) {
 		t.Errorf("rows by image after four submits of two requests: %v, want %v", images, want)
 	}
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	if getJSON(t, url+"/api/pods/"+landed, adminToken, &wp); wp.Image != "busybox:two" {
 		t.Errorf("the form opened %s of image %q, want the row of busybox:two", landed, wp.Image)
 	}
@@ -137,11 +137,11 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 // rowImages counts the stack's rows by image, read through the API.
 func rowImages(t *testing.T, url, token string) map[string]int {
 	t.Helper()
-	var rows []api.WorkPod
+	var rows []apiv1.WorkPod
 	getJSON(t, url+"/api/pods?limit=100", token, &rows)
 	n := map[string]int{}
 	for _, r := range rows {
-		var wp api.WorkPod // list views carry no image
+		var wp apiv1.WorkPod // list views carry no image
 		getJSON(t, url+"/api/pods/"+r.ID, token, &wp)
 		n[wp.Image]++
 	}

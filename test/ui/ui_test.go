@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
@@ -119,19 +119,19 @@ func podReadable(t *testing.T, s *devstack.Stack) (bin, ca string) {
 }
 
 // submitAPI submits a work pod through the API (not the UI) as token.
-func submitAPI(t *testing.T, s *devstack.Stack, token string, req api.SubmitRequest) string {
+func submitAPI(t *testing.T, s *devstack.Stack, token string, req apiv1.SubmitRequest) string {
 	t.Helper()
 	body, _ := json.Marshal(req)
 	r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", strings.NewReader(string(body)))
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(api.ClientHeader, "ui-test")
+	r.Header.Set(apiv1.ClientHeader, "ui-test")
 	r.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var wp api.WorkPod
+	var wp apiv1.WorkPod
 	if err := json.NewDecoder(resp.Body).Decode(&wp); err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("submit: %d %v", resp.StatusCode, err)
 	}
@@ -257,7 +257,7 @@ func TestWebUI(t *testing.T) {
 
 	// A running pod: the admin may cancel it, the viewer sees no cancel and
 	// no submit.
-	sleeper := submitAPI(t, s, adminToken, api.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sleep", "300"}})
+	sleeper := submitAPI(t, s, adminToken, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sleep", "300"}})
 	viewer := b.tab(t)
 	signIn(t, viewer, url, viewerToken, "system:serviceaccount:crucible:ui-viewer")
 	if hidden := eval[bool](t, viewer, `document.getElementById('nav-submit').hidden`); !hidden {
