@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"crucible.dev/crucible/internal/artifact"
+	"crucible.dev/crucible/internal/certpool"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -174,13 +174,9 @@ func (o pushOptions) check(kind string) error {
 func pushClient(caFile string) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pool, err := certpool.Load(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

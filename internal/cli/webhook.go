@@ -46,8 +46,8 @@ must not start with "system:".
 Answers: a definitive "no" is authenticated:false (kube-apiserver caches it);
 when a provider's keys cannot be fetched the answer carries status.error,
 which kube-apiserver never caches. The config file is re-read when it
-changes (checked every --reload-interval); a broken file is logged and the
-previous configuration keeps serving.
+changes (checked every --reload-interval) and on SIGHUP; a broken file is
+logged and the previous configuration keeps serving.
 
 kube-apiserver authenticates to the webhook with a client certificate:
 --client-ca names the CA bundle that signs it (re-read when it changes) and

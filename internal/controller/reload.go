@@ -1,22 +1,18 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/profile"
+	"crucible.dev/crucible/internal/reload"
 )
 
 // ProfileSource is where a running controller reloads its profile from:
@@ -34,10 +30,10 @@ type ProfileSource struct {
 const profileCheckEvery = 2 * time.Second
 
 // reloader reloads the profile when its file's content changes or on
-// SIGHUP. A file that does not parse, or changes a key only a restart
-// applies, is refused (logged with why, counted) and the running
-// controller keeps everything as it was; asking again with the same file
-// (SIGHUP) tries again.
+// SIGHUP (reload.Watcher). A file that does not parse, or changes a key
+// only a restart applies, is refused (logged with why, counted) and the
+// running controller keeps everything as it was; asking again with the
+// same file (SIGHUP) tries again.
 type reloader struct {
 	src *ProfileSource
 	c   *parts
@@ -49,76 +45,55 @@ func (r reloader) Start(ctx context.Context) error {
 	if every <= 0 {
 		every = profileCheckEvery
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	last, _ := digest(r.src.Path) // the file the process started with
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		forced := false
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-hup:
-			forced = true
-		case <-t.C:
-		}
-		sum, err := digest(r.src.Path)
-		if err != nil {
-			if forced {
-				metrics.ProfileReloads.WithLabelValues("invalid").Inc()
-				r.log.Error("profile reload refused: the running fleet is unchanged", "path", r.src.Path, "error", err)
-			}
-			continue // a ConfigMap volume swaps its files: gone for a moment
-		}
-		if !forced && bytes.Equal(sum, last) {
-			continue
-		}
-		last = sum
-		r.reload(ctx)
+	w := &reload.Watcher{
+		Component: "controller",
+		Path:      r.src.Path,
+		Interval:  every,
+		MaxBytes:  profile.MaxProfileBytes,
+		Apply:     r.apply,
+		Report:    r.report,
 	}
+	return w.Start(ctx)
 }
 
-// reload loads the file and applies it, logging and counting the outcome.
-func (r reloader) reload(ctx context.Context) {
+// apply loads the profile and applies it. It loads from the path, not
+// from the watcher's bytes: Load applies the command's flags as at start.
+func (r reloader) apply(ctx context.Context, _ []byte) (bool, error) {
 	next, err := r.src.Load(r.src.Path)
 	if err != nil {
-		metrics.ProfileReloads.WithLabelValues("invalid").Inc()
-		r.log.Error("profile reload refused: the running fleet is unchanged", "path", r.src.Path, "error", err)
-		return
+		return false, err
 	}
 	ch, err := r.c.reload(ctx, next)
+	switch {
+	case err != nil:
+		return false, err
+	case ch.Empty():
+		r.log.Info("profile reloaded: the fleet is unchanged", "path", r.src.Path)
+		return false, nil
+	}
+	r.log.Info("profile reloaded", "path", r.src.Path, "added", ch.Added, "changed", ch.Changed, "removed", ch.Removed, "returned", ch.Returned)
+	return true, nil
+}
+
+// report counts every outcome in crucible_profile_reloads_total too, and
+// logs a refusal with why.
+func (r reloader) report(o reload.Outcome, err error) {
+	metrics.ProfileReloads.WithLabelValues(string(o)).Inc()
 	var restart *restartNeededError
 	switch {
 	case errors.As(err, &restart):
-		metrics.ProfileReloads.WithLabelValues("restart_needed").Inc()
 		r.log.Error("profile reload refused: the running process keeps its settings", "path", r.src.Path, "error", err, "keys", restart.keys)
 	case err != nil:
-		metrics.ProfileReloads.WithLabelValues("invalid").Inc()
 		r.log.Error("profile reload refused: the running fleet is unchanged", "path", r.src.Path, "error", err)
-	case ch.Empty():
-		metrics.ProfileReloads.WithLabelValues("unchanged").Inc()
-		r.log.Info("profile reloaded: the fleet is unchanged", "path", r.src.Path)
-	default:
-		metrics.ProfileReloads.WithLabelValues("applied").Inc()
-		r.log.Info("profile reloaded", "path", r.src.Path, "added", ch.Added, "changed", ch.Changed, "removed", ch.Removed, "returned", ch.Returned)
 	}
-}
-
-// digest is the SHA-256 of the file at path.
-func digest(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(data)
-	return sum[:], nil
 }
 
 // restartNeededError refuses a profile that changes what only a restart
 // applies.
 type restartNeededError struct{ keys []string }
+
+// Unwrap makes the refusal count as reload.RestartNeeded.
+func (e *restartNeededError) Unwrap() error { return reload.ErrRestartNeeded }
 
 func (e *restartNeededError) Error() string {
 	return "restart needed for " + strings.Join(e.keys, ", ") + " (a reload applies only [[clusters]], default_cluster and [[pods.classes]])"

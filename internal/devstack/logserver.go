@@ -2,14 +2,14 @@ package devstack
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"crucible.dev/crucible/internal/certpool"
 )
 
 // The runtime answers the kubelet API's containerLogs (and portForward, see
@@ -26,13 +26,9 @@ func (r *nodeRuntime) newLogServer(certFile, keyFile, caFile string) (*http.Serv
 	if err != nil {
 		return nil, fmt.Errorf("load serving certificate: %w", err)
 	}
-	caPEM, err := os.ReadFile(caFile)
+	pool, err := certpool.Load(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("read stack CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("no certificate in %s", caFile)
+		return nil, fmt.Errorf("stack CA: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
+
+	"crucible.dev/crucible/internal/certpool"
+	"crucible.dev/crucible/internal/reload"
 )
 
 // ErrClientNotAllowed means a client certificate that chains to the client
@@ -89,16 +91,15 @@ type clientCAs struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	stamp   fileStat
+	stamp   reload.FileStat
 	current *x509.CertPool
 }
 
 func (c *clientCAs) get() (*x509.CertPool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fi, err := os.Stat(c.file)
+	stamp, err := reload.Stat(c.file)
 	if err == nil {
-		stamp := fileStat{size: fi.Size(), modTime: fi.ModTime()}
 		if stamp == c.stamp && c.current != nil {
 			return c.current, nil
 		}
@@ -106,7 +107,7 @@ func (c *clientCAs) get() (*x509.CertPool, error) {
 	}
 	var pool *x509.CertPool
 	if err == nil {
-		pool, err = loadCertPool(c.file)
+		pool, err = certpool.Load(c.file)
 	}
 	switch {
 	case err == nil:
@@ -117,16 +118,4 @@ func (c *clientCAs) get() (*x509.CertPool, error) {
 		c.log.Warn("client CA not reloaded; keeping the previous one", "file", c.file, "error", err)
 	}
 	return c.current, nil
-}
-
-func loadCertPool(file string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
 }

@@ -13,10 +13,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
+	"crucible.dev/crucible/internal/reload"
 	"crucible.dev/crucible/internal/urlcheck"
 )
 
@@ -189,7 +189,7 @@ type certFiles struct {
 	log               *slog.Logger
 
 	mu      sync.Mutex
-	stamp   [2]fileStat
+	stamp   [2]reload.FileStat
 	current *tls.Certificate
 }
 
@@ -216,20 +216,14 @@ func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return c.current, nil
 }
 
-func (c *certFiles) stat() ([2]fileStat, error) {
-	var stamp [2]fileStat
+func (c *certFiles) stat() ([2]reload.FileStat, error) {
+	var stamp [2]reload.FileStat
 	for i, path := range []string{c.certFile, c.keyFile} {
-		fi, err := os.Stat(path)
+		st, err := reload.Stat(path)
 		if err != nil {
 			return stamp, err
 		}
-		stamp[i] = fileStat{size: fi.Size(), modTime: fi.ModTime()}
+		stamp[i] = st
 	}
 	return stamp, nil
-}
-
-// fileStat is what a certificate poll compares without reading the file.
-type fileStat struct {
-	size    int64
-	modTime time.Time
 }

@@ -94,14 +94,10 @@ func (c Claims) HasAudience(auds ...string) bool {
 // jku, x5u, jwk and x5c headers are ignored: keys come only from a key set.
 // Every refusal is a *ParseError.
 func Parse(token string) (Token, error) {
-	if len(token) > MaxTokenBytes {
-		return Token{}, refuse(ReasonTooLarge, "longer than %d bytes", MaxTokenBytes)
+	rawHeader, rawClaims, _, err := split(token)
+	if err != nil {
+		return Token{}, err
 	}
-	if strings.HasPrefix(token, "{") || strings.Count(token, ".") != 2 {
-		return Token{}, refuse(ReasonMalformed, "not a compact JWS (three dot-separated parts)")
-	}
-	rawHeader, rest, _ := strings.Cut(token, ".")
-	rawClaims, _, _ := strings.Cut(rest, ".")
 	tok, err := parseHeader(rawHeader)
 	if err != nil {
 		return Token{}, err
@@ -110,6 +106,20 @@ func Parse(token string) (Token, error) {
 		return Token{}, err
 	}
 	return tok, nil
+}
+
+// split cuts a compact JWS of at most MaxTokenBytes into its three
+// segments, still encoded; the JSON serialization is refused.
+func split(token string) (header, payload, sig string, err error) {
+	if len(token) > MaxTokenBytes {
+		return "", "", "", refuse(ReasonTooLarge, "longer than %d bytes", MaxTokenBytes)
+	}
+	if strings.HasPrefix(token, "{") || strings.Count(token, ".") != 2 {
+		return "", "", "", refuse(ReasonMalformed, "not a compact JWS (three dot-separated parts)")
+	}
+	header, rest, _ := strings.Cut(token, ".")
+	payload, sig, _ = strings.Cut(rest, ".")
+	return header, payload, sig, nil
 }
 
 func parseHeader(seg string) (Token, error) {

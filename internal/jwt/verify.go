@@ -9,7 +9,6 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"math/big"
-	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -23,20 +22,16 @@ type signedToken struct {
 	sig          []byte
 }
 
-// parseSigned splits a compact JWS with the checks of Parse (size, shape, an
+// parseSigned splits a compact JWS with the checks of Parse (split, then an
 // alg in Algorithms, no crit header, typed kid) and decodes its payload and
 // signature. It replaces go-jose's general JWS parser on the hot path of
 // every review and upload: the algorithms are four, all with one signature
 // in the compact form, and go-jose's parse cost as much as the RSA check.
 func parseSigned(token string) (signedToken, error) {
-	if len(token) > MaxTokenBytes {
-		return signedToken{}, refuse(ReasonTooLarge, "longer than %d bytes", MaxTokenBytes)
+	rawHeader, rawPayload, rawSig, err := split(token)
+	if err != nil {
+		return signedToken{}, err
 	}
-	if strings.HasPrefix(token, "{") || strings.Count(token, ".") != 2 {
-		return signedToken{}, refuse(ReasonMalformed, "not a compact JWS (three dot-separated parts)")
-	}
-	rawHeader, rest, _ := strings.Cut(token, ".")
-	rawPayload, rawSig, _ := strings.Cut(rest, ".")
 	header, err := parseHeader(rawHeader)
 	if err != nil {
 		return signedToken{}, err

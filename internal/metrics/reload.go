@@ -12,6 +12,16 @@ var (
 		Name: "crucible_profile_reloads_total",
 		Help: "Profile reloads by outcome: applied, unchanged, invalid, restart_needed (the last two change nothing).",
 	}, []string{"outcome"})
+	// ConfigReloads counts the reloads of every process's configuration
+	// file (internal/reload), by component (controller: the profile,
+	// webhook: the authn webhook's file) and outcome: applied, unchanged,
+	// invalid (unreadable, or it does not parse or validate) and
+	// restart_needed. The controller's series equal ProfileReloads, kept
+	// for the dashboards that read it.
+	ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_config_reloads_total",
+		Help: "Configuration file reloads by component (controller, webhook) and outcome: applied, unchanged, invalid, restart_needed (the last two change nothing).",
+	}, []string{"component", "outcome"})
 	// ClustersDraining is the number of clusters removed from the profile
 	// whose live rows are still followed to their end.
 	ClustersDraining = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -29,4 +39,4 @@ var (
 	}, []string{"cluster"})
 )
 
-func init() { Registry.MustRegister(ProfileReloads, ClustersDraining, SpokeLoops) }
+func init() { Registry.MustRegister(ProfileReloads, ConfigReloads, ClustersDraining, SpokeLoops) }

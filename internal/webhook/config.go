@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -17,6 +15,8 @@ import (
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"crucible.dev/crucible/internal/reload"
 )
 
 // ErrInvalidConfig wraps every error of ParseConfig and LoadConfig about the
@@ -109,26 +109,11 @@ var apiserverScheme = func() *runtime.Scheme {
 
 // LoadConfig reads and parses the configuration file at path.
 func LoadConfig(path string) (*Config, error) {
-	data, err := readConfigFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseConfig(data)
-}
-
-// readConfigFile reads at most one byte more than MaxConfigBytes, so a huge
-// file is refused without being read whole.
-func readConfigFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := reload.ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read authn webhook config: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read authn webhook config %s: %w", path, err)
-	}
-	return data, nil
+	return ParseConfig(data)
 }
 
 // ParseConfig decodes data strictly (unknown and duplicate fields are errors)

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"crucible.dev/crucible/internal/certpool"
 	"crucible.dev/crucible/internal/jwt"
 	"crucible.dev/crucible/internal/metrics"
 )
@@ -70,9 +70,9 @@ func newKeySet(src keySource, now func() time.Time, log *slog.Logger) (*keySet, 
 func fetchClient(ca string) (*http.Client, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(ca)) {
-			return nil, errors.New("certificateAuthority holds no PEM certificate")
+		pool, err := certpool.Parse([]byte(ca), "certificateAuthority")
+		if err != nil {
+			return nil, err
 		}
 		tlsConfig.RootCAs = pool
 	}

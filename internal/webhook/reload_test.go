@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +153,39 @@ func TestReloaderStart(t *testing.T) {
 	}
 	if ready, _ := f.srv.current.Load().providers[0].keys.Status(); !ready {
 		t.Errorf("Start did not fetch the provider's keys")
+	}
+}
+
+// TestReloaderAppliesOnSIGHUP: a SIGHUP to the process makes the webhook
+// apply a changed file at once, an hour before its next poll.
+func TestReloaderAppliesOnSIGHUP(t *testing.T) {
+	// Held for the whole test, so a SIGHUP sent before the Reloader listens
+	// is not fatal to the test binary; it changes nothing by itself.
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGHUP)
+	defer signal.Stop(guard)
+
+	f, file, r := reloadFixture(t)
+	r.Interval = time.Hour
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+
+	served := f.srv.Config()
+	file.write(t, configYAML(f.iss, testProvider{subjects: []string{controllerSub, "x"}, prefix: "hub:"}))
+	deadline := time.Now().Add(5 * time.Second)
+	for f.srv.Config() == served && time.Now().Before(deadline) {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // again until Start listens
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start returned %v, want nil on cancel", err)
+	}
+	if f.srv.Config() == served {
+		t.Errorf("the changed file was not applied on SIGHUP within 5s")
 	}
 }
 
