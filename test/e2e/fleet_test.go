@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,23 +50,20 @@ func TestFleetOfTenSpokes(t *testing.T) {
 		submitErr error
 	)
 	client := &http.Client{Timeout: time.Minute}
+	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	submitOne := func(ctx context.Context, i int) error {
 		target := names[i%10]
 		if reloaded.Load() && target == "dock" {
 			target = names[10] // dock takes no more pods: its share goes to the new spoke
 		}
-		body, _ := json.Marshal(apiv1.SubmitRequest{Cluster: target, Image: "x", Command: []string{"sh", "-c", "echo turn " + strconv.Itoa(i)}})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerInternalURL+"/api/pods", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(apiv1.ClientHeader, "e2e")
-		resp, err := client.Do(req)
+		req := apiv1.SubmitRequest{Cluster: target, Image: "x", Command: []string{"sh", "-c", "echo turn " + strconv.Itoa(i)}}
+		code, body, err := postSubmit(ctx, client, s.Federation.ControllerInternalURL, req, fmt.Sprintf("fleet-%s-%d", runID, i))
 		if err != nil {
-			return err
+			return fmt.Errorf("submit %d to %s: %w", i, target, err)
 		}
-		defer resp.Body.Close()
 		var wp apiv1.WorkPod
-		if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&wp) != nil {
-			return fmt.Errorf("submit %d to %s: %s", i, target, resp.Status)
+		if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
+			return fmt.Errorf("submit %d to %s: %d %s", i, target, code, body)
 		}
 		if target == names[10] {
 			firstNew.CompareAndSwap(0, time.Now().UnixNano())

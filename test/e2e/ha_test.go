@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,41 @@ func haCall(t *testing.T, r devstack.Replica, method, path string, body any) (in
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, data
+}
+
+// postSubmit sends req to the API at apiURL as `crucible submit` does: with
+// Idempotency-Key key, and once more with the same key, up to three sends,
+// when a send heard no answer. Concurrent submitters need it under load:
+// net/http dials connections it may not use at once, the server closes one
+// that brings no request within its ReadHeaderTimeout (10 s), and a client
+// that had no time to notice writes its POST on it and reads EOF (seen in
+// the fleet tests: "Post …: EOF" on a connection pooled 8 s, which the
+// controller had accepted and closed 10.0 s later without a request). The
+// key makes a resend answer the pod the first send made, never a second.
+func postSubmit(ctx context.Context, client *http.Client, apiURL string, req apiv1.SubmitRequest, key string) (int, []byte, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL+"/api/pods", bytes.NewReader(data))
+		if err != nil {
+			return 0, nil, err
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(apiv1.ClientHeader, "e2e")
+		r.Header.Set(apiv1.IdempotencyKeyHeader, key)
+		resp, err := client.Do(r)
+		if err != nil {
+			if attempt == 3 || ctx.Err() != nil {
+				return 0, nil, fmt.Errorf("%d sends with Idempotency-Key %s: %w", attempt, key, err)
+			}
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, body, err
+	}
 }
 
 // Two controller processes on one PostgreSQL (R-C10): both answer the API,
@@ -319,6 +355,7 @@ func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func
 	}
 	ids, uids = make([]string, n), make([]string, n)
 	errs := make([]error, n)
+	runID := strconv.FormatInt(time.Now().UnixNano(), 36)
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -326,7 +363,11 @@ func submitVia(t *testing.T, replicas []devstack.Replica, n, limit int, req func
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			code, body := haCall(t, via, http.MethodPost, "/api/pods", req(i))
+			code, body, err := postSubmit(t.Context(), http.DefaultClient, via.InternalURL, req(i), fmt.Sprintf("e2e-%s-%d", runID, i))
+			if err != nil {
+				errs[i] = fmt.Errorf("submit %d via %s: %w", i, via.Process, err)
+				return
+			}
 			var wp apiv1.WorkPod
 			if code != http.StatusCreated || json.Unmarshal(body, &wp) != nil {
 				errs[i] = fmt.Errorf("submit %d via %s: %d %s", i, via.Process, code, body)
