@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/httperr"
@@ -197,22 +198,18 @@ func (ss *session) runLiveGone() *callerGone {
 func (ss *session) watchProfile(ctx context.Context) <-chan *callerGone {
 	ch := make(chan *callerGone, 1)
 	go func() {
-		t := time.NewTicker(profilePoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
+		_ = wait.PollUntilContextCancel(ctx, profilePoll, false, func(context.Context) (bool, error) {
+			p := ss.s.profile()
+			if p == ss.profile {
+				return false, nil
 			}
-			if p := ss.s.profile(); p != ss.profile {
-				ss.profile = p
-				if gone := ss.runLiveGone(); gone != nil {
-					ch <- gone
-					return
-				}
+			ss.profile = p
+			gone := ss.runLiveGone()
+			if gone != nil {
+				ch <- gone
 			}
-		}
+			return gone != nil, nil
+		})
 	}()
 	return ch
 }

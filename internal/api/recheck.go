@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/profile"
@@ -56,19 +58,13 @@ func (s *Server) watchCaller(ctx context.Context, r *http.Request, cluster strin
 	ctx, cancel := context.WithCancelCause(ctx)
 	every := s.recheckEvery()
 	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if gone := s.recheck(ctx, r, a, checks); gone != nil {
+		_ = wait.PollUntilContextCancel(ctx, every, false, func(ctx context.Context) (bool, error) {
+			gone := s.recheck(ctx, r, a, checks)
+			if gone != nil {
 				cancel(gone)
-				return
 			}
-		}
+			return gone != nil, nil
+		})
 	}()
 	return ctx, func() { cancel(nil) }
 }

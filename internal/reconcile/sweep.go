@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
@@ -34,16 +35,10 @@ func (r *Reconciler) deletePod(ctx context.Context, cluster, namespace, name str
 // sweepLoop sweeps one cluster every SweepInterval. Each cluster has a loop
 // of its own: one whose API server hangs never delays the sweep of another.
 func (r *Reconciler) sweepLoop(ctx context.Context, cluster string) {
-	t := time.NewTicker(r.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.Sweep(ctx, cluster)
-		}
-	}
+	_ = wait.PollUntilContextCancel(ctx, r.SweepInterval, false, func(ctx context.Context) (bool, error) {
+		r.Sweep(ctx, cluster)
+		return false, nil
+	})
 }
 
 // Sweep deletes, on one cluster, this instance's pods that are finished and
