@@ -249,7 +249,25 @@ func setDefaults(p *Profile) {
 
 	setIngestDefaults(&p.Ingest)
 
-	a := &p.API
+	setAPIDefaults(&p.API)
+	setStreamDefaults(p)
+
+	l := &p.LeaderElection
+	setZero(&l.LeaseName, c.Instance+DefaultLeaseNameSuffix) // after the instance's default
+	setZero(&l.LeaseNamespace, DefaultLeaseNamespace)
+	setZero(&l.LeaseDuration.Duration, DefaultLeaseDuration)
+	setZero(&l.RenewDeadline.Duration, DefaultRenewDeadline)
+	setZero(&l.RetryPeriod.Duration, DefaultRetryPeriod)
+
+	setClassDefaults(&p.Pods)
+	setClusterDefaults(p.Clusters)
+	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
+		p.DefaultCluster = p.Clusters[0].Name
+	}
+}
+
+// setAPIDefaults fills the API's listener, auth and cache settings.
+func setAPIDefaults(a *API) {
 	setZero(&a.Auth, DefaultAPIAuth)
 	setZero(&a.Namespace, DefaultAPINamespace)
 	setZero(&a.ProxyUserHeader, DefaultAPIProxyUserHeader)
@@ -270,7 +288,11 @@ func setDefaults(p *Profile) {
 	setZero(&a.AccessReviewQPS, DefaultAPIAccessReviewQPS)
 	setZero(&a.AccessReviewBurst, DefaultAPIAccessReviewBurst)
 	setZero(&a.StreamRecheck.Duration, DefaultAPIStreamRecheck)
+}
 
+// setStreamDefaults fills the bounds of what the API streams: events, live
+// logs and run-live sessions.
+func setStreamDefaults(p *Profile) {
 	ev := &p.Events
 	setZero(&ev.History, DefaultEventsHistory)
 	setZero(&ev.HistoryBytes, DefaultEventsHistoryBytes)
@@ -295,17 +317,12 @@ func setDefaults(p *Profile) {
 	setZero(&rl.WriteTimeout.Duration, DefaultRunLiveWriteTimeout)
 	setZero(&rl.MaxSession.Duration, DefaultRunLiveMaxSession)
 	setZero(&rl.OpensPerMinute, DefaultRunLiveOpensPerMinute)
+}
 
-	l := &p.LeaderElection
-	setZero(&l.LeaseName, c.Instance+DefaultLeaseNameSuffix) // after the instance's default
-	setZero(&l.LeaseNamespace, DefaultLeaseNamespace)
-	setZero(&l.LeaseDuration.Duration, DefaultLeaseDuration)
-	setZero(&l.RenewDeadline.Duration, DefaultRenewDeadline)
-	setZero(&l.RetryPeriod.Duration, DefaultRetryPeriod)
-
-	setClassDefaults(&p.Pods)
-	for i := range p.Clusters {
-		e := &p.Clusters[i]
+// setClusterDefaults fills each spoke entry's client and run-live settings.
+func setClusterDefaults(clusters []ClusterEntry) {
+	for i := range clusters {
+		e := &clusters[i]
 		setZero(&e.TokenSource, DefaultTokenSource)
 		if e.TokenSource == TokenSourceRequest {
 			// Only a requested token has an audience and a lifetime of the
@@ -320,9 +337,6 @@ func setDefaults(p *Profile) {
 		if len(e.RunLivePorts) == 0 {
 			e.RunLivePorts = []int{e.RunLivePort} // after the port's default
 		}
-	}
-	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
-		p.DefaultCluster = p.Clusters[0].Name
 	}
 }
 
