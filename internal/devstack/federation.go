@@ -169,34 +169,9 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	}
 	s.opts.Progress("crucible controller ready: internal %s, external %s", f.ControllerInternalURL, f.ControllerExternalURL)
 
-	serving := filepath.Join(s.Dir, "pki", "serving")
-	var hooked []*Cluster
-	for i, c := range s.Spokes {
-		if err := s.applySpokeRBAC(ctx, c); err != nil {
-			return err
-		}
-		if s.opts.Spokes[i].BuiltinHubAuthn {
-			continue
-		}
-		hooked = append(hooked, c)
-		cfg := filepath.Join(dir, "webhook-"+c.Name+".yaml")
-		if err := os.WriteFile(cfg, []byte(s.WebhookConfig(c.Name, []string{HubSubject})), 0o644); err != nil {
-			return err
-		}
-		f.WebhookConfigFiles[c.Name] = cfg
-		if _, err := s.start("crucible-webhook-"+c.Name, s.opts.Crucible, []string{
-			"authn-webhook",
-			"--config=" + cfg,
-			"--listen=127.0.0.1:" + strconv.Itoa(f.webhookPorts[c.Name]),
-			"--tls-cert=" + serving + ".crt",
-			"--tls-key=" + serving + ".key",
-			"--client-ca=" + s.CAFile,
-			"--client-name=" + WebhookClientName(c.Name),
-			"--metrics-listen=127.0.0.1:" + strconv.Itoa(f.webhookMetricsPorts[c.Name]),
-			"--reload-interval=1s",
-		}); err != nil {
-			return err
-		}
+	hooked, err := s.startWebhooks(ctx, dir)
+	if err != nil {
+		return err
 	}
 	return each(hooked, func(c *Cluster) error {
 		p := s.proc("crucible-webhook-" + c.Name)
@@ -214,6 +189,42 @@ func (s *Stack) startFederation(ctx context.Context) error {
 		s.opts.Progress("%s authn webhook ready at %s", c.Name, f.WebhookURLs[c.Name])
 		return nil
 	})
+}
+
+// startWebhooks grants each spoke its RBAC and starts the authn webhook of
+// each spoke that has one (not BuiltinHubAuthn); it returns those spokes.
+func (s *Stack) startWebhooks(ctx context.Context, dir string) ([]*Cluster, error) {
+	f := s.Federation
+	serving := filepath.Join(s.Dir, "pki", "serving")
+	var hooked []*Cluster
+	for i, c := range s.Spokes {
+		if err := s.applySpokeRBAC(ctx, c); err != nil {
+			return nil, err
+		}
+		if s.opts.Spokes[i].BuiltinHubAuthn {
+			continue
+		}
+		hooked = append(hooked, c)
+		cfg := filepath.Join(dir, "webhook-"+c.Name+".yaml")
+		if err := os.WriteFile(cfg, []byte(s.WebhookConfig(c.Name, []string{HubSubject})), 0o644); err != nil {
+			return nil, err
+		}
+		f.WebhookConfigFiles[c.Name] = cfg
+		if _, err := s.start("crucible-webhook-"+c.Name, s.opts.Crucible, []string{
+			"authn-webhook",
+			"--config=" + cfg,
+			"--listen=127.0.0.1:" + strconv.Itoa(f.webhookPorts[c.Name]),
+			"--tls-cert=" + serving + ".crt",
+			"--tls-key=" + serving + ".key",
+			"--client-ca=" + s.CAFile,
+			"--client-name=" + WebhookClientName(c.Name),
+			"--metrics-listen=127.0.0.1:" + strconv.Itoa(f.webhookMetricsPorts[c.Name]),
+			"--reload-interval=1s",
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return hooked, nil
 }
 
 // startKubelet writes the controller's first tokens and keeps them fresh: in

@@ -24,6 +24,18 @@ var kwokStages embed.FS
 // kube-scheduler (binding), kube-controller-manager (garbage collection,
 // default service accounts, node taints), kwok (the nodes: their status and
 // leases) and the dev runtime (the nodes' kubelet: it runs their pods and
+// createNodes makes c's nodes. kwok manages only nodes carrying its
+// annotation; they are created here so that their names, capacity, labels
+// and taints are ours.
+func createNodes(ctx context.Context, c *Cluster) error {
+	for _, n := range c.Nodes {
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n.object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s on %s: %w", n.Name, c.Name, err)
+		}
+	}
+	return nil
+}
+
 // serves pods/log on the one kubelet port all of the spoke's nodes name).
 func (s *Stack) startNodes(ctx context.Context) error {
 	kubeletPorts, err := s.freePorts(len(s.Spokes))
@@ -56,12 +68,8 @@ func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort in
 	if err := writeKwokConfig(kwokConfig); err != nil {
 		return err
 	}
-	// kwok manages only nodes carrying its annotation; the nodes are created
-	// here so that their names, capacity, labels and taints are ours.
-	for _, n := range c.Nodes {
-		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n.object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create node %s on %s: %w", n.Name, c.Name, err)
-		}
+	if err := createNodes(ctx, c); err != nil {
+		return err
 	}
 
 	kubeconfig := c.KubeconfigFile
