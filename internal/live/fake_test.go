@@ -23,6 +23,9 @@ type fakeSource struct {
 	reads    int           // non-follow opens
 	open     map[*fakeStream]struct{}
 	closedAt int // streams closed by their reader
+	// lag is how many more status reads still say running after the
+	// container finished, as a kubelet writes the status after the exit.
+	lag int
 }
 
 type fakeStream struct {
@@ -80,7 +83,25 @@ func (f *fakeSource) counts() (opens, reads, open int) {
 func (f *fakeSource) Status(context.Context) (Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.finished && f.lag > 0 {
+		f.lag--
+		return Status{Started: true}, nil
+	}
 	return Status{Started: f.started || f.finished, Finished: f.finished}, nil
+}
+
+// exit finishes the container the way a kubelet shows it: every open
+// stream ends cleanly at once, and the next lag status reads still say
+// running.
+func (f *fakeSource) exit(lag int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finished, f.lag = true, lag
+	for s := range f.open {
+		s.pw.Close()
+		delete(f.open, s)
+	}
+	f.notify()
 }
 
 func (f *fakeSource) Open(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {

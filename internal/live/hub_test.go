@@ -206,6 +206,31 @@ func TestReconnectDeliversEveryLineOnce(t *testing.T) {
 	}
 }
 
+// A container's exit ends the follow stream cleanly before its status says
+// so: the pod is read once more when it shows finished, not followed again
+// for every moment of that lag (the e2e test of 200 viewers saw a fourth
+// pods/log request so).
+func TestExitIsDrainedNotReopened(t *testing.T) {
+	f := newFake()
+	f.set(true, false)
+	h := newTestHub(t, f, 1024)
+	v := h.Subscribe(key, 0)
+	defer v.Close()
+	f.add(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "a", "b")
+	waitFor(t, "2 lines read", func() bool { return len(v.ch) == 2 })
+	f.exit(1)
+	got, _, err := readAll(t, v)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("end: %v", err)
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+	if opens, reads, _ := f.counts(); opens != 1 || reads != 1 {
+		t.Errorf("%d follow opens and %d reads, want the one follow and one read of the finished log", opens, reads)
+	}
+}
+
 func TestLastViewerLeavingClosesUpstream(t *testing.T) {
 	f := newFake()
 	f.set(true, false)

@@ -199,8 +199,14 @@ func (s *stream) follow(ctx context.Context) error {
 		}
 		if !finished {
 			// The stream ended or broke: over, or a blip of the spoke?
-			st, serr := src.Status(ctx)
-			finished = serr == nil && st.Finished
+			finished = s.finishedAfter(ctx, src, 0)
+		}
+		if !finished && err == nil {
+			// A clean end is most often the container's own, and its status
+			// lags its exit (the kubelet writes it after): asked again one
+			// poll later, a finished pod is drained rather than followed
+			// again, so its end costs no reopen per moment of that lag.
+			finished = s.finishedAfter(ctx, src, s.hub.opts.Poll)
 		}
 		if finished {
 			return s.drain(ctx, src)
@@ -285,6 +291,20 @@ func (s *stream) readOnce(ctx context.Context, src Source, follow bool) (finishe
 		}
 		s.accept(text)
 	}
+}
+
+// finishedAfter reports whether the pod's container finished, asked after
+// wait; a status that cannot be read is not finished.
+func (s *stream) finishedAfter(ctx context.Context, src Source, wait time.Duration) bool {
+	if wait > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+	}
+	st, err := src.Status(ctx)
+	return err == nil && st.Finished
 }
 
 // watchEnd polls the pod until its container finished (true) or ctx ends.
