@@ -32,7 +32,7 @@ import (
 // certificate.
 func TestAPIAuthBudgets(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, devstack.Options{
+	s := ownStack(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second,
 	})

@@ -28,7 +28,7 @@ import (
 // auth "none" refusing a non-loopback listener.
 func TestAPIAuth(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, devstack.Options{
+	s := ownStack(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second, SweepInterval: 2 * time.Second,
 		OrphanGrace: orphanGrace, RetryBudget: 90 * time.Second,

@@ -22,7 +22,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // uploadRetrying is upload as `crucible push` does it: 429 and 503 are
@@ -58,7 +57,7 @@ func podArtifactFiles(t *testing.T, s *devstack.Stack, pod string) []string {
 // token. It is refused, naming the kind, and the log stored when the pod
 // ends is the spoke's.
 func TestDropBoxKeepsTheRealLog(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "x",
@@ -97,7 +96,7 @@ func TestDropBoxKeepsTheRealLog(t *testing.T) {
 // 50 uploads of different bytes for one kind at once: one 201, 49 × 409,
 // and the bytes served hash to the recorded sha256.
 func TestDropBoxConcurrentUploadsOneWins(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
@@ -138,7 +137,7 @@ func TestDropBoxConcurrentUploadsOneWins(t *testing.T) {
 
 // Past the per-pod kind quota (32): a clear 413, and nothing is written.
 func TestDropBoxQuota(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
@@ -166,7 +165,7 @@ func TestDropBoxSlowLargeUpload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("40 s of wall time")
 	}
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")

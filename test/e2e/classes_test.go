@@ -20,7 +20,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/podclass"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
@@ -60,7 +59,7 @@ func unschedulable(t *testing.T, c *devstack.Cluster, id string, within time.Dur
 // there); a fifth waits "Insufficient nvidia.com/gpu" and runs when one of
 // the four ends. A standard pod lands on the CPU node.
 func TestGPUClassPodsShareWharfsGPUs(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	var ids []string
 	t.Cleanup(func() {
@@ -108,7 +107,7 @@ func TestGPUClassPodsShareWharfsGPUs(t *testing.T) {
 // the scheduler's message; asks beyond the class, or a class the cluster
 // withholds, are refused at submit, naming the field and the bound.
 func TestGPUAsksBeyondWhatExists(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: new(5)})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 	if msg := unschedulable(t, s.Spoke("wharf"), wp.ID, time.Minute); !strings.Contains(msg, "Insufficient nvidia.com/gpu") {
@@ -137,7 +136,7 @@ func TestGPUAsksBeyondWhatExists(t *testing.T) {
 // fails the pod with DeadlineExceeded while the controller is down, and the
 // controller, back, records it and still collects its log.
 func TestDeadlineHoldsWhileTheControllerIsAway(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	script := "echo started; sleep 60"
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: []string{"sh", "-c", script}, Deadline: "5s"})
 	if d := spokePod(t, s.Spoke("wharf"), wp.ID).Spec.ActiveDeadlineSeconds; d == nil || *d != 5 {
@@ -182,7 +181,7 @@ func TestDeadlineHoldsWhileTheControllerIsAway(t *testing.T) {
 // A gpu pod's /dev/shm is memory-backed and of the class's size (1Gi in the
 // dev profile), as the dev runtime mounts it.
 func TestGPUPodsDevShmHasTheClassSize(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Class: "gpu",
 		Command: []string{"sh", "-c", "df -k /dev/shm | tail -1"}})
 	waitState(t, s, wp.ID, "succeeded", 2*time.Minute)
@@ -201,7 +200,7 @@ func TestGPUPodsDevShmHasTheClassSize(t *testing.T) {
 // container, is admitted by a spoke namespace that enforces Pod Security
 // "restricted" (server-side dry run: admission runs, nothing is created).
 func TestRenderedPodsPassPodSecurityRestricted(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	// The loop namespace exactly as render spoke and the spoke chart make it.
 	ns := render.LoopNamespace(profile.ClusterEntry{Name: "wharf", LoopNamespace: "psa-restricted"})

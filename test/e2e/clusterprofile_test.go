@@ -246,7 +246,7 @@ func hubNamespace(t *testing.T, s *devstack.Stack, name string) {
 // identity: the token is the projected one at $CRUCIBLE_TOKEN_DIR/wharf/token
 // (the chart's layout), handed over by `crucible credential`.
 func TestClusterProfileConsumerLibrary(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	ctx := t.Context()
 	hub, err := dynamic.NewForConfig(s.Hub.Admin)
 	if err != nil {
@@ -292,7 +292,7 @@ func TestClusterProfileConsumerLibrary(t *testing.T) {
 // `crucible credential`: the consumer's request fails before it reaches
 // dock, and the plugin says why.
 func TestClusterProfileWrongAudienceRefused(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	hub, err := dynamic.NewForConfig(s.Hub.Admin)
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func writePins(t *testing.T, server string, ca []byte) string {
 // names the check; the listener never sees an Authorization header. The
 // honest ClusterProfile still reaches wharf (TestClusterProfileConsumerLibrary).
 func TestClusterProfileHostileStatusRefused(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	hub, err := dynamic.NewForConfig(s.Hub.Admin)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -156,7 +155,7 @@ func restoreSpokeAfter(t *testing.T, s *devstack.Stack, c *devstack.Cluster) {
 }
 
 func TestSubmitRunsToCompletionWithLogArtifact(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	wp := submit(t, s, apiv1.SubmitRequest{
 		Image: "registry.example/turn:1", Command: []string{"sh", "-c", `echo "turn started $0"; sleep 3; echo "turn done"`}, Args: []string{"--fast"},
@@ -242,7 +241,7 @@ func ingestAudience(pod *corev1.Pod) string {
 }
 
 func TestTwoSpokes(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: sleeps("1s")})
 	if wp.Cluster != "dock" {
 		t.Fatalf("cluster = %q", wp.Cluster)
@@ -298,7 +297,7 @@ func newestRow(t *testing.T, s *devstack.Stack) string {
 }
 
 func TestBadSubmissions(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	before := newestRow(t, s)
 	cases := []struct {
 		name     string
@@ -341,7 +340,7 @@ func TestBadSubmissions(t *testing.T) {
 // Taking one verb away from the controller's spoke role makes dispatch fail
 // with an error that names the verb and resource, and leaves nothing behind.
 func TestMissingRBACVerbIsNamed(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	began := time.Now()
 	wharf := s.Spoke("wharf")
 	roles := wharf.Client.RbacV1().Roles(devstack.SpokeNamespace)
@@ -457,7 +456,7 @@ func objectsOf(t *testing.T, spoke *devstack.Cluster, id string) int {
 }
 
 func TestCancel(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("1h")})
 	code, body := apiCall(t, s, http.MethodPost, "/api/pods/"+wp.ID+"/cancel", nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"state": "cancelled"`) {
@@ -479,7 +478,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestFailedPodRecordsExitCode(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: []string{"sh", "-c", "sleep 1; exit 7"}})
 	done := waitState(t, s, wp.ID, "failed", time.Minute)
 	if done.ExitCode == nil || *done.ExitCode != 7 || !done.LogCollected {

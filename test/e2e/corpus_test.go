@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // The hostile-input corpus (issue 8 §3): every case is a token or request an
@@ -207,7 +206,7 @@ func weakKey(t *testing.T) *rsa.PrivateKey {
 // kube-apiserver asks crucible's webhook: each must be 401, and the valid
 // controls must pass, so the refusals are about what each case changed.
 func TestWebhookCorpus(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	ctx := t.Context()
 	if _, err := s.Hub.Client.CoreV1().ServiceAccounts(devstack.HubNamespace).Create(ctx,
@@ -252,7 +251,7 @@ func TestWebhookCorpus(t *testing.T) {
 // h1Client speaks HTTP/1.1 to the dev stack's listeners.
 func h1Client(t *testing.T) *http.Client {
 	t.Helper()
-	tlsConfig, err := rest.TLSConfigFor(rest.AnonymousClientConfig(devstacktest.Shared(t).Hub.Admin))
+	tlsConfig, err := rest.TLSConfigFor(rest.AnonymousClientConfig(sharedStack(t).Hub.Admin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +271,7 @@ func jsonOf(t testing.TB, v any) string {
 // listener. Every 401 body is the same, and so is every 403 body: an outsider
 // learns nothing about which pods exist.
 func TestDropBoxCorpus(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
 	// HTTP/1.1, so oversized headers reach the server (Go's HTTP/2 client
 	// refuses to send more than the server advertises).

@@ -56,7 +56,7 @@ func kubectl(t testing.TB, kubeconfig string, args ...string) (string, error) {
 // token (audience = the spoke) that the dev stack's kubelet stand-in keeps
 // fresh, checked by the spoke's authn webhook against the mirror's keys.
 func TestCredentialPluginKubectlWhoami(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	for _, spoke := range s.Spokes {
 		kc := credentialKubeconfig(t, s, spoke, s.Federation.SpokeTokenFiles[spoke.Name])
 		out, err := kubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
@@ -78,7 +78,7 @@ func TestCredentialPluginKubectlWhoami(t *testing.T) {
 // An expired token file stops kubectl with an error that names the file,
 // before anything reaches the spoke; an unreadable one likewise.
 func TestCredentialPluginExpiredToken(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	spoke := s.Spoke("wharf")
 	claims := hubClaims(devstack.HubSubject, spoke.Name)
 	claims["iat"], claims["nbf"] = time.Now().Add(-2*time.Hour).Unix(), time.Now().Add(-2*time.Hour).Unix()

@@ -33,7 +33,7 @@ import (
 func TestStreamsRecheckTheirCallerAndAreCapped(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
 	const perIdentity = 2
-	s := devstacktest.Start(t, devstack.Options{
+	s := ownStack(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second,
 	})

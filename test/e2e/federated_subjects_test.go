@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -26,7 +25,7 @@ import (
 // Asked as kube-apiserver's authorizer decides (SubjectAccessReview, what
 // kubectl auth can-i --as asks).
 func TestFederatedSubjectHasExactlyItsRBAC(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	grants, err := render.PresetGrants(render.PresetMultiKueue, []string{"default"}, render.PresetScope{LoopNamespace: devstack.SpokeNamespace})
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // The hub account federated in TestFederatedTokenHasExactlyItsRBAC, and a
@@ -69,7 +68,7 @@ func (a access) do(ctx context.Context, c kubernetes.Interface) error {
 // The stack is the test's own: it rewrites wharf's webhook configuration.
 func TestFederatedTokenHasExactlyItsRBAC(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, stackOptions())
+	s := ownStack(t, stackOptions())
 	ctx, wharf := t.Context(), s.Spoke("wharf")
 
 	createServiceAccount(t, s.Hub, fedNamespace, fedAccount)

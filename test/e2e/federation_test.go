@@ -70,7 +70,7 @@ const orphanGrace = 10 * time.Second
 const controllerUser = "hub:system:serviceaccount:crucible:crucible-controller"
 
 func TestHubTokenAcceptedBySpoke(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	for _, spoke := range s.Spokes {
 		got, err := whoami(t.Context(), s, spoke, hubToken(t, s, devstack.HubServiceAccount, spoke.Name))
 		if err != nil || got != controllerUser {
@@ -82,7 +82,7 @@ func TestHubTokenAcceptedBySpoke(t *testing.T) {
 func TestForgedTokenControlIsAccepted(t *testing.T) {
 	// The forging helper makes tokens the webhook accepts when nothing is
 	// wrong with them, so the rejections below are about what was changed.
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	tok := forged{claims: hubClaims(devstack.HubSubject, "wharf")}.signRS256(t, s.Hub.ServiceAccountKey.Key)
 	if got, err := whoami(t.Context(), s, s.Spoke("wharf"), tok); err != nil || got != controllerUser {
 		t.Fatalf("whoami = %q, %v; want %q", got, err, controllerUser)
@@ -105,7 +105,7 @@ func waitWhoami(t *testing.T, s *devstack.Stack, spoke *devstack.Cluster, want s
 }
 
 func TestAllowedSubjectsReloadWithoutRestart(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	ctx := t.Context()
 	if _, err := s.Hub.Client.CoreV1().ServiceAccounts(devstack.HubNamespace).Create(ctx,
@@ -164,7 +164,7 @@ func waitMetric(t *testing.T, url, line string) {
 
 func caClient(t *testing.T) *http.Client {
 	t.Helper()
-	return caClientFor(t, devstacktest.Shared(t))
+	return caClientFor(t, sharedStack(t))
 }
 
 // caClientFor trusts the CA of stack s.

@@ -98,7 +98,7 @@ func postSubmit(ctx context.Context, client *http.Client, apiURL string, req api
 // dispatched twice, no row lost, every log collected.
 func TestHATwoControllersOnePostgres(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
+	s, _ := ownStackOnPostgres(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, LeaderElect: true, SingleLeader: true, LeaseDuration: haLease,
 		// The sweep would delete collected pods: keep them to count them.
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,

@@ -249,7 +249,7 @@ func TestHelmClusterProfilesRefusesBadValues(t *testing.T) {
 // reaches wharf through the chart's ClusterProfile as the federated
 // identity whose token it mounts.
 func TestHelmClusterProfilesOnTheHub(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	hub, err := dynamic.NewForConfig(s.Hub.Admin)
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
-
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // The spoke chart's namespaced RBAC, applied for real to a dev spoke in a
@@ -19,7 +17,7 @@ import (
 // and nothing more. (Its cluster-scoped half equals render spoke's, which
 // the stack applied; TestHelmSpokeChartMatchesRender checks that.)
 func TestHelmSpokeRBACIsWhatTheControllerNeeds(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	spoke := s.Spoke("wharf")
 	const ns = "chart-loops"
 	_, objs := helmTemplate(t, "crucible-spoke", "crucible-authn",

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
@@ -430,7 +429,7 @@ func TestHelmHubNetworkPolicy(t *testing.T) {
 // defaults and with the two-spoke values, on the dev stack's real hub and
 // spoke API servers.
 func TestHelmChartsDryRunServer(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	targets := map[string]*devstack.Cluster{
 		"hub defaults": s.Hub, "hub two spokes": s.Hub, "hub pod classes": s.Hub,
 		"spoke defaults": s.Spoke("wharf"), "spoke dock": s.Spoke("dock"),

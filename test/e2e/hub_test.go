@@ -14,12 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 func TestHubKeyRotationNeedsNoRestart(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, stackOptions())
+	s := ownStack(t, stackOptions())
 	wharf := s.Spoke("wharf")
 	before := hubToken(t, s, devstack.HubServiceAccount, "wharf")
 	// The webhook knows the hub's keys before the rotation, as a running
@@ -55,7 +54,7 @@ func header(t *testing.T, token string) string {
 func TestHubOutageBoundedStaleness(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
 	opts := stackOptions()
-	s := devstacktest.Start(t, opts)
+	s := ownStack(t, opts)
 	wharf := s.Spoke("wharf")
 	client := caClientFor(t, s)
 	discovery := s.Federation.ControllerExternalURL + "/.well-known/openid-configuration"

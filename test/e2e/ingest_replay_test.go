@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // replayStoreReadBound is how many row reads 5,000 replays of pod A's token
@@ -24,7 +23,7 @@ const replayStoreReadBound = 20
 // the pod's own uploads nor another pod's behind the same address are
 // refused.
 func TestDropBoxReplayedTokenSparesTheStore(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	a := workPodOn(t, s, "wharf")

@@ -26,7 +26,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // upload posts body to the drop-box on the controller's external listener.
@@ -110,7 +109,7 @@ func all(line string, parts []string) bool {
 }
 
 func TestDropBoxAcceptsThePodsOwnToken(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
@@ -139,7 +138,7 @@ func TestDropBoxAcceptsThePodsOwnToken(t *testing.T) {
 
 // The spoke API is down: 503 with Retry-After, nothing stored; back up: 201.
 func TestDropBoxFailsClosed(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
@@ -172,7 +171,7 @@ func TestDropBoxFailsClosed(t *testing.T) {
 // token reaches it once per negative-cache TTL; 100 valid tokens at most 100
 // times; one source past its limit gets 429.
 func TestDropBoxFloods(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")
@@ -272,7 +271,7 @@ func typesUID(s string) types.UID { return types.UID(s) }
 // The controller dies in the middle of an upload: no artifact, partial or
 // whole, is visible afterwards.
 func TestDropBoxCrashMidUpload(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	client := caClient(t)
 	p := workPodOn(t, s, "wharf")

@@ -21,7 +21,6 @@ import (
 
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/profile"
@@ -42,7 +41,7 @@ import (
 // started after, is still recorded succeeded with its log. With one queue
 // for all clusters the one worker waits on wharf and dock's row never moves.
 func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
 	seen := make(chan string, 64)
 	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, holdLogs, seen)
@@ -74,7 +73,7 @@ func TestHungSpokeHoldsOnlyItsOwnRows(t *testing.T) {
 // recorded running with its uid — which its pushes wait for — while the
 // first one's log is still refused.
 func TestFailingLogsHoldNoOtherRow(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	seen := make(chan string, 64)
 	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, failLogs, seen)

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/profile"
 )
 
@@ -29,7 +28,7 @@ import (
 // that says where it was cut.
 func TestLiveLogLongLinesStayWithinBudget(t *testing.T) {
 	const lines, lineBytes, rssLimitMiB = 30000, 64 << 10, 300
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	pid := s.Processes()["crucible-controller"]
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -20,7 +20,6 @@ import (
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/workpod"
 )
 
@@ -289,7 +288,7 @@ func cancelPodQuietly(s *devstack.Stack, id string) {
 // 200 viewers of one running pod share one upstream log stream at the spoke;
 // each gets every line the pod printed, in order, and the end.
 func TestLiveLog200ViewersOneUpstream(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	g := newGate(t)
 	lines, more := printLines("live: line", 1, 30)
@@ -322,7 +321,7 @@ func TestLiveLog200ViewersOneUpstream(t *testing.T) {
 // before, during and after the outage: each still gets every line exactly
 // once, in order, and the pod's end.
 func TestLiveLogSurvivesSpokeRestart(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	g := newGate(t)
 	before, want := printLines("restart: before", 1, 10)
@@ -351,7 +350,7 @@ func TestLiveLogSurvivesSpokeRestart(t *testing.T) {
 // A finished pod's stream replays its stored log, exactly the lines it
 // printed, and ends with its state; Last-Event-ID resumes after that line.
 func TestLiveLogReplaysFinishedPod(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	want := []string{"replay: one", "replay: two"}
 	wp := submit(t, s, apiv1.SubmitRequest{Image: "busybox", Command: []string{"sh", "-c", `echo "replay: one"; echo "replay: two"`}})
 	waitState(t, s, wp.ID, "succeeded", time.Minute)
@@ -427,7 +426,7 @@ func apiCallTB(t testing.TB, s *devstack.Stack, method, path string) (int, []byt
 // once the test saw the first and the row running, and ends only once it
 // saw the second.
 func TestLogsFollowCommand(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	g := newGate(t)
 	p := gatedPod(t, s, "wharf", g, `echo "follow: first"; `+awaitGate("1")+`echo "follow: second"; `+awaitGate("2")+`exit 4`)
 	out, errOut := &syncBuffer{}, &syncBuffer{}

@@ -17,7 +17,6 @@ import (
 
 	"crucible.dev/crucible/internal/cli"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // crucibleCLI runs the crucible command line in-process against the stack's
@@ -46,7 +45,7 @@ func submitWait(t *testing.T, s *devstack.Stack, script string) (string, error) 
 // pod printed; a failing command fails the pod with its exit code; one pod's
 // log never holds another's.
 func TestLoopSubmitWaitThenLogs(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	hello, err := submitWait(t, s, "echo hello")
 	if err != nil {
 		t.Fatalf("submit --wait of echo hello: %v", err)
@@ -69,7 +68,7 @@ func TestLoopSubmitWaitThenLogs(t *testing.T) {
 // `crucible pods cancel` of a running pod: its process group (the shell and
 // its child) is gone within the pod's grace period.
 func TestLoopCancelEndsTheProcess(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	out, errOut, err := crucibleCLI(t, s, []string{"submit"}, "--image", "busybox", "--", "sh", "-c", "sleep 3600 & wait")
 	id := strings.TrimSpace(out)
 	if err != nil || id == "" {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/api/apiv1"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -22,7 +21,7 @@ import (
 // asked — for max_pending, with the scheduler's message, and its history
 // ends with that. The class is withheld on dock, as gpu is.
 func TestMaxPendingFailsUnschedulablePod(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu-short", GPUs: new(5)})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
 

@@ -5,13 +5,12 @@ import (
 	"testing"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // One spoke's API server is down: a valid token of a pod there is answered
 // 503 (retry), never 401, while the other spoke's pods still upload.
 func TestOneSpokeDownIs503NotUnauthorized(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf, dock := s.Spoke("wharf"), s.Spoke("dock")
 	client := caClient(t)
 	w := workPodOn(t, s, "wharf")

@@ -25,7 +25,7 @@ import (
 // session with a close reason naming the key.
 func TestPortForwardOwnPodsAndRunLiveReload(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, devstack.Options{
+	s := ownStack(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second, SweepInterval: 2 * time.Second,
 		OrphanGrace: orphanGrace, RetryBudget: 90 * time.Second,

@@ -187,7 +187,7 @@ func roundTrip(c net.Conn, r io.Reader, n int64) error {
 // session arrive byte for byte both ways; 50 concurrent sessions to one pod
 // all complete intact.
 func TestPortForwardEachPodItsOwn(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	if !s.PodNetwork {
 		t.Skip("this machine gives dev pods no network namespace: run-live is unavailable")
 	}
@@ -286,7 +286,7 @@ func readUntilClose(t *testing.T, ws *websocket.Conn, within time.Duration) *web
 // with a clear close reason; the spoke's API server restarting mid-session
 // fails that session cleanly, and the next one works.
 func TestPortForwardRefusalsAndEndings(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	if !s.PodNetwork {
 		t.Skip("this machine gives dev pods no network namespace: run-live is unavailable")
 	}
@@ -349,7 +349,7 @@ func TestPortForwardRefusalsAndEndings(t *testing.T) {
 // with it on dock but not wharf is 403 for wharf's pods.
 func TestPortForwardRunLiveOffAndPermissions(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, devstack.Options{
+	s := ownStack(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, Spokes: []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock", NoRunLive: true}},
 		MirrorTTL: time.Second, MirrorMaxStale: 8 * time.Second, SweepInterval: 2 * time.Second,
 		OrphanGrace: orphanGrace, RetryBudget: 90 * time.Second,

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes it.
@@ -61,7 +60,7 @@ var storedLine = regexp.MustCompile(`(?m)^(stored|already stored) (\S+)/(\S+): (
 // back; the artifact is readable with the sha256 push printed; the same
 // command again answers 200 (already stored).
 func TestPushFromThePodWithItsOwnToken(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	g := newGate(t)
 	body := `{"answer": 42}` + "\n"

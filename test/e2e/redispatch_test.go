@@ -15,7 +15,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	_ "crucible.dev/crucible/internal/store" // registers the sqlite driver
 )
 
@@ -33,7 +32,7 @@ func postKeyed(ctx context.Context, s *devstack.Stack, key string, req apiv1.Sub
 // saying so, and the replay of its submit under its first Idempotency-Key
 // dispatches it. Neither makes a second row.
 func TestSubmitCutBeforeDispatchRuns(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	began := time.Now()
 	run := fmt.Sprintf("cut-%d", began.UnixNano())

@@ -120,7 +120,7 @@ func clusterNamed(clusters []apiv1.Cluster, name string) (apiv1.Cluster, bool) {
 // and the fleet is left as it was; SIGHUP reloads the file again.
 func TestProfileReloadAddsChangesAndDrainsSpokes(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
-	s := devstacktest.Start(t, devstack.Options{Crucible: devstacktest.BuildCrucible, DrainTimeout: 20 * time.Second,
+	s := ownStack(t, devstack.Options{Crucible: devstacktest.BuildCrucible, DrainTimeout: 20 * time.Second,
 		Spokes: []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}, {Name: "pier", TokenRequest: true, Unlisted: true}}})
 	pid := s.Processes()["crucible-controller"]
 	if _, ok := clusterNamed(listClusters(t, s), "pier"); ok {

@@ -15,14 +15,13 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/workpod"
 )
 
 // The controller's tokens are replaced and the old ones revoked: nothing the
 // controller does fails for good.
 func TestControllerTokenRotation(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	old, err := os.ReadFile(s.Federation.ControllerTokenFile)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +48,7 @@ func TestControllerTokenRotation(t *testing.T) {
 // The spoke's API is down for 20 s while a pod is awaited: the run completes,
 // nothing is reaped, no row is failed or lost.
 func TestSpokeOutageWhileAwaiting(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("25s")})
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
@@ -82,7 +81,7 @@ func TestSpokeOutageWhileAwaiting(t *testing.T) {
 // The controller is SIGKILLed right after a dispatch and started again: it
 // re-attaches to the pod instead of dispatching it twice.
 func TestControllerCrashAfterDispatch(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("8s")})
 	if err := s.KillProcess("crucible-controller"); err != nil {
@@ -109,7 +108,7 @@ func TestControllerCrashAfterDispatch(t *testing.T) {
 // The sweep deletes a crucible-labelled pod without a row after the grace and
 // never touches an unlabelled pod; a cluster whose list fails is skipped.
 func TestSweep(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	pods := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace)
 	mk := func(name string, labels map[string]string) {

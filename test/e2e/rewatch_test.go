@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/reconcile"
 	"crucible.dev/crucible/internal/store"
 )
@@ -29,7 +28,7 @@ type watchRetry struct {
 // resumed up to a minute late. Before and after each outage the watch
 // delivers a new pod's event, recorded in its row.
 func TestPodWatchReconnectsPromptlyAfterOutages(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	entry := s.ClusterEntry(wharf)
 	var mu sync.Mutex

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"crucible.dev/crucible/internal/api"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/store"
@@ -22,7 +21,7 @@ import (
 // row; the stream's lines and its pod's state come through the same
 // proxy's other requests.
 func TestLiveLogEndsWithThePodsStateWhileTheWatchIsHeld(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	watches := make(chan string, 64)
 	proxyURL, proxyCA := logProxy(t, wharf.Server, s.CAFile, holdWatches, watches)

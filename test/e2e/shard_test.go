@@ -66,7 +66,7 @@ func ownersVia(t *testing.T, r devstack.Replica) map[string]string {
 func TestShardedReplicasShareSpokes(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
 	spokes := []string{"wharf", "dock", "pier"}
-	s, _ := devstacktest.StartOnPostgres(t, devstack.Options{
+	s, _ := ownStackOnPostgres(t, devstack.Options{
 		Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,
 		SweepInterval: time.Hour, OrphanGrace: time.Hour, RetryBudget: 30 * time.Second,
 		Spokes: devstack.NamedSpokes(spokes...),

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/profile"
@@ -30,7 +29,7 @@ import (
 // another instance's pods are not touched. Run against the real API server
 // with the controller's federated identity; the rows in a store of its own.
 func TestSweepPages(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wharf := s.Spoke("wharf")
 	const instance, other = "sweep-pages", "sweep-pages-other"
 	pods := wharf.Client.CoreV1().Pods(devstack.SpokeNamespace)

@@ -66,7 +66,7 @@ func waitHealth(t *testing.T, s *devstack.Stack, name string, what string, ok fu
 func TestSpokeTokenFromTokenRequest(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
 	began := time.Now()
-	s := devstacktest.Start(t, devstack.Options{Crucible: devstacktest.BuildCrucible,
+	s := ownStack(t, devstack.Options{Crucible: devstacktest.BuildCrucible,
 		Spokes: []devstack.SpokeOptions{{Name: "wharf", TokenRequest: true}}})
 	wharf := s.Spoke("wharf")
 

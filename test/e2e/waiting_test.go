@@ -16,7 +16,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/store"
 )
 
@@ -26,7 +25,7 @@ import (
 // dispatched and began to wait. Cancelled, it waits no more and its
 // history ends with the cancel.
 func TestWaitingPodSaysWhy(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	gpus := 5
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: &gpus})
 	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
@@ -76,7 +75,7 @@ func TestWaitingPodSaysWhy(t *testing.T) {
 // A pod that runs to the end keeps the moments of its start with its
 // states: scheduled on the node kube-scheduler chose, started, finished.
 func TestFinishedPodHistory(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1s")})
 	done := waitState(t, s, wp.ID, "succeeded", 2*time.Minute)
 	if done.Node != devstack.NodeName || done.Waiting != nil {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"crucible.dev/crucible/internal/devstack"
-	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/testpki"
 )
 
@@ -22,7 +21,7 @@ import (
 // own CA with another name (the admin's) is refused in the TLS handshake.
 // Its /metrics is on the plain operations listener, not on the TLS one.
 func TestWebhookRequiresAPIServerCertificate(t *testing.T) {
-	s := devstacktest.Shared(t)
+	s := sharedStack(t)
 	url := s.Federation.WebhookURLs["wharf"] + "/authenticate"
 	body := func(token string) []byte {
 		data, _ := json.Marshal(authenticationv1.TokenReview{
