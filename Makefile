@@ -62,10 +62,7 @@ deps:
 
 ## test: every test, unit and end-to-end on real API servers (builds the tools and installs the
 ##       packages first if missing)
-test: tools deps
-	$(GO) mod tidy -diff
-	$(GO) vet ./...
-	$(LINT) run --allow-parallel-runners ./...
+test: tools deps lint
 	@# go test starts packages in the order named, two at a time on two cores: the longest first (the
 	@# end-to-end package, the chaos subset, then the two longest of the rest, on stacks of their own;
 	@# test/ui before internal/devstack, since the chaos subset ends first), so that the short ones
