@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 30m
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
 
-.PHONY: all tools dev-tools deps build image test unit lint bench chaos interop fleet fuzz dev vet clean
+.PHONY: all tools dev-tools deps build image test acceptance unit lint bench chaos interop fleet fuzz dev vet clean
 
 all: build
 
@@ -60,16 +60,24 @@ deps:
 	@bash .ci/install-postgres.sh
 	@bash .ci/install-chromium.sh
 
-## test: every test, unit and end-to-end on real API servers (builds the tools and installs the
-##       packages first if missing)
+## test: the unit tests, the end-to-end tests that share one stack, the UI's browser tests and the dev
+##       stack's own, after lint (builds the tools and installs the packages first if missing)
 test: tools deps lint
 	@# go test starts packages in the order named, two at a time on two cores: the longest first (the
-	@# end-to-end package, the chaos subset, then the two longest of the rest, on stacks of their own;
-	@# test/ui before internal/devstack, since the chaos subset ends first), so that the short ones
-	@# fill whichever slot frees last instead of a long one starting late.
+	@# end-to-end package on its shared stack, then the UI's and the dev stack's, each on stacks of their
+	@# own), so that the short ones fill whichever slot frees last instead of a long one starting late.
 	@# go vet ./... has just run every analyzer on every package, tests included: -vet=off spares go
-	@# test its repeat of a subset of them.
-	$(GO) test -count=1 -shuffle=on -vet=off -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos ./test/ui ./internal/devstack ./...
+	@# test its repeat of a subset of them. The chaos subset and the end-to-end tests that take a stack
+	@# apart run in make acceptance.
+	CRUCIBLE_E2E_STACKS=shared $(GO) test -count=1 -shuffle=on -vet=off -timeout $(TEST_TIMEOUT) \
+	  ./test/e2e ./test/ui ./internal/devstack $$($(GO) list ./... | grep -v '/test/chaos$$')
+
+## acceptance: the end-to-end tests that start a stack of their own (API auth modes, hub outages and
+##             key rotation, reloads, requested tokens, run-live permissions, replicas on PostgreSQL),
+##             two at a time, beside the chaos subset (faults under load, 20 pods per scenario); about
+##             8 minutes
+acceptance: tools deps
+	CRUCIBLE_E2E_STACKS=own $(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos
 
 ## interop: code nobody here wrote on the dev stack: Kueue v0.17.0's MultiKueue (manager on the hub, a
 ##          worker per spoke) dispatching Jobs through crucible's federation (about 3 minutes)

@@ -3,7 +3,7 @@
 // runtime) while a wave of work pods runs, and counts what happened: pods
 // submitted, completed, duplicated and lost, artifacts pushed and stored,
 // requests by status. `make chaos` runs every scenario at full load and writes
-// chaos/results.md and chaos/results.json; `make test` runs a reduced,
+// chaos/results.md and chaos/results.json; `make acceptance` runs a reduced,
 // deterministic subset, where the scenarios on stacks of their own run side
 // by side (see scenario.stack). Seeds are printed (CRUCIBLE_CHAOS_SEED
 // replays one).

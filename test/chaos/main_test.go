@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 // config is the load of one run: full (make chaos) or the reduced subset
-// that make test runs.
+// that make acceptance runs.
 type config struct {
 	Full bool
 	Pods int   // pods per scenario

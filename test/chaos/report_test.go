@@ -101,7 +101,7 @@ func writeResults(dir string) error {
 
 func markdown() string {
 	var b strings.Builder
-	mode := "reduced subset (make test)"
+	mode := "reduced subset (make acceptance)"
 	if cfg.Full {
 		mode = "full (make chaos)"
 	}

@@ -36,7 +36,7 @@ type scenario struct {
 
 	// stack starts a stack of the scenario's own, for a fault that must not
 	// reach the other scenarios (nil: the package's shared one). In the
-	// reduced subset (make test) such a scenario runs beside the others of
+	// reduced subset (make acceptance) such a scenario runs beside the others of
 	// its kind (t.Parallel: after the shared-stack scenarios, two at a time),
 	// so that their waits overlap; at full load (make chaos) every scenario
 	// runs alone, and the report measures one fault at a time.

@@ -108,7 +108,7 @@ func TestChaos8SQLiteKilledMidWrite(t *testing.T) {
 					// artifact writes of pods starting and ending: a
 					// submit cut mid-request leaves a row that is
 					// dispatched only after the dispatch timeout (two
-					// minutes here), too long for make test.
+					// minutes here), too long for make acceptance.
 					w.awaitSubmitted(ctx)
 					between(ctx, r, 500*time.Millisecond, 2500*time.Millisecond)
 				default:
