@@ -11,6 +11,8 @@ export GOFLAGS    ?= -trimpath
 
 # go test's per-package timeout; the whole suite needs far less (see README).
 TEST_TIMEOUT ?= 30m
+# go test -shuffle: "on" (a new order each run, its seed printed) or a seed that replays one.
+TEST_SHUFFLE ?= on
 
 # golangci-lint's version is hack/build-tools.sh's GOLANGCI_VERSION.
 LINT      := $(BIN)/golangci-lint-v2.15.0/golangci-lint
@@ -69,7 +71,7 @@ test: tools deps lint
 	@# go vet ./... has just run every analyzer on every package, tests included: -vet=off spares go
 	@# test its repeat of a subset of them. The chaos subset and the end-to-end tests that take a stack
 	@# apart run in make acceptance.
-	CRUCIBLE_E2E_STACKS=shared $(GO) test -count=1 -shuffle=on -vet=off -timeout $(TEST_TIMEOUT) \
+	CRUCIBLE_E2E_STACKS=shared $(GO) test -count=1 -shuffle=$(TEST_SHUFFLE) -vet=off -timeout $(TEST_TIMEOUT) \
 	  ./test/e2e ./test/ui ./internal/devstack $$($(GO) list ./... | grep -v '/test/chaos$$')
 
 ## acceptance: the end-to-end tests that start a stack of their own (API auth modes, hub outages and
@@ -77,7 +79,7 @@ test: tools deps lint
 ##             two at a time, beside the chaos subset (faults under load, 20 pods per scenario); about
 ##             8 minutes
 acceptance: tools deps
-	CRUCIBLE_E2E_STACKS=own $(GO) test -count=1 -shuffle=on -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos
+	CRUCIBLE_E2E_STACKS=own $(GO) test -count=1 -shuffle=$(TEST_SHUFFLE) -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos
 
 ## interop: code nobody here wrote on the dev stack: Kueue v0.17.0's MultiKueue (manager on the hub, a
 ##          worker per spoke) dispatching Jobs through crucible's federation (about 3 minutes)
