@@ -107,15 +107,20 @@ type relayDialer struct {
 }
 
 func newRelayDialer(server, pod string) *relayDialer {
-	return &relayDialer{c: newAPIClient(server), header: credentialHeader, pod: pod}
+	// The flags' values as this command parsed them, copied: a relay opens
+	// long after, and building another command tree in the process (a test
+	// running the next command) registers the flags again, which resets the
+	// package's values to their defaults.
+	creds := credentials
+	return &relayDialer{c: newAPIClient(server), header: creds.header, pod: pod}
 }
 
-// credentialHeader is what the credentials add to a request (a bearer
-// token, from a file or an exec plugin as it rotates): the WebSocket
-// dialer takes headers, not a transport.
-func credentialHeader() (http.Header, error) {
+// header is what the credentials add to a request (a bearer token, from a
+// file or an exec plugin as it rotates): the WebSocket dialer takes
+// headers, not a transport.
+func (c apiCredentials) header() (http.Header, error) {
 	var got http.Header
-	rt, _, err := credentials.transport(captureTransport(func(r *http.Request) { got = r.Header.Clone() }))
+	rt, _, err := c.transport(captureTransport(func(r *http.Request) { got = r.Header.Clone() }))
 	if err != nil {
 		return nil, err
 	}
