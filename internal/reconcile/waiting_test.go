@@ -169,27 +169,7 @@ func TestObservation(t *testing.T) {
 // and history once, not once per watch event, moments before the state
 // change they led to; the wait is gone once the pod runs.
 func TestSyncRecordsWaiting(t *testing.T) {
-	st := storetest.SQLite(t)
-	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateDispatched, PodUID: "u1"}); err != nil {
-		t.Fatal(err)
-	}
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	r := &Reconciler{Store: st, caches: map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}}}
-	see := func(p *corev1.Pod) store.WorkPod {
-		t.Helper()
-		p.Namespace = "loops"
-		if err := indexer.Update(inCache(p)); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.sync(t.Context(), key{Cluster: "wharf", Name: "p1"}); err != nil {
-			t.Fatalf("sync: %v", err)
-		}
-		row, err := st.GetWorkPod(t.Context(), "p1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return row
-	}
+	st, see := syncFixture(t, store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateDispatched, PodUID: "u1"})
 	gated := podWith(corev1.PodPending, "", scheduledFalse("Unschedulable", unschedulable))
 	first := see(gated)
 	if w := first.Waiting; w == nil || w.Reason != "Unschedulable" || w.Message != unschedulable || !w.Since.Equal(first.UpdatedAt) {
@@ -236,24 +216,9 @@ func TestSyncRecordsWaiting(t *testing.T) {
 // has yet to create the pod's ConfigMap and Secret): the row is recorded
 // dispatched, with the pod's uid, before the wait.
 func TestSyncRecordsDispatchedBeforeTheWait(t *testing.T) {
-	st := storetest.SQLite(t)
-	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending}); err != nil {
-		t.Fatal(err)
-	}
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	r := &Reconciler{Store: st, caches: map[string]podCache{"wharf": {indexer: indexer, namespace: "loops"}}}
+	st, see := syncFixture(t, store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending})
 	p := podWith(corev1.PodPending, "", scheduledFalse("Unschedulable", unschedulable))
-	p.Namespace = "loops"
-	if err := indexer.Update(inCache(p)); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.sync(t.Context(), key{Cluster: "wharf", Name: "p1"}); err != nil {
-		t.Fatalf("sync: %v", err)
-	}
-	row, err := st.GetWorkPod(t.Context(), "p1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	row := see(p)
 	if row.State != store.StateDispatched || row.PodUID != string(p.UID) || row.Waiting == nil {
 		t.Errorf("row: state %s uid %q waiting %+v; want dispatched with the pod's uid, waiting", row.State, row.PodUID, row.Waiting)
 	}
@@ -268,5 +233,33 @@ func TestSyncRecordsDispatchedBeforeTheWait(t *testing.T) {
 	want := []string{string(store.EventState) + "/" + string(store.StatePending), string(store.EventState) + "/" + string(store.StateDispatched), string(store.EventWaiting) + "/" + string(store.StateDispatched)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("history (-want +got):\n%s", diff)
+	}
+}
+
+// syncFixture stores row and returns the store and see, which puts a pod
+// (in row's namespace) in wharf's cache, syncs row's key and returns the
+// row as sync left it.
+func syncFixture(t *testing.T, row store.WorkPod) (store.Store, func(*corev1.Pod) store.WorkPod) {
+	t.Helper()
+	st := storetest.SQLite(t)
+	if err := st.CreateWorkPod(t.Context(), row); err != nil {
+		t.Fatal(err)
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	r := &Reconciler{Store: st, caches: map[string]podCache{row.Cluster: {indexer: indexer, namespace: row.Namespace}}}
+	return st, func(p *corev1.Pod) store.WorkPod {
+		t.Helper()
+		p.Namespace = row.Namespace
+		if err := indexer.Update(inCache(p)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.sync(t.Context(), key{Cluster: row.Cluster, Name: row.ID}); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		got, err := st.GetWorkPod(t.Context(), row.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
 }
