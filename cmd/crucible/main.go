@@ -11,11 +11,12 @@ import (
 	"syscall"
 
 	"crucible.dev/crucible/internal/cli"
+	"crucible.dev/crucible/internal/controller"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, controller.NewCommand())
 	stop()
 	if err == nil {
 		return

@@ -15,14 +15,17 @@ import (
 // Version is stamped at build time with -ldflags "-X crucible.dev/crucible/internal/cli.Version=…".
 var Version = "dev"
 
-// Run executes the command line args.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run executes the command line args. servers are the server processes'
+// commands (crucible controller), which main adds: they live with their
+// servers so that this package, the client, links none of them.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, servers ...*cobra.Command) error {
 	// The client commands' flags bind package variables (devDir,
 	// credentials): cleared when Run returns, so that one invocation's
 	// --dev or --token never reaches code that runs after it in the same
 	// process (the tests run many).
 	defer func() { devDir, credentials = "", apiCredentials{} }()
 	root := newRoot()
+	root.AddCommand(servers...)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -47,7 +50,7 @@ Start a local hub and spoke (real kube-apiservers) with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDevCmd(), newControllerCmd(), newWebhookCmd(),
+	root.AddCommand(newVersionCmd(), newDevCmd(), newWebhookCmd(),
 		newSubmitCmd(), newClassesCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newPortForwardCmd(), newRunLiveCmd(), newRenderCmd(),
 		newCredentialCmd())
 	return root

@@ -174,7 +174,7 @@ func opsHandler(metrics http.Handler, withPprof bool, hosts []string) http.Handl
 	if withPprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", metrics)
-		handlePprof(mux)
+		httpserve.HandlePprof(mux)
 		h = mux
 	}
 	return httpserve.RequireHost(hosts, "--metrics-allowed-hosts", h)

@@ -137,7 +137,7 @@ func waitJS(tb testing.TB, ctx context.Context, what, expr string, within time.D
 			return
 		}
 		if time.Now().After(deadline) {
-			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 2000)`))
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState + ' ' + location.href + '\n' + document.body.innerText.slice(0, 2000)`))
 			tb.Fatalf("%s: not within %s (last error %v); page:\n%s", what, within, err, text)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -147,7 +147,8 @@ func waitJS(tb testing.TB, ctx context.Context, what, expr string, within time.D
 // signIn opens the UI and signs in with a hub token through the form.
 func signIn(tb testing.TB, ctx context.Context, url, token, wantUser string) {
 	tb.Helper()
-	run(tb, ctx, "open the UI", chromedp.Navigate(url+"/#/clusters"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	run(tb, ctx, "open the UI", chromedp.Navigate(url+"/#/clusters"))
+	waitJS(tb, ctx, "the sign-in form", `!!document.getElementById('token')`, 60*time.Second)
 	run(tb, ctx, "sign in", chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin-go")))
 	waitJS(tb, ctx, "signed in as "+wantUser, fmt.Sprintf(`(document.getElementById('who-user')||{}).textContent === %q`, wantUser), 30*time.Second)
 }

@@ -1,4 +1,4 @@
-package cli
+package controller
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -81,41 +80,13 @@ func TestControllerPprofFlag(t *testing.T) {
 		{[]string{"--pprof-listen"}, "flag needs an argument: --pprof-listen"},
 	}
 	for _, tt := range tests {
-		cmd := newControllerCmd()
+		cmd := NewCommand()
 		cmd.SetArgs(tt.args)
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
 		err := cmd.ExecuteContext(t.Context())
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("controller %q: error %v, want one containing %q", tt.args, err, tt.want)
-		}
-	}
-}
-
-// TestPprofHandler: the profiler's listener serves /debug/pprof/ and
-// nothing else.
-func TestPprofHandler(t *testing.T) {
-	tests := []struct {
-		path       string
-		wantStatus int
-	}{
-		{"/debug/pprof/", http.StatusOK},
-		{"/debug/pprof/heap", http.StatusOK},
-		{"/debug/pprof/allocs?debug=1", http.StatusOK},
-		{"/debug/pprof/goroutine?debug=2", http.StatusOK},
-		{"/debug/pprof/cmdline", http.StatusOK},
-		{"/debug/pprof/symbol", http.StatusOK},
-		{"/debug/pprof/no-such-profile", http.StatusNotFound},
-		{"/", http.StatusNotFound},
-		{"/metrics", http.StatusNotFound},
-		{"/api/pods", http.StatusNotFound},
-	}
-	h := pprofHandler()
-	for _, tt := range tests {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
-		if rec.Code != tt.wantStatus {
-			t.Errorf("GET %s = %d, want %d", tt.path, rec.Code, tt.wantStatus)
 		}
 	}
 }

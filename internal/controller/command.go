@@ -1,19 +1,24 @@
-package cli
+package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"crucible.dev/crucible/internal/controller"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/profile"
+	"crucible.dev/crucible/internal/urlcheck"
 )
 
-func newControllerCmd() *cobra.Command {
+// NewCommand is `crucible controller`. It lives with the controller, not in
+// the CLI's package, so that the client commands link none of the server.
+func NewCommand() *cobra.Command {
 	var (
 		config      string
 		leaderElect bool
@@ -88,7 +93,7 @@ port-forward, e.g.
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
-			return runController(cmd.Context(), p, &controller.ProfileSource{Path: config, Load: load}, pprofListen, log)
+			return runController(cmd.Context(), p, &ProfileSource{Path: config, Load: load}, pprofListen, log)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "crucible.toml", "the controller's profile (TOML)")
@@ -99,8 +104,8 @@ port-forward, e.g.
 
 // runController runs the controller and, when pprofListen is set, Go's
 // profiler beside it (withPprof).
-func runController(ctx context.Context, p *profile.Profile, src *controller.ProfileSource, pprofListen string, log *slog.Logger) error {
-	run := func(ctx context.Context) error { return controller.Run(ctx, p, log, src) }
+func runController(ctx context.Context, p *profile.Profile, src *ProfileSource, pprofListen string, log *slog.Logger) error {
+	run := func(ctx context.Context) error { return Run(ctx, p, log, src) }
 	if pprofListen == "" {
 		return run(ctx)
 	}
@@ -124,11 +129,32 @@ func withPprof(ctx context.Context, addr string, hosts []string, log *slog.Logge
 		// No write timeout: a CPU profile or trace writes for as long as
 		// its ?seconds= asks.
 		opts := httpserve.Options{Name: "pprof", Addr: addr, InsecureHTTP: true}
-		h := httpserve.RequireHost(hosts, controller.MetricsAllowedHostsKey, pprofHandler())
+		h := httpserve.RequireHost(hosts, MetricsAllowedHostsKey, httpserve.PprofHandler())
 		if err := httpserve.ListenAndServe(gctx, opts, h, log); err != nil {
 			return fmt.Errorf("--pprof-listen: %w", err)
 		}
 		return nil
 	})
 	return g.Wait()
+}
+
+// errPprofNotLoopback refuses a profiler reachable from elsewhere.
+var errPprofNotLoopback = errors.New("must be a loopback address (127.0.0.1, ::1 or localhost): " +
+	"a heap profile holds the process's memory, tokens included")
+
+// pprofListenError reports what is wrong with addr as --pprof-listen: it
+// must be HOST:PORT with a loopback host and a port from 1 to 65535. Plain
+// HTTP with no authentication is safe only where nothing else reaches it.
+func pprofListenError(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-listen %q: want HOST:PORT: %w", addr, err)
+	}
+	if !urlcheck.LoopbackHost(host) {
+		return fmt.Errorf("--pprof-listen %q: %w", addr, errPprofNotLoopback)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("--pprof-listen %q: port must be a number from 1 to 65535", addr)
+	}
+	return nil
 }
