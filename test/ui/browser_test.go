@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -94,7 +95,15 @@ func newBrowser(tb testing.TB, shots string) *browserSession {
 	return b
 }
 
-// tab opens a new tab (its own sessionStorage: sign in again).
+// tab opens a new tab (its own sessionStorage: sign in again), one whose top
+// frame chromedp knows. chromedp learns a new tab's frame only from the
+// Page.frameNavigated of its about:blank, and on a loaded machine that
+// navigation can commit before chromedp has enabled the tab's Page events:
+// then chromedp.Navigate waits for the load of a frame it does not know and
+// never returns ("open the UI: context deadline exceeded" in ci5 and ci6;
+// with the frame cleared on purpose, every such navigation hangs). A
+// navigation to about:blank made once the events are on, waited for until
+// chromedp has the frame's document, tells it the frame.
 func (b *browserSession) tab(tb testing.TB) context.Context {
 	tb.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
@@ -102,6 +111,11 @@ func (b *browserSession) tab(tb testing.TB) context.Context {
 	if err := chromedp.Do(ctx); err != nil {
 		tb.Fatal(err)
 	}
+	blank := chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, page.Navigate, page.NavigateParams{URL: "about:blank"})
+		return err
+	})
+	run(tb, ctx, "the new tab's frame", blank, chromedp.WaitReady(chromedp.CSS("body")))
 	return ctx
 }
 
