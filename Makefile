@@ -62,24 +62,24 @@ deps:
 	@bash .ci/install-postgres.sh
 	@bash .ci/install-chromium.sh
 
-## test: the unit tests, the end-to-end tests that share one stack, the UI's browser tests and the dev
-##       stack's own, after lint (builds the tools and installs the packages first if missing)
+## test: the unit tests, the end-to-end tests that share one stack and the dev stack's own, after lint
+##       (builds the tools and installs the packages first if missing)
 test: tools deps lint
 	@# go test starts packages in the order named, two at a time on two cores: the longest first (the
-	@# end-to-end package on its shared stack, then the UI's and the dev stack's, each on stacks of their
-	@# own), so that the short ones fill whichever slot frees last instead of a long one starting late.
-	@# go vet ./... has just run every analyzer on every package, tests included: -vet=off spares go
-	@# test its repeat of a subset of them. The chaos subset and the end-to-end tests that take a stack
-	@# apart run in make acceptance.
+	@# end-to-end package on its shared stack, then the dev stack's), so that the short ones fill
+	@# whichever slot frees last instead of a long one starting late. go vet ./... has just run every
+	@# analyzer on every package, tests included: -vet=off spares go test its repeat of a subset of
+	@# them. The chaos subset, the UI's browser tests and the end-to-end tests that take a stack apart
+	@# start stacks of their own and run in make acceptance.
 	CRUCIBLE_E2E_STACKS=shared $(GO) test -count=1 -shuffle=$(TEST_SHUFFLE) -vet=off -timeout $(TEST_TIMEOUT) \
-	  ./test/e2e ./test/ui ./internal/devstack $$($(GO) list ./... | grep -v '/test/chaos$$')
+	  ./test/e2e ./internal/devstack $$($(GO) list ./... | grep -v -e '/test/chaos$$' -e '/test/ui$$')
 
 ## acceptance: the end-to-end tests that start a stack of their own (API auth modes, hub outages and
 ##             key rotation, reloads, requested tokens, run-live permissions, replicas on PostgreSQL),
-##             two at a time, beside the chaos subset (faults under load, 20 pods per scenario); about
-##             8 minutes
+##             two at a time, beside the chaos subset (faults under load, 20 pods per scenario) and the
+##             web UI in headless Chromium; about 10 minutes
 acceptance: tools deps
-	CRUCIBLE_E2E_STACKS=own $(GO) test -count=1 -shuffle=$(TEST_SHUFFLE) -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos
+	CRUCIBLE_E2E_STACKS=own $(GO) test -count=1 -shuffle=$(TEST_SHUFFLE) -timeout $(TEST_TIMEOUT) ./test/e2e ./test/chaos ./test/ui
 
 ## interop: code nobody here wrote on the dev stack: Kueue v0.17.0's MultiKueue (manager on the hub, a
 ##          worker per spoke) dispatching Jobs through crucible's federation (about 3 minutes)
