@@ -59,10 +59,10 @@ func toNanos(t time.Time) (int64, error) {
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
-const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256, ` + observedColumns
+const podColumns = `id, cluster, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256, placement, ` + observedColumns
 
 // podColumnsWithoutSpec reads NULL for the spec, which scans as nil.
-const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256, ` + observedColumns
+const podColumnsWithoutSpec = `id, cluster, namespace, kind, state, pod_uid, NULL, exit_code, reason, log_collected, created_at, updated_at, finished_at, submitter, idempotency_key, request_sha256, placement, ` + observedColumns
 
 // observedColumns are what ObservePod writes.
 const observedColumns = `node, progress, waiting_reason, waiting_message, waiting_since`
@@ -76,17 +76,21 @@ func scanWorkPod(sc scanner) (WorkPod, error) {
 		exit, finished   sql.NullInt64
 		created, updated int64
 		key              sql.NullString
+		placement        string
 		progress         string
 		wait             Waiting
 		since            sql.NullInt64
 	)
 	err := sc.Scan(&p.ID, &p.Cluster, &p.Namespace, &p.Kind, &state, &p.PodUID, &p.Spec, &exit,
-		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter, &key, &p.RequestSHA256,
+		&p.Reason, &p.LogCollected, &created, &updated, &finished, &p.Submitter, &key, &p.RequestSHA256, &placement,
 		&p.Node, &progress, &wait.Reason, &wait.Message, &since)
 	if err != nil {
 		return WorkPod{}, err
 	}
 	p.IdempotencyKey = key.String
+	if p.Placement, err = decodePlacement(placement); err != nil {
+		return WorkPod{}, fmt.Errorf("work pod %s: %w", p.ID, err)
+	}
 	p.State, p.Progress = State(state), Event(progress)
 	if since.Valid {
 		wait.Since = fromNanos(since.Int64)
@@ -165,7 +169,11 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 	if p.IdempotencyKey != "" {
 		key = p.IdempotencyKey
 	}
-	args := append([]any{p.ID, p.Cluster, now, p.Submitter, key, p.RequestSHA256}, rest...)
+	placement, err := encodePlacement(p.Placement)
+	if err != nil {
+		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+	}
+	args := append([]any{p.ID, p.Cluster, now, p.Submitter, key, p.RequestSHA256, placement}, rest...)
 	if _, fenced := FenceFrom(ctx); fenced {
 		err = s.createFenced(ctx, p, args)
 	} else {
@@ -180,8 +188,8 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 // insertSQL has no conflict target: a taken id and a taken (submitter,
 // key) both leave the insert a no-op, and conflictOf says which it was.
 const insertSQL = `INSERT INTO work_pods
-	(id, cluster, created_at, submitter, idempotency_key, request_sha256, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	(id, cluster, created_at, submitter, idempotency_key, request_sha256, placement, namespace, kind, state, pod_uid, spec, exit_code, reason, log_collected, updated_at, finished_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`
 
 // insertWorkPod runs insertSQL on the write pool, or in tx when it is not
@@ -356,6 +364,8 @@ func (s *sqlStore) updateWorkPod(ctx context.Context, id string, fn func(*WorkPo
 		return WorkPod{}, fmt.Errorf("%w: submitter", ErrImmutable)
 	case p.IdempotencyKey != old.IdempotencyKey || p.RequestSHA256 != old.RequestSHA256:
 		return WorkPod{}, fmt.Errorf("%w: idempotency key", ErrImmutable)
+	case !samePlacement(p.Placement, old.Placement):
+		return WorkPod{}, fmt.Errorf("%w: placement", ErrImmutable)
 	case !sameObserved(&p, &old):
 		return WorkPod{}, fmt.Errorf("%w: node, progress or waiting", ErrImmutable)
 	}

@@ -102,9 +102,12 @@ type WorkPod struct {
 	// the key for another request. Both are set at create, immutable.
 	IdempotencyKey string
 	RequestSHA256  string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time // CreatedAt and UpdatedAt are UTC and set by the store
-	FinishedAt     *time.Time
+	// Placement is how the controller chose Cluster (nil: the submitter
+	// named it). Set at create, immutable.
+	Placement  *Placement
+	CreatedAt  time.Time
+	UpdatedAt  time.Time // CreatedAt and UpdatedAt are UTC and set by the store
+	FinishedAt *time.Time
 	// Node, Progress and Waiting are what the pod's spoke said of it,
 	// written by ObservePod only: the node it was scheduled on ("" before),
 	// the latest start moment recorded (EventScheduled, EventPulled,

@@ -148,6 +148,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 				p.Reason = "OOMKilled"
 				p.LogCollected = true
 				p.FinishedAt = ptr(time.Date(2031, 2, 3, 4, 5, 6, 789012345, time.UTC))
+				p.Placement = &store.Placement{Decision: "wharf: 1 of 4 nvidia.com/gpu free (needs 2); dock: fits (16 nvidia.com/gpu free)", Waits: true}
 			}),
 			want: pod("full", func(p *store.WorkPod) {
 				p.Cluster, p.Kind, p.State = "dock", "loop", store.StateFailed
@@ -156,6 +157,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 				p.Reason = "OOMKilled"
 				p.LogCollected = true
 				p.FinishedAt = ptr(time.Date(2031, 2, 3, 4, 5, 6, 789012345, time.UTC))
+				p.Placement = &store.Placement{Decision: "wharf: 1 of 4 nvidia.com/gpu free (needs 2); dock: fits (16 nvidia.com/gpu free)", Waits: true}
 			}),
 		},
 		{name: "exit code zero", in: pod("zero", func(p *store.WorkPod) { p.ExitCode = ptr(int32(0)) }),
@@ -411,6 +413,7 @@ func testUpdateImmutable(t *testing.T, s store.Store) {
 		{"submitter", func(p *store.WorkPod) { p.Submitter = "mallory" }},
 		{"idempotency key", func(p *store.WorkPod) { p.IdempotencyKey = "k1" }},
 		{"request sha256", func(p *store.WorkPod) { p.RequestSHA256 = "00" }},
+		{"placement", func(p *store.WorkPod) { p.Placement = &store.Placement{Decision: "dock: fits"} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
