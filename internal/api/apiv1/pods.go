@@ -10,8 +10,14 @@ import (
 
 // SubmitRequest is the body of POST /api/pods.
 type SubmitRequest struct {
-	Kind        string            `json:"kind,omitempty"`    // loop | turn (default turn)
-	Cluster     string            `json:"cluster,omitempty"` // default: the profile's default cluster
+	Kind string `json:"kind,omitempty"` // loop | turn (default turn)
+	// Cluster is where the pod goes: a cluster's name (pinned), ClusterAuto,
+	// or "" for the profile's default. Clusters is a preference list instead
+	// of it; Placement is "" or PlacementStrict. CheckPlacement checks the
+	// three.
+	Cluster     string            `json:"cluster,omitempty"`
+	Clusters    []string          `json:"clusters,omitempty"`
+	Placement   string            `json:"placement,omitempty"`
 	Image       string            `json:"image"`
 	Command     []string          `json:"command,omitempty"`
 	Args        []string          `json:"args,omitempty"`
@@ -57,6 +63,9 @@ type WorkPod struct {
 	// History is the pod's life, oldest first: GET /api/pods/{pod} only
 	// (list views and the event stream leave it out).
 	History []HistoryEntry `json:"history,omitzero"`
+	// Placement is how the controller chose Cluster; absent for a pod
+	// pinned to its cluster.
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // Waiting is why a live pod does not run: the scheduler's reason and
