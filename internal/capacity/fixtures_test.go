@@ -125,7 +125,9 @@ func gpuNode(name string, gpus int64, product string, opts ...nodeOpt) *corev1.N
 func notReady(n *corev1.Node) { n.Status.Conditions[1].Status = corev1.ConditionFalse }
 func cordoned(n *corev1.Node) { n.Spec.Unschedulable = true }
 func maxPods(p int64) nodeOpt {
-	return func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourcePods] = *resource.NewQuantity(p, resource.DecimalSI) }
+	return func(n *corev1.Node) {
+		n.Status.Allocatable[corev1.ResourcePods] = *resource.NewQuantity(p, resource.DecimalSI)
+	}
 }
 func label(k, val string) nodeOpt { return func(n *corev1.Node) { n.Labels[k] = val } }
 func taint(t corev1.Taint) nodeOpt {

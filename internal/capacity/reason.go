@@ -32,11 +32,22 @@ type failure struct {
 // group is the nodes that failed for the same reason, and for a resource
 // the one of them with the most of it free.
 type group struct {
-	text        string // "had untolerated taint {…}", "too little nvidia.com/gpu"
+	failure
 	count       int
-	resource    corev1.ResourceName
+	resource    corev1.ResourceName // kindResource's
 	free, alloc int64
 	need        int64
+}
+
+// kindResource is a group's kind for nodes with too little of a resource
+// (or at their pod limit: resource "pods").
+const kindResource failureKind = -1
+
+// groupKey is what nodes failing alike share; a struct, not text, so that
+// the walk builds no string per node.
+type groupKey struct {
+	failure
+	resource corev1.ResourceName
 }
 
 // reason is why no node takes the pod: the one node's failure in full, or
@@ -46,73 +57,76 @@ func (j *judge) reason(order []*nodeState) string {
 	if len(order) == 0 {
 		return "no nodes"
 	}
-	groups := map[string]*group{}
+	groups := map[groupKey]*group{}
 	for _, s := range order {
 		g := j.nodeGroup(s)
-		if old, ok := groups[g.text]; ok {
-			old.count++
-			if g.free > old.free || (g.free == old.free && g.alloc > old.alloc) {
-				old.free, old.alloc = g.free, g.alloc
-			}
+		k := groupKey{failure: g.failure, resource: g.resource}
+		old, ok := groups[k]
+		if !ok {
+			first := g // only a new group's copy escapes to the heap
+			groups[k] = &first
 			continue
 		}
-		groups[g.text] = &g
+		old.count++
+		if g.free > old.free || (g.free == old.free && g.alloc > old.alloc) {
+			old.free, old.alloc = g.free, g.alloc
+		}
 	}
 	if len(order) == 1 {
 		for _, g := range groups {
 			return g.single()
 		}
 	}
-	sorted := make([]*group, 0, len(groups))
+	type part struct {
+		count int
+		text  string
+	}
+	parts := make([]part, 0, len(groups))
 	for _, g := range groups {
-		sorted = append(sorted, g)
+		parts = append(parts, part{g.count, g.several()})
 	}
-	slices.SortFunc(sorted, func(a, b *group) int {
-		return cmp.Or(cmp.Compare(b.count, a.count), strings.Compare(a.text, b.text))
-	})
-	parts := make([]string, len(sorted))
-	for i, g := range sorted {
-		parts[i] = strconv.Itoa(g.count) + " " + g.several()
+	slices.SortFunc(parts, func(a, b part) int { return cmp.Or(cmp.Compare(b.count, a.count), strings.Compare(a.text, b.text)) })
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		texts[i] = strconv.Itoa(p.count) + " " + p.text
 	}
-	return fmt.Sprintf("0/%d nodes fit: %s", len(order), strings.Join(parts, ", "))
+	return fmt.Sprintf("0/%d nodes fit: %s", len(order), strings.Join(texts, ", "))
 }
 
 // nodeGroup is node s's failure as a group of one.
 func (j *judge) nodeGroup(s *nodeState) group {
-	f := j.mismatch(s)
-	switch f.kind {
-	case kindNotReady:
-		return group{text: "not Ready", count: 1}
-	case kindCordoned:
-		return group{text: "cordoned", count: 1}
-	case kindTaint:
-		return group{text: "had untolerated taint {" + f.taint.ToString() + "}", count: 1}
-	case kindAffinity:
-		return group{text: "didn't match node selector/affinity", count: 1}
+	if f := j.mismatch(s); f.kind != fitsEmpty {
+		return group{failure: f, count: 1}
 	}
-	i := j.insufficient(s)
 	name, need := corev1.ResourcePods, int64(1)
-	if i >= 0 {
+	if i := j.insufficient(s); i >= 0 {
 		name, need = j.names[i], j.need[i]
 	}
-	return group{text: "too little " + string(name), count: 1, resource: name,
+	return group{failure: failure{kind: kindResource}, count: 1, resource: name,
 		free: max(s.free(name), 0), alloc: allocatable(s, name), need: need}
-}
-
-// single is the group's reason for a spoke of one node.
-func (g *group) single() string {
-	if g.resource == "" {
-		return strings.TrimPrefix(g.text, "had ")
-	}
-	return fmt.Sprintf("%s of %s %s free (needs %s)", quantity(g.resource, g.free), quantity(g.resource, g.alloc), g.resource, quantity(g.resource, g.need))
 }
 
 // several is the group's part of a reason counting nodes.
 func (g *group) several() string {
-	if g.resource == "" {
-		return g.text
+	switch g.kind {
+	case kindNotReady:
+		return "not Ready"
+	case kindCordoned:
+		return "cordoned"
+	case kindTaint:
+		return "had untolerated taint {" + g.taint.ToString() + "}"
+	case kindAffinity:
+		return "didn't match node selector/affinity"
 	}
-	return fmt.Sprintf("%s (most free %s of %s, needs %s)", g.text, quantity(g.resource, g.free), quantity(g.resource, g.alloc), quantity(g.resource, g.need))
+	return fmt.Sprintf("too little %s (most free %s of %s, needs %s)", g.resource, quantity(g.resource, g.free), quantity(g.resource, g.alloc), quantity(g.resource, g.need))
+}
+
+// single is the group's reason for a spoke of one node.
+func (g *group) single() string {
+	if g.kind != kindResource {
+		return strings.TrimPrefix(g.several(), "had ")
+	}
+	return fmt.Sprintf("%s of %s %s free (needs %s)", quantity(g.resource, g.free), quantity(g.resource, g.alloc), g.resource, quantity(g.resource, g.need))
 }
 
 // quantity is v of resource name as Kubernetes writes it: 500m CPUs,
