@@ -26,6 +26,7 @@ require (
 require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/moby/spdystream v0.5.1 // indirect
+	k8s.io/component-helpers v0.37.2 // indirect
 	sigs.k8s.io/controller-runtime v0.20.4 // indirect
 )
 
