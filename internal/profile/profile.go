@@ -352,7 +352,7 @@ type ClusterEntry struct {
 	// non-terminal pods, so that placement knows where a pod fits now. It
 	// costs one watch of each (per pod only its node and summed requests
 	// are kept) and needs nodes get/list/watch and pods list/watch across
-	// the whole spoke, which `render spoke --capacity` and the spoke chart's
+	// the whole spoke, which `render spoke` and the spoke chart's
 	// capacity.enabled grant, and nothing without it: that identity can
 	// then read every pod's spec on the spoke.
 	Capacity bool `toml:"capacity"`
