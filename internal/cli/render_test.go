@@ -2,10 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"crucible.dev/crucible/internal/render"
 )
 
 const exampleProfile = "../../examples/crucible.toml"
@@ -74,5 +79,47 @@ func TestRenderSpokeLoopNamespace(t *testing.T) {
 		if n := strings.Count(out.String(), "kind: Namespace"); n != map[bool]int{true: 1, false: 0}[tc.want] {
 			t.Errorf("%v: %d Namespace objects", tc.args, n)
 		}
+	}
+}
+
+// render spoke without capacity prints exactly what it printed before
+// placement existed (testdata/render-spoke-example.yaml, rendered by the
+// commit before it), with no rule on nodes nor a cluster-wide one on pods;
+// with capacity = true in the entry it adds the capacity ClusterRole and its
+// binding after it, and nothing else.
+func TestRenderSpokeCapacity(t *testing.T) {
+	before, err := os.ReadFile("testdata/render-spoke-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := renderSpoke(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before), off); diff != "" {
+		t.Errorf("render spoke without capacity changed (-before +now):\n%s", diff)
+	}
+	if strings.Contains(off, "- nodes") || strings.Contains(off, render.CapacityRBACName) {
+		t.Errorf("render spoke without capacity grants nodes or the capacity role:\n%s", off)
+	}
+	example, err := os.ReadFile(exampleProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCapacity := filepath.Join(t.TempDir(), "crucible.toml")
+	data := strings.Replace(string(example), "[[clusters]]\n", "[[clusters]]\ncapacity = true\n", 1)
+	if err := os.WriteFile(withCapacity, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	on, err := renderSpoke(t, "--config", withCapacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := render.YAML(render.CapacityRBAC("hub:system:serviceaccount:crucible:crucible-controller")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(before)+"---\n"+string(added), on); diff != "" {
+		t.Errorf("render spoke with capacity (-want +got):\n%s", diff)
 	}
 }

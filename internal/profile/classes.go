@@ -77,6 +77,11 @@ type PodClass struct {
 	// MaxPending, when set, cancels a pod the scheduler has not placed for
 	// this long and fails its row with the scheduler's message.
 	MaxPending Duration `toml:"max_pending"`
+	// SpillAfter, when set, moves a placed pod that never started and waits
+	// Unschedulable this long to another spoke (R-PL3), at most MaxSpills
+	// times; shorter than MaxPending, so the move comes before the failure.
+	SpillAfter Duration `toml:"spill_after"`
+	MaxSpills  int      `toml:"max_spills"`
 	// Shm is the size of a memory-backed /dev/shm (zero: the runtime's
 	// 64 MiB). It counts against the container's memory limit.
 	Shm Quantity `toml:"shm"`
@@ -146,8 +151,15 @@ const (
 	DefaultGPUResource      = "nvidia.com/gpu"
 	DefaultRunAsUser        = 65532
 	DefaultRunAsGroup       = 65532
-	defaultClassCPU         = "500m"
-	defaultClassMemory      = "1Gi"
+	// DefaultMaxSpills moves a pod twice at most: a third spoke tried is
+	// enough to find free GPUs if any are, and each move costs a wait of
+	// spill_after.
+	DefaultMaxSpills = 2
+	// MaxMaxSpills bounds max_spills: past ten moves a pod is only
+	// circling a fleet that has no room for it.
+	MaxMaxSpills       = 10
+	defaultClassCPU    = "500m"
+	defaultClassMemory = "1Gi"
 )
 
 // defaultClass is the class of a profile without [[pods.classes]].
@@ -172,6 +184,9 @@ func setClassDefaults(p *Pods) {
 		setZero(&c.GPUResource, DefaultGPUResource)
 		setZero(&c.RunAsUser, DefaultRunAsUser)
 		setZero(&c.RunAsGroup, DefaultRunAsGroup)
+		if c.SpillAfter.Duration > 0 {
+			setZero(&c.MaxSpills, DefaultMaxSpills)
+		}
 	}
 }
 
@@ -295,6 +310,7 @@ func validateClass(c *PodClass, path *field.Path) field.ErrorList {
 	if c.MaxPending.Duration < 0 {
 		errs = append(errs, field.Invalid(path.Child("max_pending"), c.MaxPending.Duration, "must not be negative"))
 	}
+	errs = append(errs, validateSpill(c, path)...)
 	if c.RunAsUser < 0 {
 		errs = append(errs, field.Invalid(path.Child("run_as_user"), c.RunAsUser, "must be a non-root uid"))
 	}
@@ -302,6 +318,27 @@ func validateClass(c *PodClass, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("run_as_group"), c.RunAsGroup, "must not be negative"))
 	}
 	return append(errs, validateAllow(c, path.Child("allow"))...)
+}
+
+// validateSpill checks spill-over: a move must come before max_pending
+// fails the pod, and max_spills means nothing without spill_after.
+func validateSpill(c *PodClass, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	sp, mp := path.Child("spill_after"), path.Child("max_pending")
+	switch {
+	case c.SpillAfter.Duration < 0:
+		errs = append(errs, field.Invalid(sp, c.SpillAfter.Duration, "must not be negative"))
+	case c.SpillAfter.Duration > 0 && c.MaxPending.Duration > 0 && c.SpillAfter.Duration >= c.MaxPending.Duration:
+		errs = append(errs, field.Invalid(sp, c.SpillAfter.Duration, "must be shorter than "+mp.String()+" "+c.MaxPending.String()+" (the pod would fail before it moves)"))
+	}
+	xp := path.Child("max_spills")
+	switch {
+	case c.MaxSpills < 0 || c.MaxSpills > MaxMaxSpills:
+		errs = append(errs, field.Invalid(xp, c.MaxSpills, fmt.Sprintf("must be from 0 to %d", MaxMaxSpills)))
+	case c.MaxSpills > 0 && c.SpillAfter.Duration <= 0:
+		errs = append(errs, field.Forbidden(xp, "only with "+sp.String()))
+	}
+	return errs
 }
 
 // validateResources checks what the class requests: cpu and memory always

@@ -30,8 +30,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("clusters = [1, {name = \"a\"}, \"x\"]\n[controller]\nexternal_url = \"http://[::1]\""))
 	f.Add([]byte("[pods.node_selector]\n\"\" = \"\"\n\"a/b/c\" = 5"))
 	f.Add([]byte("default_cluster = 1979-05-27T07:32:00Z\n[mirror]\nttl = nan\nmax_stale = inf"))
-	// Token sources: each key that depends on token_source, right and wrong.
-	for _, name := range []string{"clusters.token_source-request.toml", "clusters.token_source-problems.toml"} {
+	// Token sources (each key that depends on token_source, right and wrong)
+	// and placement's keys (capacity, default_cluster "auto", spill-over).
+	for _, name := range []string{"clusters.token_source-request.toml", "clusters.token_source-problems.toml",
+		"default_cluster.auto-with-capacity.toml", "clusters.name-auto-reserved.toml",
+		"pods.classes-spill.toml", "pods.classes-spill-defaults.toml"} {
 		data, err := os.ReadFile("testdata/profiles/" + name)
 		if err != nil {
 			f.Fatal(err)

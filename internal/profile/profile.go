@@ -37,8 +37,9 @@ type Profile struct {
 	RunLive    RunLive    `toml:"run_live"`
 	// LeaderElection tunes the Lease of [controller] leader_elect.
 	LeaderElection LeaderElection `toml:"leader_election"`
-	// DefaultCluster is the cluster a request without a target goes to.
-	// Required with more than one cluster; defaults to the only one.
+	// DefaultCluster is the cluster a request without a target goes to, or
+	// AutoCluster: placement picks the spoke. Required with more than one
+	// cluster; defaults to the only one.
 	DefaultCluster string `toml:"default_cluster"`
 	// Clusters are the spokes, in the order the API lists them.
 	Clusters []ClusterEntry `toml:"clusters"`
@@ -347,9 +348,23 @@ type ClusterEntry struct {
 	// Classes adjusts pod classes for this spoke, by class name: its own
 	// GPU resource name or taints, or the class withheld here.
 	Classes map[string]ClassAdjust `toml:"classes"`
+	// Capacity makes the controller watch this spoke's nodes and its bound,
+	// non-terminal pods, so that placement knows where a pod fits now. It
+	// costs one watch of each (per pod only its node and summed requests
+	// are kept) and needs nodes get/list/watch and pods list/watch across
+	// the whole spoke, which `render spoke` and the spoke chart's
+	// capacity.enabled grant, and nothing without it: that identity can
+	// then read every pod's spec on the spoke.
+	Capacity bool `toml:"capacity"`
 }
 
+// AutoCluster is the cluster name that asks placement to pick the spoke
+// (R-PL1); no cluster may be called so.
+const AutoCluster = "auto"
+
 // Cluster returns the entry called name; "" means the default cluster.
+// AutoCluster is no entry: with default_cluster "auto", "" finds none and
+// the caller places the pod.
 func (p *Profile) Cluster(name string) (ClusterEntry, bool) {
 	if name == "" {
 		name = p.DefaultCluster

@@ -71,6 +71,7 @@ func validateProfile(p *Profile) field.ErrorList {
 
 	defaultCluster := field.NewPath("default_cluster")
 	switch {
+	case p.DefaultCluster == AutoCluster:
 	case p.DefaultCluster != "":
 		if _, ok := p.Cluster(p.DefaultCluster); !ok {
 			errs = append(errs, withDetail(field.NotFound(defaultCluster, p.DefaultCluster), "no such cluster"))
@@ -337,6 +338,9 @@ func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {
 	}
 	if required("name", c.Name) {
 		errs = append(errs, dnsLabel(path.Child("name"), c.Name)...)
+	}
+	if c.Name == AutoCluster {
+		errs = append(errs, field.Invalid(path.Child("name"), c.Name, "is reserved: default_cluster and a submission's cluster \"auto\" ask placement to pick the spoke"))
 	}
 	if required("server", c.Server) {
 		errs = append(errs, checkURL(path.Child("server"), c.Server, false, true)...)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,4 +296,52 @@ func mustYAML(t *testing.T, obj runtime.Object) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// capacity adds a ClusterRole reading nodes and pods cluster-wide, bound to
+// the controller, after everything else; off, no rule names nodes and no
+// ClusterRole names pods.
+func TestSpokeRBACCapacity(t *testing.T) {
+	off := SpokeRBAC(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops"}, controllerUser)
+	on := SpokeRBAC(profile.ClusterEntry{Name: "wharf", LoopNamespace: "loops", Capacity: true}, controllerUser)
+	for _, obj := range off {
+		for _, rule := range rulesOf(obj) {
+			_, clusterWide := obj.(*rbacv1.ClusterRole)
+			if slices.Contains(rule.Resources, "nodes") || (clusterWide && slices.Contains(rule.Resources, "pods")) {
+				t.Errorf("without capacity %T grants %v", obj, rule)
+			}
+		}
+	}
+	if diff := cmp.Diff(off, on[:len(off)]); diff != "" {
+		t.Errorf("capacity changed the other objects (-off +on):\n%s", diff)
+	}
+	want := []runtime.Object{
+		&rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-capacity", Labels: map[string]string{"app.kubernetes.io/managed-by": "crucible"}},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+			},
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: "crucible-controller-capacity", Labels: map[string]string{"app.kubernetes.io/managed-by": "crucible"}},
+			Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: controllerUser}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "crucible-controller-capacity"},
+		},
+	}
+	if diff := cmp.Diff(want, on[len(off):]); diff != "" {
+		t.Errorf("capacity objects (-want +got):\n%s", diff)
+	}
+}
+
+func rulesOf(obj runtime.Object) []rbacv1.PolicyRule {
+	switch o := obj.(type) {
+	case *rbacv1.Role:
+		return o.Rules
+	case *rbacv1.ClusterRole:
+		return o.Rules
+	}
+	return nil
 }
