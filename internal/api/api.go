@@ -80,6 +80,10 @@ type Options struct {
 	// Forwarder opens run-live sessions on spokes (portforward.go).
 	// Default: through Clients, each cluster's one shared client.
 	Forwarder PortForwarder
+	// Capacity is the spokes' capacity views, for placement and GET
+	// /api/capacity (placement.go). Default: none, placement by profile
+	// order.
+	Capacity Capacity
 }
 
 // Server serves the API with its Options, defaults filled by New.
@@ -126,6 +130,9 @@ func New(o Options) *Server {
 	if s.Authz == nil {
 		s.Authz = apiauth.AllowAll{}
 	}
+	if s.Capacity == nil {
+		s.Capacity = noCapacity{}
+	}
 	if s.Forwarder == nil {
 		s.Forwarder = fleetForwarder{clients: s.Clients}
 	}
@@ -153,6 +160,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods/{pod}/portforward", s.handle(s.portForward))
 	mux.Handle("GET /api/pods/{pod}/run-live", s.handle(s.runLive))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))
+	mux.Handle("GET /api/capacity", s.handle(s.capacityView))
 	mux.Handle("GET /api/classes", s.handle(s.classes))
 	mux.Handle("GET /api/events", s.handle(s.watchEvents))
 	mux.Handle("GET /api/whoami", s.handle(s.whoami))

@@ -84,6 +84,8 @@ func (s *Server) replaySubmit(w http.ResponseWriter, r *http.Request, key string
 	}
 	s.Log.Info("submit replayed", "pod", p.ID, "state", p.State, "user", identity(r).User)
 	if p.State == store.StatePending && p.PodUID == "" && time.Since(p.CreatedAt) >= s.DispatchTimeout {
+		// To the row's cluster, which a placed request chose then.
+		req.Cluster, req.Clusters, req.Placement = p.Cluster, nil, ""
 		sub, err := newSubmission(s.profile(), req, identity(r), key, sub.digestKey, func(string) string { return p.ID })
 		if err != nil {
 			return err

@@ -44,6 +44,9 @@ func view(p store.WorkPod) apiv1.WorkPod {
 	if w := p.Waiting; w != nil {
 		wp.Waiting = &apiv1.Waiting{Reason: w.Reason, Message: w.Message, Since: w.Since}
 	}
+	if pl := p.Placement; pl != nil {
+		wp.Placement = &apiv1.Placement{Decision: pl.Decision, Chosen: p.Cluster, Waits: pl.Waits}
+	}
 	for _, e := range spec.Env {
 		wp.EnvNames = append(wp.EnvNames, e.Name)
 	}
@@ -88,9 +91,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	// Authorized before anything about the cluster is revealed.
 	p := s.profile()
-	if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(p, req.Cluster)}); err != nil {
+	asked := req
+	var where placed
+	if wantsPlacement(p, req) {
+		// Authorized spoke by spoke: a spoke the caller may not create on
+		// is no candidate.
+		if where, err = s.place(r, p, req); err != nil {
+			return err
+		}
+		req.Cluster, req.Clusters, req.Placement = where.cluster, nil, ""
+	} else if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(p, req.Cluster)}); err != nil {
+		// Authorized before anything about the cluster is revealed.
 		return err
 	}
 	digestKey, err := s.digestKey(r.Context())
@@ -100,6 +112,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	sub, err := newSubmission(p, req, identity(r), key, digestKey, newID)
 	if err != nil {
 		return err
+	}
+	if where.record != nil {
+		sub.row.Placement = where.record
+		// A retry is placed anew and may land elsewhere: the digest is of
+		// the request as asked, so that it still matches.
+		if err := sub.digest(asked); err != nil {
+			return err
+		}
 	}
 	// With a key, the insert itself decides which of several requests
 	// carrying it (retries, also on other replicas) makes the row.
@@ -111,6 +131,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	updated, err := s.dispatchAndRecord(r.Context(), sub)
 	if err != nil {
 		return err
+	}
+	if where.pod != nil {
+		s.Capacity.Reserve(where.cluster, reserved(where.pod, sub.row))
 	}
 	writeJSON(w, http.StatusCreated, view(updated))
 	return nil

@@ -75,17 +75,31 @@ func newSubmission(p *profile.Profile, req apiv1.SubmitRequest, caller apiauth.I
 	}
 	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
 		Spec: spec, Submitter: caller.User, IdempotencyKey: key}
-	var request []byte
-	if key != "" {
-		// Digested as dispatched: the default kind and cluster filled in,
-		// so a retry that names them matches one that left them out.
-		req.Cluster = cluster.Name
-		if request, err = requestJSON(req); err != nil {
-			return submission{}, err
-		}
-		row.RequestSHA256 = workpod.Digest(digestKey, request)
+	sub := submission{pod: valid, row: row, digestKey: digestKey}
+	// Digested as dispatched: the default kind and cluster filled in, so a
+	// retry that names them matches one that left them out.
+	req.Cluster = cluster.Name
+	if err := sub.digest(req); err != nil {
+		return submission{}, err
 	}
-	return submission{pod: valid, row: row, request: request, digestKey: digestKey}, nil
+	return sub, nil
+}
+
+// digest records req's digest as the request of the submission's
+// Idempotency-Key (none without a key): req's kind defaulted as the row's.
+func (sub *submission) digest(req apiv1.SubmitRequest) error {
+	if sub.row.IdempotencyKey == "" {
+		return nil
+	}
+	if req.Kind == "" {
+		req.Kind = workpod.DefaultKind
+	}
+	request, err := requestJSON(req)
+	if err != nil {
+		return err
+	}
+	sub.request, sub.row.RequestSHA256 = request, workpod.Digest(sub.digestKey, request)
+	return nil
 }
 
 // shapeFor resolves req's class as cluster offers it into the pod's shape:

@@ -21,6 +21,13 @@ func printPod(w io.Writer, format string, wp apiv1.WorkPod, now time.Time) error
 	if wp.Node != "" {
 		fmt.Fprintf(w, "\nnode: %s\n", wp.Node)
 	}
+	if pl := wp.Placement; pl != nil {
+		waits := ""
+		if pl.Waits {
+			waits = " (nothing fit then: it waits there for capacity)"
+		}
+		fmt.Fprintf(w, "\nplaced on %s%s: %s\n", pl.Chosen, waits, pl.Decision)
+	}
 	if wt := wp.Waiting; wt != nil {
 		fmt.Fprintf(w, "\nwaiting %s: %s\n", now.Sub(wt.Since).Round(time.Second), detail(wt.Reason, wt.Message))
 	}

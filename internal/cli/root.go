@@ -51,7 +51,7 @@ Start a local hub and spoke (real kube-apiservers) with:
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd(), newDevCmd(), newWebhookCmd(),
-		newSubmitCmd(), newClassesCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newPortForwardCmd(), newRunLiveCmd(), newRenderCmd(),
+		newSubmitCmd(), newClassesCmd(), newCapacityCmd(), newPodsCmd(), newLogsCmd(), newPushCmd(), newCopySelfCmd(), newArtifactsCmd(), newPortForwardCmd(), newRunLiveCmd(), newRenderCmd(),
 		newCredentialCmd())
 	return root
 }

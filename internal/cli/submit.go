@@ -26,19 +26,30 @@ import (
 func newSubmitCmd() *cobra.Command {
 	var (
 		server, cluster, image, kind, key string
-		env                               []string
+		placement                         string
+		clusters, env                     []string
 		files                             map[string]string
 		wait, follow                      bool
 		cf                                classFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "submit --image IMAGE [--cluster C] -- COMMAND [ARGS...]",
+		Use:   "submit --image IMAGE [--cluster C | --cluster auto | --clusters A,B] -- COMMAND [ARGS...]",
 		Short: "Submit a work pod to a spoke and print its id",
 		Long: `submit asks the controller to run a work pod on a spoke cluster (the profile's
 default unless --cluster). It prints the work pod's id, which is also the pod's
 name on the spoke. With --wait it waits until the pod finished and exits non-zero
 unless it succeeded; --follow also prints its log live meanwhile (as logs -f;
 Ctrl-C stops following, exit 130, and leaves the pod running).
+
+--cluster auto lets the controller choose the spoke (also what an omitted
+--cluster means where the profile says default_cluster = "auto"); --clusters
+a,b chooses among those, in that order of preference. It picks a spoke where the
+class is offered, you may create pods, the spoke is healthy and, where the
+controller watches the spoke's capacity, a node takes the pod now, the one with
+the most free of the pod's scarcest resource first. When nothing fits now the pod
+waits on the spoke with the most capacity for it, unless --placement strict,
+which refuses (409) with every spoke's reason. crucible pods get ID shows the
+decision; crucible capacity shows what is free where.
 
 Every submit carries an Idempotency-Key (a fresh random one, or --idempotency-key).
 When the controller could not be reached or its answer was lost (a connection
@@ -54,11 +65,18 @@ value out of bounds is refused (422) naming the flag's field and the bound.`,
 		Example: `  crucible submit --image busybox -- sh -c 'echo hello'
   crucible submit --class gpu --gpus 2 --memory 32Gi --deadline 6h --image ghcr.io/example/train:1 -- python train.py
   crucible submit --cluster dock --image busybox --env MODE=fast --file input.txt=./input.txt -- ./run.sh
+  crucible submit --cluster auto --class gpu --gpus 4 --placement strict --image ghcr.io/example/train:1 -- python train.py
+  crucible submit --clusters dock,wharf --class gpu --image ghcr.io/example/eval:1 -- ./eval.sh
   crucible submit --idempotency-key nightly-2026-11-30 --image busybox -- ./nightly.sh`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ask := cf.ask(cmd)
-			req := apiv1.SubmitRequest{Kind: kind, Cluster: cluster, Image: image,
+			req := apiv1.SubmitRequest{Kind: kind, Cluster: cluster, Clusters: clusters, Placement: placement, Image: image,
 				Class: cf.class, GPUs: ask.GPUs, Resources: ask.Resources, Deadline: ask.Deadline}
+			if errs := apiv1.CheckPlacement(req); len(errs) > 0 {
+				// Field paths are the flags' names (--cluster, --clusters,
+				// --placement).
+				return fmt.Errorf("placement flags: %w", errs.ToAggregate())
+			}
 			if len(args) > 0 {
 				req.Command = args
 			}
@@ -106,7 +124,9 @@ value out of bounds is refused (422) naming the flag's field and the bound.`,
 	addServerFlag(cmd, &server)
 	cf.add(cmd)
 	cmd.Flags().StringVar(&image, "image", "", "container image (required)")
-	cmd.Flags().StringVar(&cluster, "cluster", "", "spoke to run on (default: the profile's default_cluster)")
+	cmd.Flags().StringVar(&cluster, "cluster", "", `spoke to run on, or "auto" to let the controller choose (default: the profile's default_cluster)`)
+	cmd.Flags().StringSliceVar(&clusters, "clusters", nil, "let the controller choose among these spokes, in this order of preference (comma-separated)")
+	cmd.Flags().StringVar(&placement, "placement", "", `"strict": with --cluster auto or --clusters, refuse (409) when no spoke fits the pod now instead of letting it wait`)
 	cmd.Flags().StringVar(&kind, "kind", "turn", "work pod kind: turn or loop")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable)")
 	cmd.Flags().StringToStringVar(&files, "file", nil, "KEY=PATH: put the file's content into the pod at /etc/crucible/files/KEY (repeatable)")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/api"
+	"crucible.dev/crucible/internal/capacity"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/events"
 	"crucible.dev/crucible/internal/fleet"
@@ -114,6 +115,9 @@ type parts struct {
 	drop          *ingest.Handler
 	dropMu        sync.Mutex // one validator map at a time: a reload's, a drained spoke's
 	spokes        *spokeLoops
+	// capacity is the views of the spokes with capacity = true, which
+	// placement judges pods against (capacity.go).
+	capacity *capacity.Fleet
 	// internal serves the API, the web UI, /healthz and /readyz; external
 	// exactly the drop-box and the discovery mirror.
 	internal, external http.Handler
@@ -185,11 +189,12 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 	}
 	c.rec.Uploads = c.drop // collecting or cancelling a pod closes its uploads
 	c.spokes = newSpokeLoops(c.rec, c.clients, p.Reconcile.DrainTimeout.Duration, c.syncDropBox, log.With("component", "reconcile"))
+	c.capacity = capacity.NewFleet(log.With("component", "capacity"))
 	apiSrv := api.New(api.Options{
 		Profile: c.current, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
-		Events: bus, Settler: c.rec, Uploads: c.drop, Owners: c.spokes.Owners,
+		Events: bus, Settler: c.rec, Uploads: c.drop, Owners: c.spokes.Owners, Capacity: c.capacity,
 	})
 	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
@@ -272,6 +277,7 @@ func (c *parts) runnables() []runnable {
 	rs := []runnable{
 		loops{spokes: c.spokes, elect: ctl.LeaderElect, hub: c.hubCfg, election: c.p.LeaderElection, log: c.log.With("component", "leader")},
 		probes{clients: c.clients, every: c.p.Reconcile.HealthInterval.Duration},
+		capacityViews{c},
 		listener{log: c.log, handler: c.internal, opts: httpserve.Options{Name: "internal", Addr: ctl.InternalListen,
 			CertFile: ctl.InternalTLSCert, KeyFile: ctl.InternalTLSKey, InsecureHTTP: ctl.InternalTLSCert == "",
 			AskClientCAFile: c.p.API.ProxyClientCA, ClientNames: c.p.API.ProxyClientNames}}, // the SSO proxy's proof (apiauth.Proxy)

@@ -123,6 +123,7 @@ func (c *parts) reload(ctx context.Context, next *profile.Profile) (fleet.Change
 	c.current.Store(next)
 	c.syncDropBox()
 	c.spokes.fleetChanged()
+	c.capacity.Sync(capacitySpokes(c.clients))
 	for _, name := range slices.Concat(ch.Added, ch.Changed, ch.Returned) {
 		if client, ok := c.clients.Get(name); ok {
 			go func() {

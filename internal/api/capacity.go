@@ -1,0 +1,87 @@
+package api
+
+import (
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/capacity"
+	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/profile"
+)
+
+// capacityView answers GET /api/capacity[?class=C]: every cluster of the
+// profile with its capacity view (GPUs per product, CPU and memory free
+// and allocatable) and, with ?class, whether a pod of the class with its
+// default asks fits there now and why not — what placement would judge.
+func (s *Server) capacityView(w http.ResponseWriter, r *http.Request) error {
+	p := s.profile()
+	class := r.URL.Query().Get("class")
+	if class != "" && !hasClass(p, class) {
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "class", Msg: "class " + quoteTruncated(class) + ": no such class"}
+	}
+	out := make([]apiv1.ClusterCapacity, 0, len(p.Clusters))
+	for _, c := range p.Clusters {
+		cc := apiv1.ClusterCapacity{Cluster: c.Name}
+		if sum, ok := s.Capacity.Summary(c.Name); ok {
+			cc.View, cc.Synced = true, sum.Synced
+			if sum.Synced {
+				fillCapacity(&cc, sum)
+			}
+		}
+		if class != "" {
+			s.judgeClass(r, p, c, class, &cc)
+		}
+		out = append(out, cc)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func fillCapacity(cc *apiv1.ClusterCapacity, sum capacity.Summary) {
+	for _, g := range sum.GPUs {
+		cc.GPUs = append(cc.GPUs, apiv1.GPUProduct{Product: g.Product, Free: g.Free, Total: g.Total})
+	}
+	cc.CPU = &apiv1.Amount{
+		Free:  resource.NewMilliQuantity(sum.CPUMillis.Free, resource.DecimalSI).String(),
+		Total: resource.NewMilliQuantity(sum.CPUMillis.Total, resource.DecimalSI).String(),
+	}
+	cc.Memory = &apiv1.Amount{
+		Free:  resource.NewQuantity(sum.MemoryBytes.Free, resource.BinarySI).String(),
+		Total: resource.NewQuantity(sum.MemoryBytes.Total, resource.BinarySI).String(),
+	}
+}
+
+// judgeClass fills cc's Fits and Reason for a pod of class with its
+// default asks on c, as placement would judge it: not offered there, or
+// the view's verdict. Without a synced view it says nothing.
+func (s *Server) judgeClass(r *http.Request, p *profile.Profile, c profile.ClusterEntry, class string, cc *apiv1.ClusterCapacity) {
+	req := apiv1.SubmitRequest{Class: class, Image: capacityProbeImage}
+	cand, _, err := s.candidate(r, p, c, req)
+	switch {
+	case err != nil:
+		cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
+	case cand.Excluded != "":
+		no := false
+		cc.Fits, cc.Reason = &no, cand.Excluded
+	case cand.View:
+		fits := cand.Fits
+		cc.Fits, cc.Reason = &fits, cand.Reason
+	}
+}
+
+// capacityProbeImage is the image of the pod GET /api/capacity?class=C
+// judges: never created, it only has to pass the submit's checks.
+const capacityProbeImage = "registry.k8s.io/pause:3.10"
+
+func quoteTruncated(s string) string { return `"` + httperr.Truncate(s, 100) + `"` }
+
+func hasClass(p *profile.Profile, name string) bool {
+	for _, c := range p.Pods.Classes {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}

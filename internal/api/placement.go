@@ -1,0 +1,192 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/apiauth"
+	"crucible.dev/crucible/internal/capacity"
+	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/placement"
+	"crucible.dev/crucible/internal/profile"
+	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Capacity is the spokes' capacity views (*capacity.Fleet): placement
+// judges a pod against them and counts the pods it sends until their
+// spoke's watch shows them; GET /api/capacity shows them.
+type Capacity interface {
+	// Judge says whether some node of cluster takes pod now; ok is false
+	// when cluster has no synced view.
+	Judge(cluster string, pod *corev1.Pod) (v capacity.Verdict, ok bool)
+	// Reserve counts pod, just sent to cluster, against its view.
+	Reserve(cluster string, pod *corev1.Pod)
+	// Summary is cluster's view for display; ok is false without one.
+	Summary(cluster string) (s capacity.Summary, ok bool)
+}
+
+// noCapacity is a fleet without capacity views: placement goes by profile
+// order and spill-over alone.
+type noCapacity struct{}
+
+func (noCapacity) Judge(string, *corev1.Pod) (capacity.Verdict, bool) {
+	return capacity.Verdict{}, false
+}
+func (noCapacity) Reserve(string, *corev1.Pod)             {}
+func (noCapacity) Summary(string) (capacity.Summary, bool) { return capacity.Summary{}, false }
+
+// wantsPlacement reports whether the submitter lets the controller choose
+// the cluster: "auto", a preference list, or nothing named where the
+// profile's default is "auto".
+func wantsPlacement(p *profile.Profile, req apiv1.SubmitRequest) bool {
+	return req.Cluster == apiv1.ClusterAuto || len(req.Clusters) > 0 ||
+		(req.Cluster == "" && p.DefaultCluster == apiv1.ClusterAuto)
+}
+
+// placed is a placement decided: the cluster, the decision as the row
+// keeps it, and the pod as the chosen cluster would run it (reserved once
+// it is dispatched).
+type placed struct {
+	cluster string
+	record  *store.Placement
+	pod     *corev1.Pod
+}
+
+// place chooses req's cluster among the profile's (package placement):
+// every spoke's candidacy — the caller may create there, the spoke is
+// healthy and not draining, the class is offered, and with a capacity
+// view whether a node takes the pod now. 403 when the caller may create
+// nowhere (nothing about the clusters is said), 400 for a preference
+// naming no cluster, 409 with every spoke's reason when no spoke can take
+// the pod (or, strict, none fits it now).
+func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequest) (placed, error) {
+	if errs := apiv1.CheckPlacement(req); len(errs) > 0 {
+		return placed{}, badRequest(errs)
+	}
+	for _, name := range req.Clusters {
+		if _, ok := p.Cluster(name); !ok {
+			return placed{}, &httperr.Error{Code: http.StatusBadRequest, Field: "clusters",
+				Msg: fmt.Sprintf("clusters: %q: no such cluster (known: %s)", httperr.Truncate(name, 100), strings.Join(clusterNames(p), ", "))}
+		}
+	}
+	if req.Class != "" && !hasClass(p, req.Class) {
+		// Wrong wherever it goes: the submit's 422, not placement's 409.
+		_, err := p.ClassFor(profile.ClusterEntry{}, req.Class, "")
+		return placed{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
+	}
+	candidates := make([]placement.Candidate, len(p.Clusters))
+	pods := make([]*corev1.Pod, len(p.Clusters))
+	allowed := 0
+	for i, c := range p.Clusters {
+		cand, pod, err := s.candidate(r, p, c, req)
+		if err != nil {
+			return placed{}, err
+		}
+		if cand.Excluded != excludedForbidden {
+			allowed++
+		}
+		candidates[i], pods[i] = cand, pod
+	}
+	if allowed == 0 {
+		return placed{}, httperr.New(http.StatusForbidden, "you may not create work pods on any cluster")
+	}
+	d, err := placement.Decide(placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}, candidates)
+	var nofit *placement.NoFitError
+	switch {
+	case errors.As(err, &nofit):
+		return placed{}, &httperr.Error{Code: http.StatusConflict, Field: "cluster", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
+	case err != nil:
+		return placed{}, err
+	}
+	i := indexOfCluster(p, d.Cluster)
+	return placed{cluster: d.Cluster, record: &store.Placement{Decision: d.String(), Waits: d.Waits}, pod: pods[i]}, nil
+}
+
+// reserved is the judged pod as dispatched: the row's name and namespace,
+// which the view matches against its watch to stop counting the
+// reservation.
+func reserved(pod *corev1.Pod, row store.WorkPod) *corev1.Pod {
+	pod = pod.DeepCopy()
+	pod.Name, pod.Namespace = row.ID, row.Namespace
+	return pod
+}
+
+// excludedForbidden is the reason of a spoke the caller may not create on.
+const excludedForbidden = "may not create pods"
+
+// candidate is one spoke's candidacy for req, and the pod as it would run
+// there (nil where it cannot). An error is not about the spoke: the
+// authorizer unavailable, or a request that is wrong wherever it goes.
+func (s *Server) candidate(r *http.Request, p *profile.Profile, c profile.ClusterEntry, req apiv1.SubmitRequest) (placement.Candidate, *corev1.Pod, error) {
+	cand := placement.Candidate{Cluster: c.Name}
+	if err := s.Authz.Authorize(r.Context(), identity(r), apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: c.Name}); err != nil {
+		if !errors.Is(err, apiauth.ErrForbidden) {
+			return cand, nil, authError(err)
+		}
+		cand.Excluded = excludedForbidden
+		return cand, nil, nil
+	}
+	if s.Clients.Draining(c.Name) {
+		cand.Excluded = "draining"
+		return cand, nil, nil
+	}
+	if client, ok := s.Clients.Get(c.Name); ok {
+		if h := client.Health(); !h.CheckedAt.IsZero() && !h.Reachable {
+			cand.Excluded = "unreachable"
+			return cand, nil, nil
+		}
+	}
+	req.Cluster, req.Clusters, req.Placement = c.Name, nil, ""
+	if _, err := shapeFor(p, c, req, identity(r).Groups); err != nil {
+		cand.Excluded = exclusion(err)
+		return cand, nil, nil
+	}
+	// What is wrong past the class is wrong on every spoke: the request's
+	// own 400 or 422, not a placement's 409.
+	sub, err := newSubmission(p, req, identity(r), "", nil, func(prefix string) string { return prefix + "-placement" })
+	if err != nil {
+		return cand, nil, err
+	}
+	objs, err := render.Turn(c, p.Pods, "placement", sub.pod)
+	if err != nil {
+		return cand, nil, fmt.Errorf("render the pod for %s: %w", c.Name, err)
+	}
+	if v, ok := s.Capacity.Judge(c.Name, objs.Pod); ok {
+		cand.View, cand.Fits, cand.Reason = true, v.Fits, v.Reason
+		cand.Resource, cand.Free, cand.Total = string(v.Resource), v.Free, v.Total
+	}
+	return cand, objs.Pod, nil
+}
+
+// exclusion words why a spoke cannot run the request at all: the class
+// not offered there, beyond its bounds there, or not the caller's.
+func exclusion(err error) string {
+	var he *httperr.Error
+	if errors.As(err, &he) {
+		return httperr.Truncate(he.Msg, 200)
+	}
+	return httperr.Truncate(err.Error(), 200)
+}
+
+func clusterNames(p *profile.Profile) []string {
+	names := make([]string, 0, len(p.Clusters))
+	for _, c := range p.Clusters {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+func indexOfCluster(p *profile.Profile, name string) int {
+	for i, c := range p.Clusters {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
