@@ -111,3 +111,37 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkViewMemoryPerNode measures what the view keeps per node: 1,000
+// GPU nodes labelled as NVIDIA's feature discovery labels them, with the
+// images, addresses and conditions a kubelet reports (which the view
+// drops), the live heap after a GC against before. Run with -benchtime 1x.
+func BenchmarkViewMemoryPerNode(b *testing.B) {
+	const n = 1000
+	for b.Loop() {
+		v, _ := testView(b, nil)
+		before := heapInUse()
+		for i := range n {
+			addNode(b, v, decodedNode(i))
+		}
+		after := heapInUse()
+		runtime.KeepAlive(v)
+		b.ReportMetric(float64(after-before)/n, "B/node")
+	}
+}
+
+// decodedNode is a GPU node as a watch decodes it.
+func decodedNode(i int) *corev1.Node {
+	name := fmt.Sprintf("gpu-node-%04d", i)
+	n := gpuNode(name, 8, h100)
+	for _, k := range []string{"nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family", "nvidia.com/gpu.compute.major",
+		"nvidia.com/gpu.compute.minor", "nvidia.com/cuda.driver.major", "nvidia.com/cuda.runtime.major", "topology.kubernetes.io/zone",
+		"node.kubernetes.io/instance-type", "kubernetes.io/os", "kubernetes.io/arch"} {
+		n.Labels[k] = fmt.Sprintf("value-%d", i%7)
+	}
+	for j := range 20 {
+		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("registry.example/image-%d@sha256:%064d", j, i)}, SizeBytes: 1 << 30})
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeHostName, Address: name}}
+	return n
+}

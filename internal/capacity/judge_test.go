@@ -2,10 +2,12 @@ package capacity
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -80,6 +82,15 @@ func TestJudge(t *testing.T) {
 			nodes: []*corev1.Node{cpuNode("a", 4, taint(corev1.Taint{Key: "k", Effect: corev1.TaintEffectNoExecute})), cpuNode("b", 8, taint(corev1.Taint{Key: "k", Effect: corev1.TaintEffectPreferNoSchedule}))},
 			pod:   pod("p", "cpu", "1"),
 			want:  Verdict{Fits: true, Resource: corev1.ResourceCPU, Free: 8000, Total: 8000},
+		},
+		{
+			name: "one taint on two nodes is one reason, whenever each was added",
+			nodes: []*corev1.Node{
+				cpuNode("cpu-0", 8, taint(corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Unix(1, 0)}})),
+				cpuNode("cpu-1", 8, taint(corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Unix(2, 0)}})),
+			},
+			pod:  pod("p", "cpu", "1"),
+			want: Verdict{Reason: "0/2 nodes fit: 2 had untolerated taint {node.kubernetes.io/unreachable:NoExecute}", Resource: corev1.ResourceCPU},
 		},
 		{
 			name:  "cordoned",

@@ -44,10 +44,13 @@ type group struct {
 const kindResource failureKind = -1
 
 // groupKey is what nodes failing alike share; a struct, not text, so that
-// the walk builds no string per node.
+// the walk builds no string per node. A taint is its key, value and
+// effect: the same taint on two nodes has two times added.
 type groupKey struct {
-	failure
-	resource corev1.ResourceName
+	kind            failureKind
+	taintKey, value string
+	effect          corev1.TaintEffect
+	resource        corev1.ResourceName
 }
 
 // reason is why no node takes the pod: the one node's failure in full, or
@@ -60,7 +63,7 @@ func (j *judge) reason(order []*nodeState) string {
 	groups := map[groupKey]*group{}
 	for _, s := range order {
 		g := j.nodeGroup(s)
-		k := groupKey{failure: g.failure, resource: g.resource}
+		k := groupKey{kind: g.kind, taintKey: g.taint.Key, value: g.taint.Value, effect: g.taint.Effect, resource: g.resource}
 		old, ok := groups[k]
 		if !ok {
 			first := g // only a new group's copy escapes to the heap

@@ -47,6 +47,9 @@ type Amount struct {
 // Summary is the spoke's capacity now.
 func (v *View) Summary() Summary {
 	out := Summary{Synced: v.Synced(), GPUs: []GPUs{}}
+	if !out.Synced {
+		return out // a first list half taken in is no figure
+	}
 	v.prune()
 	v.mu.RLock()
 	defer v.mu.RUnlock()

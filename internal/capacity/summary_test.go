@@ -40,12 +40,13 @@ func TestSummary(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Summary (-want +got):\n%s", diff)
 	}
-	b, err := json.Marshal(Summary{GPUs: []GPUs{}})
+	v.hasSynced = func() bool { return false }
+	b, err := json.Marshal(v.Summary())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const wantJSON = `{"synced":false,"nodes":0,"unavailable_nodes":0,"gpus":[],"cpu_millis":{"free":0,"total":0},"memory_bytes":{"free":0,"total":0}}`
 	if string(b) != wantJSON {
-		t.Errorf("JSON of an empty summary:\n got %s\nwant %s", b, wantJSON)
+		t.Errorf("JSON of an unsynced view's summary:\n got %s\nwant %s", b, wantJSON)
 	}
 }
