@@ -96,6 +96,7 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 	if allowed == 0 {
 		return placed{}, httperr.New(http.StatusForbidden, "you may not create work pods on any cluster")
 	}
+	sameResource(candidates)
 	d, err := placement.Decide(placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}, candidates)
 	var nofit *placement.NoFitError
 	switch {
@@ -115,6 +116,26 @@ func reserved(pod *corev1.Pod, row store.WorkPod) *corev1.Pod {
 	pod = pod.DeepCopy()
 	pod.Name, pod.Namespace = row.ID, row.Namespace
 	return pod
+}
+
+// sameResource keeps the scores comparable: a view names the pod's
+// scarcest resource on its own spoke, which for a pod asking no extended
+// resource may be cpu on one and memory on another. Then no score compares
+// and the fitting spokes are taken in profile order.
+func sameResource(candidates []placement.Candidate) {
+	name := ""
+	for _, c := range candidates {
+		switch {
+		case !c.View || c.Resource == "":
+		case name == "":
+			name = c.Resource
+		case c.Resource != name:
+			for i := range candidates {
+				candidates[i].Free, candidates[i].Resource = 0, ""
+			}
+			return
+		}
+	}
 }
 
 // excludedForbidden is the reason of a spoke the caller may not create on.
