@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/resource"
+
+	"crucible.dev/crucible/internal/slimmeta"
 )
 
 // cachedPod is what the view keeps of one non-terminal pod: its key, the
@@ -18,6 +20,7 @@ import (
 // costs a few dozen bytes, and its namespace and node strings are interned
 // (one copy per namespace or node, 8 bytes a pod).
 type cachedPod struct {
+	slimmeta.Unkept
 	namespace, node unique.Handle[string]
 	name            string
 	req             requests

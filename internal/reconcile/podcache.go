@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"crucible.dev/crucible/internal/slimmeta"
 )
 
 // cachedPod is what a cluster's informer keeps of one work pod: exactly what
@@ -21,6 +23,7 @@ import (
 // of the controller's heap. The sweep does not read this cache: it lists
 // afresh and decides on full pods.
 type cachedPod struct {
+	slimmeta.Unkept
 	Name, Namespace, ResourceVersion string
 	UID                              types.UID
 	// DeletionTimestamp is kept so the cache answers meta.Accessor truly
