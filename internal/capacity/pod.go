@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-helpers/resource"
 
 	"crucible.dev/crucible/internal/slimmeta"
@@ -47,21 +46,8 @@ func newCachedPod(pod *corev1.Pod) *cachedPod {
 	}
 }
 
-// transformPod is the pod informer's transform: a pod becomes a *cachedPod
-// before anything stores it, so a full pod lives only while its event is
-// decoded. It is idempotent and turns the pod inside a tombstone too.
-func transformPod(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return newCachedPod(o), nil
-	case cache.DeletedFinalStateUnknown:
-		if pod, ok := o.Obj.(*corev1.Pod); ok {
-			o.Obj = newCachedPod(pod)
-		}
-		return o, nil
-	}
-	return obj, nil
-}
+// transformPod is the pod informer's transform (slimmeta.PodTransform).
+var transformPod = slimmeta.PodTransform(newCachedPod)
 
 // resourceNames interns resource names: a spoke's pods ask for a handful
 // of resources many times over. A handle is kept, so each name stays one

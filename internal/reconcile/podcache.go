@@ -126,23 +126,8 @@ func capText(s string, n int) string {
 	return strings.Clone(s[:n])
 }
 
-// cachePod is the informer's transform: a pod becomes a *cachedPod before
-// anything stores it — in the watch-list's temporary store as in the
-// informer's own — so a full pod lives only while its event is decoded. It
-// is idempotent (client-go may hand it an object it transformed already) and
-// turns the pod inside a tombstone too.
-func cachePod(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return newCachedPod(o), nil
-	case cache.DeletedFinalStateUnknown:
-		if pod, ok := o.Obj.(*corev1.Pod); ok {
-			o.Obj = newCachedPod(pod)
-		}
-		return o, nil
-	}
-	return obj, nil
-}
+// cachePod is the informer's transform (slimmeta.PodTransform).
+var cachePod = slimmeta.PodTransform(newCachedPod)
 
 // eventPodName is the name of the pod an informer event is about, the
 // tombstone of a delete the watch missed included.

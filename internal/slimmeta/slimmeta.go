@@ -7,8 +7,10 @@
 package slimmeta
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Unkept is the metav1.Object methods of the fields a slim object does not
@@ -47,3 +49,24 @@ func (Unkept) GetOwnerReferences() []metav1.OwnerReference   { return nil }
 func (Unkept) SetOwnerReferences([]metav1.OwnerReference)    {}
 func (Unkept) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 func (Unkept) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// PodTransform is an informer's transform (cache.TransformFunc) that turns
+// a pod into slim(pod) before anything stores it — in the watch-list's
+// temporary store as in the informer's own — so a full pod lives only
+// while its event is decoded. It is idempotent (client-go may hand it an
+// object it transformed already, which passes unchanged) and turns the pod
+// inside a tombstone too.
+func PodTransform[T any](slim func(*corev1.Pod) T) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *corev1.Pod:
+			return slim(o), nil
+		case cache.DeletedFinalStateUnknown:
+			if pod, ok := o.Obj.(*corev1.Pod); ok {
+				o.Obj = slim(pod)
+			}
+			return o, nil
+		}
+		return obj, nil
+	}
+}
