@@ -45,6 +45,7 @@ func newDevUpCmd() *cobra.Command {
 		noFed    bool
 		sample   bool
 		noMntNS  bool
+		gpuNodes string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -72,15 +73,30 @@ named wharf, dock, pier, quay, jetty, berth, slip, mole, marina, haven, then
 spoke-11, spoke-12, ...; names (DNS labels, comma-separated) run those. Once
 the stack is ready, up prints the resident memory of each spoke's processes
 and of the shared ones (etcd, the hub, the controller): what one more spoke
-costs on this machine.`,
+costs on this machine.
+
+--gpu-nodes gives spokes GPU nodes: SPOKE=NODESxGPUS[:PRODUCT], comma-separated,
+e.g. wharf=1x4,dock=2x8:NVIDIA-H100-80GB-HBM3 (NODES from 1 to 64, GPUS per node
+from 1 to 16, PRODUCT the nodes' nvidia.com/gpu.product label, as NVIDIA's GPU
+feature discovery sets it; default NVIDIA-A100-SXM4-80GB). Each GPU node is
+tainted nvidia.com/gpu=present:NoSchedule; every spoke keeps its CPU node, and a
+spoke the flag does not name has no GPU node. Without it wharf has one node of
+4 GPUs. The gpu and gpu-short classes are offered on the spokes with GPU nodes.`,
 		Example: `  crucible dev up
   crucible dev up --spokes wharf,dock --detach --dir /tmp/stack && source /tmp/stack/env
-  crucible dev up --spokes 10 --detach --dir /tmp/fleet    # wharf, dock, pier, ... haven`,
+  crucible dev up --spokes 10 --detach --dir /tmp/fleet    # wharf, dock, pier, ... haven
+  crucible dev up --spokes 3 --gpu-nodes wharf=1x4,dock=2x8:NVIDIA-H100-80GB-HBM3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			names, err := parseSpokes(spokes)
 			if err != nil {
 				return err
+			}
+			var pools []devstack.GPUPool
+			if cmd.Flags().Changed("gpu-nodes") {
+				if pools, err = devstack.ParseGPUNodes(gpuNodes, names); err != nil {
+					return err
+				}
 			}
 			if alive, err := devstack.RunningIn(dir); err == nil && len(alive) > 0 {
 				return fmt.Errorf("a dev stack is already running in %s (%s): stop it with \"crucible dev down --dir %s\"", dir, strings.Join(alive, ", "), dir)
@@ -110,6 +126,9 @@ costs on this machine.`,
 				opts.Crucible = crucible
 			}
 			opts.Spokes = devstack.NamedSpokes(names...)
+			if pools != nil {
+				devstack.WithGPUNodes(opts.Spokes, pools)
+			}
 			stack, err := devstack.Start(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -136,6 +155,7 @@ costs on this machine.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "spoke clusters to run: a count N (1-"+strconv.Itoa(maxSpokeCount)+"; wharf, dock, pier, ...) or names (DNS labels)")
+	cmd.Flags().StringVar(&gpuNodes, "gpu-nodes", "", "GPU nodes per spoke: SPOKE=NODESxGPUS[:PRODUCT],... e.g. wharf=1x4,dock=2x8:NVIDIA-H100-80GB-HBM3 (default: wharf=1x4)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
 	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, run a sample turn: follow its log live, then show its state, collected log and artifacts")
 	cmd.Flags().BoolVar(&noMntNS, "no-pod-mount-namespace", false, "run pods without a private mount namespace even as root: volumes stay in each pod's directory and env values naming a mountPath point there")

@@ -255,7 +255,8 @@ func (s *Stack) startKubelet(ctx context.Context, dir string) error {
 	return nil
 }
 
-// applySpokeRBAC grants the controller's hub identity exactly R-ID4 on c.
+// applySpokeRBAC grants the controller's hub identity exactly R-ID4 on c,
+// and the capacity view's read access (render.CapacityRBAC).
 func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 	entry := s.ClusterEntry(c)
 	for _, obj := range render.SpokeRBAC(entry, HubUsernamePrefix+HubSubject) {
@@ -267,7 +268,8 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 }
 
 // ClusterEntry is spoke c as the stack's controller profile names it: its
-// server, the stack's CA and the controller's federated token file, or for
+// server, the stack's CA and the controller's federated token file, with
+// capacity (placement's view; every dev spoke gets its RBAC), or for
 // a TokenRequest spoke token_source = "request" (a client built from that
 // entry needs the hub's account, fleet.WithHubAccount).
 func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
@@ -275,7 +277,7 @@ func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: profile.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
 		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
-		RunLive: c.RunLive,
+		RunLive: c.RunLive, Capacity: true,
 	}
 	if s.tokenRequest(c) {
 		e.TokenSource, e.TokenFile = profile.TokenSourceRequest, ""
@@ -412,6 +414,9 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 		if e.RunLive {
 			b.WriteString("run_live = true\n")
 		}
+		if e.Capacity {
+			b.WriteString("capacity = true\n")
+		}
 		if !c.hasGPUs() {
 			b.WriteString("[clusters.classes.gpu]\nwithhold = true\n[clusters.classes.gpu-short]\nwithhold = true\n")
 		}
@@ -421,8 +426,9 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 
 // podClasses are the stack's pod classes: a light default (the benchmarks
 // keep hundreds of its pods per spoke on one CPU node) and "gpu", offered
-// only on spokes with GPU nodes, so `crucible submit --class gpu` lands on
-// wharf's GPU node out of the box; "gpu-short" is gpu whose pods the
+// only on spokes with GPU nodes (wharf's by default, every spoke's that
+// --gpu-nodes names), so `crucible submit --class gpu` lands on a GPU node
+// out of the box; "gpu-short" is gpu whose pods the
 // scheduler cannot place within 10 s are failed (max_pending); "team-sre"
 // is only for members of the hub group sre.
 const podClasses = `

@@ -69,26 +69,35 @@ func CPUNode(name string) NodeSpec {
 // GPUNode is a node of 32 CPUs, 256 GiB and gpus NVIDIA A100s, tainted with
 // GPUTaint and labelled as NVIDIA's GPU feature discovery labels one.
 func GPUNode(name string, gpus int) NodeSpec {
+	return ProductGPUNode(name, gpus, DefaultGPUProduct)
+}
+
+// ProductGPUNode is GPUNode with gpus of product (nvidia.com/gpu.product).
+// Only the A100 gets the labels of its memory, family and compute
+// capability: for another product the stack does not know them, and a
+// wrong one would mislead a selector more than a missing one.
+func ProductGPUNode(name string, gpus int, product string) NodeSpec {
 	c := capacity("32", "256Gi")
 	c[ResourceGPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
-	return NodeSpec{
-		Name:     name,
-		Capacity: c,
-		Labels: map[string]string{
-			corev1.LabelInstanceTypeStable:    "kwok-gpu-" + strconv.Itoa(gpus) + "x-a100",
-			"nvidia.com/gpu.present":          "true",
-			"nvidia.com/gpu.count":            strconv.Itoa(gpus),
-			"nvidia.com/gpu.product":          "NVIDIA-A100-SXM4-80GB",
-			"nvidia.com/gpu.memory":           "81920",
-			"nvidia.com/gpu.family":           "ampere",
-			"nvidia.com/gpu.compute.major":    "8",
-			"nvidia.com/gpu.compute.minor":    "0",
-			"nvidia.com/gpu.replicas":         "1",
-			"nvidia.com/gpu.sharing-strategy": "none",
-			"nvidia.com/mig.capable":          "true",
-		},
-		Taints: []corev1.Taint{GPUTaint},
+	labels := map[string]string{
+		corev1.LabelInstanceTypeStable:    "kwok-gpu-" + strconv.Itoa(gpus) + "x",
+		"nvidia.com/gpu.present":          "true",
+		"nvidia.com/gpu.count":            strconv.Itoa(gpus),
+		"nvidia.com/gpu.product":          product,
+		"nvidia.com/gpu.replicas":         "1",
+		"nvidia.com/gpu.sharing-strategy": "none",
 	}
+	if product == DefaultGPUProduct {
+		maps.Copy(labels, map[string]string{
+			corev1.LabelInstanceTypeStable: "kwok-gpu-" + strconv.Itoa(gpus) + "x-a100",
+			"nvidia.com/gpu.memory":        "81920",
+			"nvidia.com/gpu.family":        "ampere",
+			"nvidia.com/gpu.compute.major": "8",
+			"nvidia.com/gpu.compute.minor": "0",
+			"nvidia.com/mig.capable":       "true",
+		})
+	}
+	return NodeSpec{Name: name, Capacity: c, Labels: labels, Taints: []corev1.Taint{GPUTaint}}
 }
 
 // capacity is what every node has besides its CPUs and memory: a kubelet's

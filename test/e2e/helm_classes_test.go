@@ -94,7 +94,7 @@ func TestHelmHubChartPodClassesPerSpoke(t *testing.T) {
 		},
 		PriorityClass: "batch-low", RuntimeClass: "gvisor",
 		Deadline: profile.Duration{Duration: 2 * time.Hour}, MaxDeadline: profile.Duration{Duration: 24 * time.Hour},
-		MaxPending: profile.Duration{Duration: 30 * time.Minute}, Shm: quantity("1Gi"), RunAsUser: 1000, RunAsGroup: 1000,
+		MaxPending: profile.Duration{Duration: 30 * time.Minute}, SpillAfter: profile.Duration{Duration: 5 * time.Minute}, MaxSpills: 3, Shm: quantity("1Gi"), RunAsUser: 1000, RunAsGroup: 1000,
 		Allow: profile.ClassAllow{Resources: map[string]profile.QuantityRange{"memory": {Min: quantity("1Gi"), Max: quantity("16Gi")}}},
 	}
 	batchOnDock := batch

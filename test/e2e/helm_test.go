@@ -132,14 +132,15 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 	for _, tc := range []struct {
 		values                string
 		spoke, ns, webhookURL string
+		capacity              bool
 	}{
-		{"", "wharf", "loops", "https://crucible-authn-webhook.crucible.svc:9443/authenticate"},
-		{"ci/dock-values.yaml", "dock", "gpu-loops", "https://10.96.0.20:9443/authenticate"},
+		{"", "wharf", "loops", "https://crucible-authn-webhook.crucible.svc:9443/authenticate", false},
+		{"ci/dock-values.yaml", "dock", "gpu-loops", "https://10.96.0.20:9443/authenticate", true},
 	} {
 		t.Run(tc.spoke, func(t *testing.T) {
 			args := chartCase{chart: "crucible-spoke", values: tc.values}.args()
 			_, objs := helmTemplate(t, "crucible-spoke", "crucible", args...)
-			entry := profile.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns}
+			entry := profile.ClusterEntry{Name: tc.spoke, LoopNamespace: tc.ns, Capacity: tc.capacity}
 			wantChartRBAC(t, "chart RBAC and loop namespace vs render spoke", objs, append(render.SpokeRBAC(entry, controllerUser), render.LoopNamespace(entry))...)
 
 			trust := render.HubTrust{
@@ -271,6 +272,9 @@ profileExtra: |
 				}
 				if c.RunLive != wantLive || !slices.Equal(c.RunLivePorts, wantPorts) {
 					t.Errorf("%s: run_live %v ports %v, want %v %v", c.Name, c.RunLive, c.RunLivePorts, wantLive, wantPorts)
+				}
+				if wantCapacity := tc.name == "two spokes" && c.Name == "dock"; c.Capacity != wantCapacity {
+					t.Errorf("%s: capacity %v, want %v", c.Name, c.Capacity, wantCapacity)
 				}
 			}
 			if tc.name == "audience override" && p.Reconcile.SweepInterval.Duration != 30*time.Second {

@@ -112,6 +112,12 @@ max_deadline = {{ . | quote }}
 {{- with .maxPending }}
 max_pending = {{ . | quote }}
 {{- end }}
+{{- with .spillAfter }}
+spill_after = {{ . | quote }}
+{{- end }}
+{{- with .maxSpills }}
+max_spills = {{ int64 . }}
+{{- end }}
 {{- with .shm }}
 shm = {{ . | quote }}
 {{- end }}
