@@ -46,7 +46,7 @@ func (noCapacity) Summary(string) (capacity.Summary, bool) { return capacity.Sum
 // profile's default is "auto".
 func wantsPlacement(p *profile.Profile, req apiv1.SubmitRequest) bool {
 	return req.Cluster == apiv1.ClusterAuto || len(req.Clusters) > 0 ||
-		(req.Cluster == "" && p.DefaultCluster == apiv1.ClusterAuto)
+		(req.Cluster == "" && p.DefaultCluster == profile.AutoCluster)
 }
 
 // placed is a placement decided: the cluster, the decision as the row
