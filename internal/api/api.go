@@ -97,6 +97,9 @@ type Server struct {
 	// digest is the store's digest key once read (digestKey).
 	digest   []byte
 	digestMu sync.Mutex
+	// placing makes a placement's judging, deciding and reserving one
+	// step (placement.go).
+	placing sync.Mutex
 	// budgets counts live-log and event streams against [live]'s and
 	// [events]' caps (budget.go).
 	budgets budgets

@@ -58,16 +58,17 @@ func fillCapacity(cc *apiv1.ClusterCapacity, sum capacity.Summary) {
 // the view's verdict. Without a synced view it says nothing.
 func (s *Server) judgeClass(r *http.Request, p *profile.Profile, c profile.ClusterEntry, class string, cc *apiv1.ClusterCapacity) {
 	req := apiv1.SubmitRequest{Class: class, Image: capacityProbeImage}
-	cand, _, err := s.candidate(r, p, c, req)
+	cand, pod, err := s.candidate(r, p, c, req)
 	switch {
 	case err != nil:
 		cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
 	case cand.Excluded != "":
 		no := false
 		cc.Fits, cc.Reason = &no, cand.Excluded
-	case cand.View:
-		fits := cand.Fits
-		cc.Fits, cc.Reason = &fits, cand.Reason
+	default:
+		if v, ok := s.Capacity.Judge(c.Name, pod); ok {
+			cc.Fits, cc.Reason = &v.Fits, v.Reason
+		}
 	}
 }
 

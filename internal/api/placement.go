@@ -25,8 +25,10 @@ type Capacity interface {
 	// Judge says whether some node of cluster takes pod now; ok is false
 	// when cluster has no synced view.
 	Judge(cluster string, pod *corev1.Pod) (v capacity.Verdict, ok bool)
-	// Reserve counts pod, just sent to cluster, against its view.
+	// Reserve counts pod, about to be sent to cluster, against its view
+	// until its watch shows it; Release stops counting it.
 	Reserve(cluster string, pod *corev1.Pod)
+	Release(cluster, namespace, name string)
 	// Summary is cluster's view for display; ok is false without one.
 	Summary(cluster string) (s capacity.Summary, ok bool)
 }
@@ -39,6 +41,7 @@ func (noCapacity) Judge(string, *corev1.Pod) (capacity.Verdict, bool) {
 	return capacity.Verdict{}, false
 }
 func (noCapacity) Reserve(string, *corev1.Pod)             {}
+func (noCapacity) Release(string, string, string)          {}
 func (noCapacity) Summary(string) (capacity.Summary, bool) { return capacity.Summary{}, false }
 
 // wantsPlacement reports whether the submitter lets the controller choose
@@ -50,8 +53,7 @@ func wantsPlacement(p *profile.Profile, req apiv1.SubmitRequest) bool {
 }
 
 // placed is a placement decided: the cluster, the decision as the row
-// keeps it, and the pod as the chosen cluster would run it (reserved once
-// it is dispatched).
+// keeps it, and the pod as the chosen cluster will run it, reserved there.
 type placed struct {
 	cluster string
 	record  *store.Placement
@@ -65,7 +67,10 @@ type placed struct {
 // nowhere (nothing about the clusters is said), 400 for a preference
 // naming no cluster, 409 with every spoke's reason when no spoke can take
 // the pod (or, strict, none fits it now).
-func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequest) (placed, error) {
+//
+// id is the work pod's id to be: the chosen spoke's capacity is reserved
+// for the pod of that name.
+func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequest, id string) (placed, error) {
 	if errs := apiv1.CheckPlacement(req); len(errs) > 0 {
 		return placed{}, badRequest(errs)
 	}
@@ -91,10 +96,33 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 		if cand.Excluded != excludedForbidden {
 			allowed++
 		}
+		if pod != nil {
+			pod.Name, pod.Namespace = id, c.LoopNamespace
+		}
 		candidates[i], pods[i] = cand, pod
 	}
 	if allowed == 0 {
 		return placed{}, httperr.New(http.StatusForbidden, "you may not create work pods on any cluster")
+	}
+	return s.decide(p, req, candidates, pods)
+}
+
+// decide judges the candidates' pods against their views, decides, and
+// reserves the chosen spoke's capacity for the pod, as one step: two
+// submits placed at once must not both see the last free GPU. The caller
+// releases the reservation (release) if the pod is not sent.
+func (s *Server) decide(p *profile.Profile, req apiv1.SubmitRequest, candidates []placement.Candidate, pods []*corev1.Pod) (placed, error) {
+	s.placing.Lock()
+	defer s.placing.Unlock()
+	for i, pod := range pods {
+		if pod == nil {
+			continue
+		}
+		if v, ok := s.Capacity.Judge(candidates[i].Cluster, pod); ok {
+			c := &candidates[i]
+			c.View, c.Fits, c.Reason = true, v.Fits, v.Reason
+			c.Resource, c.Free, c.Total = string(v.Resource), v.Free, v.Total
+		}
 	}
 	sameResource(candidates)
 	d, err := placement.Decide(placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}, candidates)
@@ -105,17 +133,18 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 	case err != nil:
 		return placed{}, err
 	}
-	i := indexOfCluster(p, d.Cluster)
-	return placed{cluster: d.Cluster, record: &store.Placement{Decision: d.String(), Waits: d.Waits}, pod: pods[i]}, nil
+	pod := pods[indexOfCluster(p, d.Cluster)]
+	s.Capacity.Reserve(d.Cluster, pod)
+	return placed{cluster: d.Cluster, record: &store.Placement{Decision: d.String(), Waits: d.Waits}, pod: pod}, nil
 }
 
-// reserved is the judged pod as dispatched: the row's name and namespace,
-// which the view matches against its watch to stop counting the
-// reservation.
-func reserved(pod *corev1.Pod, row store.WorkPod) *corev1.Pod {
-	pod = pod.DeepCopy()
-	pod.Name, pod.Namespace = row.ID, row.Namespace
-	return pod
+// release ends the reservation of a placement whose pod will not be sent
+// (its row refused, its dispatch failed, a replay). A pod sent keeps it
+// until the view's watch shows the pod bound, and counts from then on.
+func (s *Server) release(pl placed) {
+	if pl.pod != nil {
+		s.Capacity.Release(pl.cluster, pl.pod.Namespace, pl.pod.Name)
+	}
 }
 
 // sameResource keeps the scores comparable: a view names the pod's
@@ -177,10 +206,6 @@ func (s *Server) candidate(r *http.Request, p *profile.Profile, c profile.Cluste
 	objs, err := render.Turn(c, p.Pods, "placement", sub.pod)
 	if err != nil {
 		return cand, nil, fmt.Errorf("render the pod for %s: %w", c.Name, err)
-	}
-	if v, ok := s.Capacity.Judge(c.Name, objs.Pod); ok {
-		cand.View, cand.Fits, cand.Reason = true, v.Fits, v.Reason
-		cand.Resource, cand.Free, cand.Total = string(v.Resource), v.Free, v.Total
 	}
 	return cand, objs.Pod, nil
 }

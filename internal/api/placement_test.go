@@ -23,6 +23,7 @@ type fakeCapacity struct {
 	sums     map[string]capacity.Summary
 	mu       sync.Mutex
 	reserved []string
+	released []string
 }
 
 func (f *fakeCapacity) Judge(cluster string, pod *corev1.Pod) (capacity.Verdict, bool) {
@@ -34,6 +35,12 @@ func (f *fakeCapacity) Reserve(cluster string, pod *corev1.Pod) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reserved = append(f.reserved, cluster+" "+pod.Namespace+"/"+pod.Name)
+}
+
+func (f *fakeCapacity) Release(cluster, namespace, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, cluster+" "+namespace+"/"+name)
 }
 
 func (f *fakeCapacity) Summary(cluster string) (capacity.Summary, bool) {
@@ -156,6 +163,11 @@ func TestSubmitAutoReplay(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"dispatch dock"}, f.disp.called()); diff != "" {
 		t.Errorf("spoke calls (-want +got):\n%s", diff)
+	}
+	// The replay's own placement (on wharf now) reserved capacity for a pod
+	// it never sent: given back; the first pod's stays until its watch.
+	if len(fc.reserved) != 2 || !strings.HasPrefix(fc.reserved[1], "wharf ") || !cmp.Equal(fc.released, fc.reserved[1:]) {
+		t.Errorf("reserved %v, released %v; want the replay's wharf reservation released", fc.reserved, fc.released)
 	}
 }
 

@@ -93,13 +93,20 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := s.profile()
 	asked := req
+	id := newID(idPrefix(req.Kind))
 	var where placed
+	sent := false
 	if wantsPlacement(p, req) {
 		// Authorized spoke by spoke: a spoke the caller may not create on
 		// is no candidate.
-		if where, err = s.place(r, p, req); err != nil {
+		if where, err = s.place(r, p, req, id); err != nil {
 			return err
 		}
+		defer func() {
+			if !sent {
+				s.release(where)
+			}
+		}()
 		req.Cluster, req.Clusters, req.Placement = where.cluster, nil, ""
 	} else if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(p, req.Cluster)}); err != nil {
 		// Authorized before anything about the cluster is revealed.
@@ -109,7 +116,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sub, err := newSubmission(p, req, identity(r), key, digestKey, newID)
+	sub, err := newSubmission(p, req, identity(r), key, digestKey, func(string) string { return id })
 	if err != nil {
 		return err
 	}
@@ -132,9 +139,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if where.pod != nil {
-		s.Capacity.Reserve(where.cluster, reserved(where.pod, sub.row))
-	}
+	sent = true
 	writeJSON(w, http.StatusCreated, view(updated))
 	return nil
 }

@@ -54,12 +54,8 @@ func newSubmission(p *profile.Profile, req apiv1.SubmitRequest, caller apiauth.I
 	if err != nil {
 		return submission{}, err
 	}
-	prefix := req.Kind
-	if workpod.CheckKind(prefix) != nil {
-		prefix = "wp" // Check reports the kind; the id must still be a name
-	}
 	wp := workpod.WorkPod{
-		ID: id(prefix), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
+		ID: id(idPrefix(req.Kind)), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
 		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations, Shape: shape,
 	}
 	valid, errs := workpod.Check(wp)
@@ -100,6 +96,17 @@ func (sub *submission) digest(req apiv1.SubmitRequest) error {
 	}
 	sub.request, sub.row.RequestSHA256 = request, workpod.Digest(sub.digestKey, request)
 	return nil
+}
+
+// idPrefix is the prefix of a work pod id of kind ("" for the default).
+func idPrefix(kind string) string {
+	if kind == "" {
+		return workpod.DefaultKind
+	}
+	if workpod.CheckKind(kind) != nil {
+		return "wp" // Check reports the kind; the id must still be a name
+	}
+	return kind
 }
 
 // shapeFor resolves req's class as cluster offers it into the pod's shape:

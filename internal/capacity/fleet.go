@@ -115,11 +115,18 @@ func (f *Fleet) Judge(cluster string, pod *corev1.Pod) (Verdict, bool) {
 	return v.Judge(pod), true
 }
 
-// Reserve counts pod, just sent to cluster, against cluster's view until
-// the view sees it bound, or ReserveTTL.
+// Reserve counts pod, about to be sent to cluster, against cluster's view
+// until the view sees it bound, or ReserveTTL.
 func (f *Fleet) Reserve(cluster string, pod *corev1.Pod) {
 	if v, ok := f.view(cluster); ok {
 		v.Reserve(pod.Namespace, pod.Name, pod, ReserveTTL)
+	}
+}
+
+// Release stops counting the pod namespace/name against cluster's view.
+func (f *Fleet) Release(cluster, namespace, name string) {
+	if v, ok := f.view(cluster); ok {
+		v.Release(namespace, name)
 	}
 }
 
