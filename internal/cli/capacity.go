@@ -101,6 +101,8 @@ func fitsText(c apiv1.ClusterCapacity) string {
 	switch {
 	case c.Fits == nil && c.Reason != "":
 		return c.Reason
+	case c.Fits == nil && c.View:
+		return "unknown (syncing)"
 	case c.Fits == nil:
 		return "unknown (no view)"
 	case *c.Fits:
