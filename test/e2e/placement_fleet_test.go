@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -21,7 +25,9 @@ import (
 // wharf, 16 on dock, none ever waiting Unschedulable (each placement counts
 // against its spoke until the spoke's watch shows it); the 21st waits on
 // dock, the spoke with the most GPUs for it, its decision naming every
-// spoke's reason; with placement strict it is refused with 409.
+// spoke's reason; with placement strict it is refused with 409. Before
+// that, another tenant's pods filling dock's GPUs count in the view, and a
+// 4-GPU pod goes where it fits.
 func TestPlacementFillsTheFleetsGPUs(t *testing.T) {
 	t.Parallel()
 	spokes := []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}, {Name: "pier"}}
@@ -36,6 +42,29 @@ func TestPlacementFillsTheFleetsGPUs(t *testing.T) {
 			t.Errorf("%s's GPUs %s, want %s", cluster, got, want)
 		}
 	}
+
+	// Another tenant's pods, not crucible's, fill dock's 16 GPUs: the view
+	// counts them, and a 4-GPU auto pod goes to wharf, where it fits, not
+	// to the spoke with the most GPUs.
+	tenant := s.Spoke("dock").Client.CoreV1().Pods(metav1.NamespaceDefault)
+	for i := range 2 {
+		if _, err := tenant.Create(t.Context(), tenantGPUPod(fmt.Sprintf("tenant-%d", i), 8), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capacityOf(t, s, "dock", "the tenant's pods counted", time.Minute, func(c apiv1.ClusterCapacity) bool { free, _ := gpusFree(c); return free == 0 })
+	four := submit(t, s, apiv1.SubmitRequest{Cluster: apiv1.ClusterAuto, Image: "busybox", Command: sleeps("1h"), Class: "gpu", GPUs: new(4)})
+	if four.Cluster != "wharf" || four.Placement == nil || four.Placement.Waits {
+		t.Errorf("a 4-GPU auto pod beside the tenant's: placed on %s with %+v, want wharf, fitting", four.Cluster, four.Placement)
+	}
+	cancelPodQuietly(s, four.ID)
+	for i := range 2 {
+		if err := tenant.Delete(t.Context(), fmt.Sprintf("tenant-%d", i), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capacityOf(t, s, "dock", "the tenant's GPUs free", time.Minute, func(c apiv1.ClusterCapacity) bool { free, _ := gpusFree(c); return free == 16 })
+	capacityOf(t, s, "wharf", "the 4-GPU pod's GPUs free", time.Minute, func(c apiv1.ClusterCapacity) bool { free, _ := gpusFree(c); return free == 4 })
 
 	ids := submitAtOnce(t, s, 20, apiv1.SubmitRequest{Cluster: apiv1.ClusterAuto, Image: "busybox", Command: sleeps("1h"), Class: "gpu"})
 	t.Cleanup(func() {
@@ -70,6 +99,19 @@ func TestPlacementFillsTheFleetsGPUs(t *testing.T) {
 		`pier: class "gpu" is not offered on cluster "pier"`
 	if wp.Cluster != "dock" || wp.Placement == nil || !wp.Placement.Waits || wp.Placement.Decision != want {
 		t.Errorf("the 21st placed on %s with %+v; want waiting on dock with %q", wp.Cluster, wp.Placement, want)
+	}
+}
+
+// tenantGPUPod is another tenant's pod on a GPU node: not crucible's, but
+// the capacity view must count it.
+func tenantGPUPod(name string, gpus int64) *corev1.Pod {
+	q := *resource.NewQuantity(gpus, resource.DecimalSI)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			Containers:  []corev1.Container{{Name: "train", Image: "busybox", Command: sleeps("1h"), Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{devstack.ResourceGPU: q}}}},
+			Tolerations: []corev1.Toleration{{Key: devstack.GPUTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		},
 	}
 }
 
