@@ -164,6 +164,11 @@ func TestWebUI(t *testing.T) {
 	if got := eval[string](t, list, `document.querySelector('[data-detail=wharf] [data-testid=live-pods]').textContent`); got != "pending 0, dispatched 0, running 0" {
 		t.Errorf("wharf's live pods: %q", got)
 	}
+	// wharf's view counts its GPU node's 4 GPUs, all free; dock has no GPUs.
+	waitJS(t, list, "the free GPUs per spoke", `(() => {
+		const cell = (name) => (document.querySelector('tr[data-cluster="' + name + '"] [data-testid=gpus-free]') || {}).textContent;
+		return cell('wharf') === '4 of 4' && cell('dock') === 'none';
+	})()`, time.Minute)
 	first := eval[string](t, list, `document.querySelector('[data-testid=token-countdown]').textContent`)
 	waitJS(t, list, "the countdown ticks", fmt.Sprintf(`document.querySelector('[data-testid=token-countdown]').textContent !== %q`, first), 5*time.Second)
 	b.screenshot(t, list, "clusters")

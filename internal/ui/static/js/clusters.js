@@ -29,6 +29,7 @@ const COLUMNS = [
   { key: 'health', label: 'Health', sort: (r) => HEALTH.indexOf(r.health), cell: healthCell },
   { key: 'expiry', label: 'Token expires', sort: (r) => r.expiry, cell: expiryCell },
   { key: 'owner', label: 'Loops on', sort: (r) => r.c.owner || null, cell: ownerCell },
+  { key: 'gpus', label: 'GPUs free', sort: (r) => r.gpus.free, cell: gpusCell },
   ...LIVE.map((s) => ({ key: s, label: s[0].toUpperCase() + s.slice(1), sort: (r) => (r.counts.n ? r.counts.n[s] : null), cell: (r) => countCell(r, s) })),
   { key: 'server', label: 'API server', sort: (r) => r.c.server, cell: (r) => h('td', { class: 'mono', title: r.c.server, text: r.c.server }) },
   { key: 'namespace', label: 'Loop namespace', sort: (r) => r.c.loop_namespace || null, cell: (r) => h('td', { class: 'mono', text: r.c.loop_namespace || '' }) },
@@ -104,9 +105,9 @@ export function clustersPage(main, _params, signal, query) {
     loading = true;
     try {
       const clusters = await get('/api/clusters', signal);
-      const counts = await Promise.all(clusters.map((c) => liveCounts(c.name, signal)));
+      const [counts, capacity] = await Promise.all([Promise.all(clusters.map((c) => liveCounts(c.name, signal))), capacityOf(signal)]);
       if (signal.aborted) return;
-      rows = clusters.map((c, i) => rowOf(c, counts[i]));
+      rows = clusters.map((c, i) => rowOf(c, counts[i], capacity.get(c.name)));
       err.textContent = '';
       render();
     } catch (e) {
@@ -178,7 +179,7 @@ function ordered(rows, view) {
 }
 
 // rowOf is a cluster with what its columns sort on worked out once a load.
-function rowOf(c, counts) {
+function rowOf(c, counts, capacity) {
   const hl = c.health || {};
   const checked = Date.parse(hl.checked_at);
   const expiry = hl.token_expiry ? Date.parse(hl.token_expiry) : NaN;
@@ -186,7 +187,31 @@ function rowOf(c, counts) {
   if (!(checked > 0)) health = 'not checked'; // Go's zero time: no probe yet
   else if (!hl.reachable) health = 'unreachable';
   else if (!hl.credentials_valid) health = 'credentials invalid';
-  return { c, hl, counts, health, checked: checked > 0 ? checked : null, expiry: Number.isFinite(expiry) ? expiry : null };
+  return { c, hl, counts, health, checked: checked > 0 ? checked : null, expiry: Number.isFinite(expiry) ? expiry : null, gpus: gpusOf(capacity) };
+}
+
+// capacityOf reads every spoke's capacity view (GET /api/capacity) by name;
+// a failure leaves the column unknown rather than the page unusable.
+async function capacityOf(signal) {
+  try {
+    return new Map((await get('/api/capacity', signal)).map((c) => [c.cluster, c]));
+  } catch {
+    return new Map();
+  }
+}
+
+// gpusOf is a spoke's GPUs free and in all, summed over its products; free
+// is null where nothing is known (no capacity view, or not synced yet).
+function gpusOf(c) {
+  if (!c || !c.view) return { free: null, text: 'no view' };
+  if (!c.synced) return { free: null, text: 'syncing' };
+  let free = 0, total = 0;
+  for (const g of c.gpus || []) { free += g.free; total += g.total; }
+  return { free, text: total ? free + ' of ' + total : 'none' };
+}
+
+function gpusCell(r) {
+  return h('td', { class: r.gpus.free === null ? 'num muted' : 'num', 'data-testid': 'gpus-free', text: r.gpus.text });
 }
 
 // liveCounts counts a cluster's live pods by state; more than one page is
