@@ -46,9 +46,11 @@ func TestControllerTokenRotation(t *testing.T) {
 }
 
 // The spoke's API is down for 20 s while a pod is awaited: the run completes,
-// nothing is reaped, no row is failed or lost.
+// nothing is reaped, no row is failed or lost. On a stack of its own (make
+// acceptance): the outage is most of a minute of wall time.
 func TestSpokeOutageWhileAwaiting(t *testing.T) {
-	s := sharedStack(t)
+	t.Parallel()
+	s := ownStack(t, stackOptions())
 	wharf := s.Spoke("wharf")
 	wp := submit(t, s, apiv1.SubmitRequest{Image: "x", Command: sleeps("25s")})
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
