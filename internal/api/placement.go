@@ -66,14 +66,11 @@ type placed struct {
 // view whether a node takes the pod now. 403 when the caller may create
 // nowhere (nothing about the clusters is said), 400 for a preference
 // naming no cluster, 409 with every spoke's reason when no spoke can take
-// the pod (or, strict, none fits it now).
+// the pod (or, strict, none fits it now). req passed CheckPlacement.
 //
 // id is the work pod's id to be: the chosen spoke's capacity is reserved
 // for the pod of that name.
 func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequest, id string) (placed, error) {
-	if errs := apiv1.CheckPlacement(req); len(errs) > 0 {
-		return placed{}, badRequest(errs)
-	}
 	for _, name := range req.Clusters {
 		if _, ok := p.Cluster(name); !ok {
 			return placed{}, &httperr.Error{Code: http.StatusBadRequest, Field: "clusters",

@@ -131,6 +131,8 @@ func TestSubmitPlacementRefusals(t *testing.T) {
 		{"unknown placement", "tok-admin", `{"cluster":"auto","placement":"loose","image":"busybox"}`, http.StatusBadRequest, "placement"},
 		{"unknown class", "tok-admin", `{"cluster":"auto","class":"nope","image":"busybox"}`, http.StatusUnprocessableEntity, `no class \"nope\"`},
 		{"bad image is the request's 400, not a 409", "tok-admin", `{"cluster":"auto","image":"BAD IMAGE"}`, http.StatusBadRequest, "image"},
+		{"strict for a pinned cluster", "tok-admin", `{"cluster":"wharf","placement":"strict","image":"busybox"}`, http.StatusBadRequest, "strict means nothing for a pod pinned to cluster wharf"},
+		{"strict for the named default cluster", "tok-admin", `{"placement":"strict","image":"busybox"}`, http.StatusBadRequest, "goes to the default cluster wharf"},
 		{"may create nowhere", "tok-viewer", `{"cluster":"auto","image":"busybox"}`, http.StatusForbidden, "you may not create work pods on any cluster"},
 	}
 	for _, tt := range tests {

@@ -92,6 +92,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := s.profile()
+	if errs := apiv1.CheckPlacement(req); len(errs) > 0 {
+		return badRequest(errs)
+	}
+	if req.Placement != "" && !wantsPlacement(p, req) {
+		// The default cluster is a named one: strict would mean nothing.
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "placement",
+			Msg: `placement: strict applies to cluster "auto" or a clusters list; this submit goes to the default cluster ` + p.DefaultCluster}
+	}
 	asked := req
 	id := newID(idPrefix(req.Kind))
 	var where placed
