@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"crucible.dev/crucible/internal/api/apiv1"
@@ -18,7 +19,7 @@ import (
 func (s *Server) capacityView(w http.ResponseWriter, r *http.Request) error {
 	p := s.profile()
 	class := r.URL.Query().Get("class")
-	if class != "" && !hasClass(p, class) {
+	if class != "" && !p.HasClass(class) {
 		return &httperr.Error{Code: http.StatusBadRequest, Field: "class", Msg: "class " + quoteTruncated(class) + ": no such class"}
 	}
 	out := make([]apiv1.ClusterCapacity, 0, len(p.Clusters))
@@ -58,31 +59,35 @@ func fillCapacity(cc *apiv1.ClusterCapacity, sum capacity.Summary) {
 // the view's verdict. Without a synced view it says nothing.
 func (s *Server) judgeClass(r *http.Request, p *profile.Profile, c profile.ClusterEntry, class string, cc *apiv1.ClusterCapacity) {
 	req := apiv1.SubmitRequest{Class: class, Image: capacityProbeImage}
-	cand, pod, err := s.candidate(r, p, c, req)
-	switch {
-	case err != nil:
+	cand, shape, err := s.candidate(r, p, c, req)
+	if err != nil {
 		cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
-	case cand.Excluded != "":
+		return
+	}
+	if cand.Excluded != "" {
 		no := false
 		cc.Fits, cc.Reason = &no, cand.Excluded
-	default:
-		if v, ok := s.Capacity.Judge(c.Name, pod); ok {
-			cc.Fits, cc.Reason = &v.Fits, v.Reason
-		}
+		return
+	}
+	v, err := checkPod(p, req, shape, capacityProbeID)
+	var pod *corev1.Pod
+	if err == nil {
+		pod, err = podOn(p, c, v)
+	}
+	if err != nil {
+		cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
+		return
+	}
+	if v, ok := s.Capacity.Judge(c.Name, pod); ok {
+		cc.Fits, cc.Reason = &v.Fits, v.Reason
 	}
 }
 
 // capacityProbeImage is the image of the pod GET /api/capacity?class=C
 // judges: never created, it only has to pass the submit's checks.
-const capacityProbeImage = "registry.k8s.io/pause:3.10"
+const (
+	capacityProbeImage = "registry.k8s.io/pause:3.10"
+	capacityProbeID    = "capacity-probe"
+)
 
 func quoteTruncated(s string) string { return `"` + httperr.Truncate(s, 100) + `"` }
-
-func hasClass(p *profile.Profile, name string) bool {
-	for _, c := range p.Pods.Classes {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
-}

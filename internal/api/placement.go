@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/store"
+	"crucible.dev/crucible/internal/workpod"
 )
 
 // Capacity is the spokes' capacity views (*capacity.Fleet): placement
@@ -53,10 +55,12 @@ func wantsPlacement(p *profile.Profile, req apiv1.SubmitRequest) bool {
 }
 
 // placed is a placement decided: the cluster, the decision as the row
-// keeps it, and the pod as the chosen cluster will run it, reserved there.
+// keeps it, and the pod checked and shaped as the chosen cluster runs it
+// (valid), rendered (pod) and reserved there.
 type placed struct {
-	cluster string
+	cluster profile.ClusterEntry
 	record  *store.Placement
+	valid   workpod.Valid
 	pod     *corev1.Pod
 }
 
@@ -68,8 +72,8 @@ type placed struct {
 // naming no cluster, 409 with every spoke's reason when no spoke can take
 // the pod (or, strict, none fits it now). req passed CheckPlacement.
 //
-// id is the work pod's id to be: the chosen spoke's capacity is reserved
-// for the pod of that name.
+// id is the work pod's: the chosen spoke's capacity is reserved for the
+// pod of that name. The pod is checked once; each spoke only shapes it.
 func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequest, id string) (placed, error) {
 	for _, name := range req.Clusters {
 		if _, ok := p.Cluster(name); !ok {
@@ -77,38 +81,84 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 				Msg: fmt.Sprintf("clusters: %q: no such cluster (known: %s)", httperr.Truncate(name, 100), strings.Join(clusterNames(p), ", "))}
 		}
 	}
-	if req.Class != "" && !hasClass(p, req.Class) {
+	if req.Class != "" && !p.HasClass(req.Class) {
 		// Wrong wherever it goes: the submit's 422, not placement's 409.
 		_, err := p.ClassFor(profile.ClusterEntry{}, req.Class, "")
 		return placed{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
 	}
 	candidates := make([]placement.Candidate, len(p.Clusters))
-	pods := make([]*corev1.Pod, len(p.Clusters))
+	valids := make([]workpod.Valid, len(p.Clusters))
 	allowed := 0
+	var checked workpod.Valid
 	for i, c := range p.Clusters {
-		cand, pod, err := s.candidate(r, p, c, req)
+		cand, shape, err := s.candidate(r, p, c, req)
 		if err != nil {
 			return placed{}, err
 		}
 		if cand.Excluded != excludedForbidden {
 			allowed++
 		}
-		if pod != nil {
-			pod.Name, pod.Namespace = id, c.LoopNamespace
+		candidates[i] = cand
+		if cand.Excluded != "" {
+			continue
 		}
-		candidates[i], pods[i] = cand, pod
+		// What is wrong past the class is wrong on every spoke: the
+		// request's own 400 or 422, not a placement's 409.
+		if checked.IsZero() {
+			checked, err = checkPod(p, req, shape, id)
+		} else {
+			checked, err = reshape(checked, shape)
+		}
+		if err != nil {
+			return placed{}, err
+		}
+		valids[i] = checked
 	}
 	if allowed == 0 {
 		return placed{}, httperr.New(http.StatusForbidden, "you may not create work pods on any cluster")
 	}
-	return s.decide(p, req, candidates, pods)
+	pods := make([]*corev1.Pod, len(p.Clusters))
+	for i, c := range p.Clusters {
+		if !valids[i].IsZero() {
+			pod, err := podOn(p, c, valids[i])
+			if err != nil {
+				return placed{}, err
+			}
+			pods[i] = pod
+		}
+	}
+	i, record, err := s.decide(req, candidates, pods)
+	if err != nil {
+		return placed{}, err
+	}
+	return placed{cluster: p.Clusters[i], record: record, valid: valids[i], pod: pods[i]}, nil
+}
+
+// reshape is the checked pod with another spoke's shape.
+func reshape(v workpod.Valid, shape workpod.Shape) (workpod.Valid, error) {
+	w, errs := v.WithShape(shape)
+	if len(errs) > 0 {
+		return workpod.Valid{}, badRequest(errs)
+	}
+	return w, nil
+}
+
+// podOn is v as c would run it: what a capacity view judges.
+func podOn(p *profile.Profile, c profile.ClusterEntry, v workpod.Valid) (*corev1.Pod, error) {
+	objs, err := render.Turn(c, p.Pods, "placement", v)
+	if err != nil {
+		return nil, fmt.Errorf("render the pod for %s: %w", c.Name, err)
+	}
+	objs.Pod.Name, objs.Pod.Namespace = v.Pod().ID, c.LoopNamespace
+	return objs.Pod, nil
 }
 
 // decide judges the candidates' pods against their views, decides, and
 // reserves the chosen spoke's capacity for the pod, as one step: two
 // submits placed at once must not both see the last free GPU. The caller
-// releases the reservation (release) if the pod is not sent.
-func (s *Server) decide(p *profile.Profile, req apiv1.SubmitRequest, candidates []placement.Candidate, pods []*corev1.Pod) (placed, error) {
+// releases the reservation (release) if the pod is not sent. chosen is
+// the chosen candidate's index.
+func (s *Server) decide(req apiv1.SubmitRequest, candidates []placement.Candidate, pods []*corev1.Pod) (chosen int, record *store.Placement, err error) {
 	s.placing.Lock()
 	defer s.placing.Unlock()
 	for i, pod := range pods {
@@ -121,18 +171,17 @@ func (s *Server) decide(p *profile.Profile, req apiv1.SubmitRequest, candidates 
 			c.Resource, c.Free, c.Total = string(v.Resource), v.Free, v.Total
 		}
 	}
-	sameResource(candidates)
 	d, err := placement.Decide(placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}, candidates)
 	var nofit *placement.NoFitError
 	switch {
 	case errors.As(err, &nofit):
-		return placed{}, &httperr.Error{Code: http.StatusConflict, Field: "cluster", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
+		return 0, nil, &httperr.Error{Code: http.StatusConflict, Field: "cluster", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
 	case err != nil:
-		return placed{}, err
+		return 0, nil, err
 	}
-	pod := pods[indexOfCluster(p, d.Cluster)]
-	s.Capacity.Reserve(d.Cluster, pod)
-	return placed{cluster: d.Cluster, record: &store.Placement{Decision: d.String(), Waits: d.Waits}, pod: pod}, nil
+	chosen = slices.IndexFunc(candidates, func(c placement.Candidate) bool { return c.Cluster == d.Cluster })
+	s.Capacity.Reserve(d.Cluster, pods[chosen])
+	return chosen, &store.Placement{Decision: d.String(), Waits: d.Waits}, nil
 }
 
 // release ends the reservation of a placement whose pod will not be sent
@@ -140,71 +189,40 @@ func (s *Server) decide(p *profile.Profile, req apiv1.SubmitRequest, candidates 
 // until the view's watch shows the pod bound, and counts from then on.
 func (s *Server) release(pl placed) {
 	if pl.pod != nil {
-		s.Capacity.Release(pl.cluster, pl.pod.Namespace, pl.pod.Name)
-	}
-}
-
-// sameResource keeps the scores comparable: a view names the pod's
-// scarcest resource on its own spoke, which for a pod asking no extended
-// resource may be cpu on one and memory on another. Then no score compares
-// and the fitting spokes are taken in profile order.
-func sameResource(candidates []placement.Candidate) {
-	name := ""
-	for _, c := range candidates {
-		switch {
-		case !c.View || c.Resource == "":
-		case name == "":
-			name = c.Resource
-		case c.Resource != name:
-			for i := range candidates {
-				candidates[i].Free, candidates[i].Resource = 0, ""
-			}
-			return
-		}
+		s.Capacity.Release(pl.cluster.Name, pl.pod.Namespace, pl.pod.Name)
 	}
 }
 
 // excludedForbidden is the reason of a spoke the caller may not create on.
 const excludedForbidden = "may not create pods"
 
-// candidate is one spoke's candidacy for req, and the pod as it would run
-// there (nil where it cannot). An error is not about the spoke: the
-// authorizer unavailable, or a request that is wrong wherever it goes.
-func (s *Server) candidate(r *http.Request, p *profile.Profile, c profile.ClusterEntry, req apiv1.SubmitRequest) (placement.Candidate, *corev1.Pod, error) {
+// candidate is one spoke's candidacy for req, and the pod's shape there
+// when it is not excluded. An error is not about the spoke: the
+// authorizer unavailable.
+func (s *Server) candidate(r *http.Request, p *profile.Profile, c profile.ClusterEntry, req apiv1.SubmitRequest) (placement.Candidate, workpod.Shape, error) {
 	cand := placement.Candidate{Cluster: c.Name}
 	if err := s.Authz.Authorize(r.Context(), identity(r), apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: c.Name}); err != nil {
 		if !errors.Is(err, apiauth.ErrForbidden) {
-			return cand, nil, authError(err)
+			return cand, workpod.Shape{}, authError(err)
 		}
 		cand.Excluded = excludedForbidden
-		return cand, nil, nil
+		return cand, workpod.Shape{}, nil
 	}
 	if s.Clients.Draining(c.Name) {
 		cand.Excluded = "draining"
-		return cand, nil, nil
+		return cand, workpod.Shape{}, nil
 	}
 	if client, ok := s.Clients.Get(c.Name); ok {
 		if h := client.Health(); !h.CheckedAt.IsZero() && !h.Reachable {
 			cand.Excluded = "unreachable"
-			return cand, nil, nil
+			return cand, workpod.Shape{}, nil
 		}
 	}
-	req.Cluster, req.Clusters, req.Placement = c.Name, nil, ""
-	if _, err := shapeFor(p, c, req, identity(r).Groups); err != nil {
+	shape, err := shapeFor(p, c, req, identity(r).Groups)
+	if err != nil {
 		cand.Excluded = exclusion(err)
-		return cand, nil, nil
 	}
-	// What is wrong past the class is wrong on every spoke: the request's
-	// own 400 or 422, not a placement's 409.
-	sub, err := newSubmission(p, req, identity(r), "", nil, func(prefix string) string { return prefix + "-placement" })
-	if err != nil {
-		return cand, nil, err
-	}
-	objs, err := render.Turn(c, p.Pods, "placement", sub.pod)
-	if err != nil {
-		return cand, nil, fmt.Errorf("render the pod for %s: %w", c.Name, err)
-	}
-	return cand, objs.Pod, nil
+	return cand, shape, nil
 }
 
 // exclusion words why a spoke cannot run the request at all: the class
@@ -223,13 +241,4 @@ func clusterNames(p *profile.Profile) []string {
 		names = append(names, c.Name)
 	}
 	return names
-}
-
-func indexOfCluster(p *profile.Profile, name string) int {
-	for i, c := range p.Clusters {
-		if c.Name == name {
-			return i
-		}
-	}
-	return -1
 }

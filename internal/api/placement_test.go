@@ -12,7 +12,6 @@ import (
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/capacity"
-	"crucible.dev/crucible/internal/placement"
 )
 
 // fakeCapacity answers placement's questions with set verdicts: what a
@@ -197,30 +196,5 @@ func TestCapacityView(t *testing.T) {
 	}
 	if w := f.do(t, req{path: "/api/capacity?class=nope", token: "tok-admin"}); w.Code != http.StatusBadRequest {
 		t.Errorf("unknown class: %d %s", w.Code, w.Body)
-	}
-}
-
-// Scores compare only when every view names the same resource: a CPU pod's
-// scarcest resource may be cpu on one spoke and memory on another.
-func TestSameResource(t *testing.T) {
-	mixed := []placement.Candidate{
-		{Cluster: "a", View: true, Fits: true, Resource: "cpu", Free: 3500},
-		{Cluster: "b", View: true, Fits: true, Resource: "memory", Free: 8 << 30},
-		{Cluster: "c"},
-	}
-	sameResource(mixed)
-	for _, c := range mixed {
-		if c.Free != 0 || c.Resource != "" {
-			t.Errorf("mixed: %+v kept its score", c)
-		}
-	}
-	gpus := []placement.Candidate{
-		{Cluster: "a", View: true, Fits: true, Resource: "nvidia.com/gpu", Free: 1},
-		{Cluster: "b", Excluded: "draining"},
-		{Cluster: "c", View: true, Fits: true, Resource: "nvidia.com/gpu", Free: 16},
-	}
-	sameResource(gpus)
-	if gpus[0].Free != 1 || gpus[2].Free != 16 {
-		t.Errorf("same resource: scores changed: %+v", gpus)
 	}
 }

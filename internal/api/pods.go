@@ -95,16 +95,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if errs := apiv1.CheckPlacement(req); len(errs) > 0 {
 		return badRequest(errs)
 	}
-	if req.Placement != "" && !wantsPlacement(p, req) {
+	auto := wantsPlacement(p, req)
+	if req.Placement != "" && !auto {
 		// The default cluster is a named one: strict would mean nothing.
 		return &httperr.Error{Code: http.StatusBadRequest, Field: "placement",
 			Msg: `placement: strict applies to cluster "auto" or a clusters list; this submit goes to the default cluster ` + p.DefaultCluster}
 	}
-	asked := req
 	id := newID(idPrefix(req.Kind))
 	var where placed
 	sent := false
-	if wantsPlacement(p, req) {
+	if auto {
 		// Authorized spoke by spoke: a spoke the caller may not create on
 		// is no candidate.
 		if where, err = s.place(r, p, req, id); err != nil {
@@ -115,7 +115,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 				s.release(where)
 			}
 		}()
-		req.Cluster, req.Clusters, req.Placement = where.cluster, nil, ""
 	} else if err := s.authorize(r, apiauth.Attributes{Verb: apiauth.VerbCreate, Cluster: targetCluster(p, req.Cluster)}); err != nil {
 		// Authorized before anything about the cluster is revealed.
 		return err
@@ -124,17 +123,17 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sub, err := newSubmission(p, req, identity(r), key, digestKey, func(string) string { return id })
-	if err != nil {
-		return err
-	}
-	if where.record != nil {
-		sub.row.Placement = where.record
+	var sub submission
+	if auto {
 		// A retry is placed anew and may land elsewhere: the digest is of
 		// the request as asked, so that it still matches.
-		if err := sub.digest(asked); err != nil {
-			return err
-		}
+		sub, err = submissionFor(where.valid, where.cluster, identity(r), key, digestKey, req)
+		sub.row.Placement = where.record
+	} else {
+		sub, err = newSubmission(p, req, identity(r), key, digestKey, func(string) string { return id })
+	}
+	if err != nil {
+		return err
 	}
 	// With a key, the insert itself decides which of several requests
 	// carrying it (retries, also on other replicas) makes the row.

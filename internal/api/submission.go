@@ -43,28 +43,49 @@ func newSubmission(p *profile.Profile, req apiv1.SubmitRequest, caller apiauth.I
 	}
 	cluster, ok := p.Cluster(req.Cluster)
 	if !ok {
-		var names []string
-		for _, c := range p.Clusters {
-			names = append(names, c.Name)
-		}
 		return submission{}, &httperr.Error{Code: http.StatusBadRequest, Field: "cluster",
-			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", httperr.Truncate(req.Cluster, 100), strings.Join(names, ", "))}
+			Msg: fmt.Sprintf("cluster %q: no such cluster (known: %s)", httperr.Truncate(req.Cluster, 100), strings.Join(clusterNames(p), ", "))}
 	}
 	shape, err := shapeFor(p, cluster, req, caller.Groups)
 	if err != nil {
 		return submission{}, err
 	}
+	valid, err := checkPod(p, req, shape, id(idPrefix(req.Kind)))
+	if err != nil {
+		return submission{}, err
+	}
+	// Digested as dispatched: the default kind and cluster filled in, so a
+	// retry that names them matches one that left them out.
+	req.Cluster = cluster.Name
+	return submissionFor(valid, cluster, caller, key, digestKey, req)
+}
+
+// checkPod is req's work pod with shape and id, checked (workpod.Check,
+// the only check a work pod gets: 400), with annotation keys from the
+// profile's allowlist (422: well-formed, but not the submitter's to set).
+func checkPod(p *profile.Profile, req apiv1.SubmitRequest, shape workpod.Shape, id string) (workpod.Valid, error) {
+	if req.Kind == "" {
+		req.Kind = workpod.DefaultKind
+	}
 	wp := workpod.WorkPod{
-		ID: id(idPrefix(req.Kind)), Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
+		ID: id, Kind: req.Kind, Image: req.Image, Command: req.Command, Args: req.Args, Env: req.Env,
 		Files: req.Files, SecretFiles: req.SecretFiles, Annotations: req.Annotations, Shape: shape,
 	}
 	valid, errs := workpod.Check(wp)
 	if len(errs) > 0 {
-		return submission{}, badRequest(errs)
+		return workpod.Valid{}, badRequest(errs)
 	}
 	if errs := workpod.CheckMetadataKeys(wp, p.Pods.MetadataPrefixes); len(errs) > 0 {
-		return submission{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: httperr.Truncate(errs.ToAggregate().Error(), maxMessageBytes)}
+		return workpod.Valid{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: errs[0].Field, Msg: httperr.Truncate(errs.ToAggregate().Error(), maxMessageBytes)}
 	}
+	return valid, nil
+}
+
+// submissionFor is the submission of valid to cluster: its pending row,
+// the spec as stored and, with an Idempotency-Key, the digest of asked —
+// the request as the submitter's retry will repeat it.
+func submissionFor(valid workpod.Valid, cluster profile.ClusterEntry, caller apiauth.Identity, key string, digestKey []byte, asked apiv1.SubmitRequest) (submission, error) {
+	wp := valid.Pod()
 	spec, err := workpod.EncodeStored(wp, digestKey)
 	if err != nil {
 		return submission{}, err
@@ -72,10 +93,7 @@ func newSubmission(p *profile.Profile, req apiv1.SubmitRequest, caller apiauth.I
 	row := store.WorkPod{ID: wp.ID, Cluster: cluster.Name, Namespace: cluster.LoopNamespace, Kind: wp.Kind, State: store.StatePending,
 		Spec: spec, Submitter: caller.User, IdempotencyKey: key}
 	sub := submission{pod: valid, row: row, digestKey: digestKey}
-	// Digested as dispatched: the default kind and cluster filled in, so a
-	// retry that names them matches one that left them out.
-	req.Cluster = cluster.Name
-	if err := sub.digest(req); err != nil {
+	if err := sub.digest(asked); err != nil {
 		return submission{}, err
 	}
 	return sub, nil

@@ -19,7 +19,10 @@
 //     a pod that cannot start).
 //   - Otherwise the spokes that fit by their view come first, by the most
 //     Free of the pod's scarcest requested resource, ties in profile
-//     order; then the spokes without a view, in profile order.
+//     order; then the spokes without a view, in profile order. Amounts
+//     compare only when every view names the same resource (a CPU pod's
+//     scarcest may be cpu on one spoke and memory on another): else the
+//     fitting spokes, and the ones to wait on, go in profile order.
 //   - When no candidate is left, the pod waits on the spoke whose view says
 //     it does not fit now (not Excluded, not Tried, listed if a list was
 //     given) with the most Total for it, ties in the preference list's

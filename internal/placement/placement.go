@@ -24,11 +24,12 @@ type Candidate struct {
 	// Reason is why no node takes the pod now (!Fits), in kube-scheduler's
 	// style ("1 of 4 nvidia.com/gpu free (needs 2)").
 	Reason string
-	// Resource names the pod's scarcest requested resource; Free is how
-	// much of it the nodes that take the pod now have free (the score), and
-	// Total how much the nodes that would take it if empty have (where to
-	// wait). The caller names the same resource on every spoke, so the
-	// amounts compare.
+	// Resource names the pod's scarcest requested resource on this spoke;
+	// Free is how much of it the nodes that take the pod now have free (the
+	// score), and Total how much the nodes that would take it if empty have
+	// (where to wait). Amounts compare only when every view names the same
+	// resource: a CPU pod's scarcest may be cpu on one spoke and memory on
+	// another, and then order decides.
 	Resource string
 	Free     int64
 	Total    int64
@@ -116,16 +117,17 @@ func Decide(req Request, candidates []Candidate) (Decision, error) {
 	for i, c := range candidates {
 		reasons[i] = Reason{Cluster: c.Cluster, Text: reasonText(req, c)}
 	}
+	scored := oneResource(candidates)
 	var chosen int
 	if len(req.Preference) > 0 {
 		chosen = firstPreferred(req, candidates)
 	} else {
-		chosen = bestScored(req, candidates)
+		chosen = bestScored(req, candidates, scored)
 	}
 	if chosen >= 0 {
 		return Decision{Cluster: candidates[chosen].Cluster, Reasons: reasons}, nil
 	}
-	wait := mostTotal(req, candidates)
+	wait := mostTotal(req, candidates, scored)
 	if wait < 0 || req.Strict {
 		return Decision{}, &NoFitError{Strict: wait >= 0, Reasons: reasons}
 	}
@@ -209,14 +211,31 @@ func firstPreferred(req Request, candidates []Candidate) int {
 	return -1
 }
 
-// bestScored is the spoke that fits with the most Free (the first in
-// profile order on a tie), else the first without a view, or -1.
-func bestScored(req Request, candidates []Candidate) int {
+// oneResource reports whether every view that names the pod's scarcest
+// resource names the same one, so that their amounts compare.
+func oneResource(candidates []Candidate) bool {
+	name := ""
+	for _, c := range candidates {
+		switch {
+		case !c.View || c.Resource == "":
+		case name == "":
+			name = c.Resource
+		case c.Resource != name:
+			return false
+		}
+	}
+	return true
+}
+
+// bestScored is the spoke that fits with the most Free (scored; the first
+// in profile order on a tie or unscored), else the first without a view,
+// or -1.
+func bestScored(req Request, candidates []Candidate, scored bool) int {
 	best, noView := -1, -1
 	for i, c := range candidates {
 		switch standingOf(req, c) {
 		case fits:
-			if best < 0 || c.Free > candidates[best].Free {
+			if best < 0 || scored && c.Free > candidates[best].Free {
 				best = i
 			}
 		case unknown:
@@ -231,14 +250,14 @@ func bestScored(req Request, candidates []Candidate) int {
 	return noView
 }
 
-// mostTotal is the full spoke with the most Total for the pod, ties in the
-// preference list's order, else in profile order; -1 if none would take
-// the pod even empty.
-func mostTotal(req Request, candidates []Candidate) int {
+// mostTotal is the full spoke with the most Total for the pod (scored;
+// else the first), ties in the preference list's order, else in profile
+// order; -1 if none would take the pod even empty.
+func mostTotal(req Request, candidates []Candidate, scored bool) int {
 	best := -1
 	consider := func(i int) {
 		c := candidates[i]
-		if standingOf(req, c) == full && c.Total > 0 && (best < 0 || c.Total > candidates[best].Total) {
+		if standingOf(req, c) == full && c.Total > 0 && (best < 0 || scored && c.Total > candidates[best].Total) {
 			best = i
 		}
 	}

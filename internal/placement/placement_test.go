@@ -54,6 +54,28 @@ func TestDecide(t *testing.T) {
 			want:       Decision{Cluster: "wharf", Reasons: reasons("wharf", "fits (4 nvidia.com/gpu free)", "dock", "fits (4 nvidia.com/gpu free)")},
 		},
 		{
+			name: "views naming different resources are not compared: profile order",
+			candidates: []Candidate{
+				{Cluster: "wharf", View: true, Fits: true, Resource: "cpu", Free: 3500, Total: 8000},
+				{Cluster: "dock", View: true, Fits: true, Resource: "memory", Free: 8 << 30, Total: 32 << 30},
+			},
+			want: Decision{Cluster: "wharf", Reasons: reasons("wharf", "fits (3500 cpu free)", "dock", "fits (8589934592 memory free)")},
+		},
+		{
+			name: "nor are their totals where the pod waits",
+			candidates: []Candidate{
+				{Cluster: "wharf", View: true, Resource: "cpu", Total: 8000, Reason: "Insufficient cpu"},
+				{Cluster: "dock", View: true, Resource: "memory", Total: 32 << 30, Reason: "Insufficient memory"},
+			},
+			want: Decision{Cluster: "wharf", Waits: true, Reasons: reasons("wharf", "Insufficient cpu", "dock", "Insufficient memory")},
+		},
+		{
+			name:       "a view without a resource does not stop the others comparing",
+			candidates: []Candidate{{Cluster: "pier", View: true, Fits: true}, fitting("wharf", 1, 4), fitting("dock", 16, 16)},
+			want: Decision{Cluster: "dock", Reasons: reasons("pier", "fits", "wharf", "fits (1 nvidia.com/gpu free)",
+				"dock", "fits (16 nvidia.com/gpu free)")},
+		},
+		{
 			name:       "a spoke that fits comes before one without a view",
 			candidates: []Candidate{noView("pier"), fitting("wharf", 1, 4)},
 			want:       Decision{Cluster: "wharf", Reasons: reasons("pier", "no capacity view", "wharf", "fits (1 nvidia.com/gpu free)")},

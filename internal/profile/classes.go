@@ -218,6 +218,12 @@ func (p *Profile) ClassFor(cluster ClusterEntry, name, kind string) (PodClass, e
 	return class.adjusted(adj), nil
 }
 
+// HasClass reports whether the profile has a class name (offered on some
+// cluster or not).
+func (p *Profile) HasClass(name string) bool {
+	return slices.ContainsFunc(p.Pods.Classes, func(c PodClass) bool { return c.Name == name })
+}
+
 // OffersClass reports whether cluster offers class name.
 func (c ClusterEntry) OffersClass(name string) bool { return !c.Classes[name].Withhold }
 

@@ -35,6 +35,22 @@ func (v Valid) Pod() WorkPod {
 	return v.w.clone()
 }
 
+// WithShape is v's pod with another shape: the same pod as another spoke's
+// class shapes it, which placement judges on every candidate spoke. Only
+// the shape is checked again (as Check checks it); the rest was, once.
+// The two share what neither can change (their pods leave only as copies).
+func (v Valid) WithShape(s Shape) (Valid, field.ErrorList) {
+	if v.w == nil {
+		return Valid{}, field.ErrorList{field.Required(field.NewPath("id"), "an unchecked work pod has no shape to change")}
+	}
+	if errs := validateShape(s); len(errs) > 0 {
+		return Valid{}, errs
+	}
+	c := *v.w
+	c.Shape = s.clone()
+	return Valid{w: &c}, nil
+}
+
 // IsZero reports whether v is the zero Valid, which Check never returns.
 func (v Valid) IsZero() bool { return v.w == nil }
 

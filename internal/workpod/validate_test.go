@@ -315,3 +315,37 @@ func TestLabels(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// WithShape gives the checked pod another spoke's shape, checked as Check
+// checks one, and leaves the original and the caller's shape unreachable.
+func TestWithShape(t *testing.T) {
+	v, errs := Check(sample())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	other := minimalShape()
+	other.NodeSelector = map[string]string{"pool": "h100"}
+	w, errs := v.WithShape(other)
+	if len(errs) > 0 || w.IsZero() {
+		t.Fatalf("WithShape(minimal) = %v, zero %v", errs, w.IsZero())
+	}
+	other.NodeSelector["pool"] = "changed"
+	want := sample()
+	want.Shape = minimalShape()
+	want.Shape.NodeSelector = map[string]string{"pool": "h100"}
+	if diff := cmp.Diff(want, w.Pod()); diff != "" {
+		t.Errorf("WithShape's pod (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sample(), v.Pod()); diff != "" {
+		t.Errorf("the original changed (-want +got):\n%s", diff)
+	}
+
+	bad := minimalShape()
+	bad.DeadlineSeconds = 0
+	if w, errs := v.WithShape(bad); !w.IsZero() || cmp.Diff([]fieldErr{{field.ErrorTypeRequired, "shape.deadline_seconds", ""}}, project(errs)) != "" {
+		t.Errorf("WithShape(no deadline) = zero %v, %v; want the zero Valid and the deadline's error", w.IsZero(), errs)
+	}
+	if w, errs := (Valid{}).WithShape(minimalShape()); !w.IsZero() || len(errs) != 1 {
+		t.Errorf("zero Valid's WithShape = zero %v, %v; want the zero Valid and an error", w.IsZero(), errs)
+	}
+}

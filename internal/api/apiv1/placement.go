@@ -6,12 +6,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"crucible.dev/crucible/internal/profile"
 )
 
 const (
 	// ClusterAuto as SubmitRequest.Cluster lets the controller choose the
-	// spoke: where the class is offered and the pod fits now.
-	ClusterAuto = "auto"
+	// spoke: where the class is offered and the pod fits now. It is the
+	// profile's word for it too (default_cluster = "auto"), so no cluster
+	// may be named so.
+	ClusterAuto = profile.AutoCluster
 	// PlacementStrict as SubmitRequest.Placement refuses a pod that fits
 	// nowhere now (409, with every spoke's reason) instead of sending it
 	// where it would wait.
