@@ -55,6 +55,16 @@ func (s Store) TransitionWorkPod(ctx context.Context, id string, t store.Transit
 	return p, err
 }
 
+// MoveWorkPod moves the row and publishes it: watchers see it pending on
+// its new cluster.
+func (s Store) MoveWorkPod(ctx context.Context, id string, m store.Move) (store.WorkPod, error) {
+	p, err := s.Store.MoveWorkPod(ctx, id, m)
+	if err == nil {
+		s.pub().Publish(p)
+	}
+	return p, err
+}
+
 // ObservePod records what the spoke said of the pod and publishes the row
 // when that changed it: watchers see why a pod waits while it does.
 func (s Store) ObservePod(ctx context.Context, id string, o store.Observation) (store.WorkPod, bool, error) {

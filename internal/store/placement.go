@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Placement is how the controller chose a row's cluster when the submitter
@@ -17,6 +18,15 @@ type Placement struct {
 	// Waits says that nothing fit when it was placed: the pod went where
 	// it will wait for capacity.
 	Waits bool `json:"waits,omitempty"`
+	// Eligible are the clusters the submit could go to (the submitter may
+	// create there and the class is offered), in the submitter's order
+	// when Ordered (a preference list), else the profile's: a spill-over
+	// moves the pod only among them, as the submit was authorized then.
+	Eligible []string `json:"eligible,omitempty"`
+	Ordered  bool     `json:"ordered,omitempty"`
+	// Tried are the clusters the pod left, oldest first; it never goes
+	// back to one, and moves at most its class's max_spills times.
+	Tried []string `json:"tried,omitempty"`
 }
 
 // encodePlacement is the placement column's text: "" for none.
@@ -48,5 +58,6 @@ func samePlacement(a, b *Placement) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return *a == *b
+	return a.Decision == b.Decision && a.Waits == b.Waits && a.Ordered == b.Ordered &&
+		slices.Equal(a.Eligible, b.Eligible) && slices.Equal(a.Tried, b.Tried)
 }

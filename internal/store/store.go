@@ -103,7 +103,7 @@ type WorkPod struct {
 	IdempotencyKey string
 	RequestSHA256  string
 	// Placement is how the controller chose Cluster (nil: the submitter
-	// named it). Set at create, immutable.
+	// named it). Set at create; only a move (MoveWorkPod) changes it.
 	Placement  *Placement
 	CreatedAt  time.Time
 	UpdatedAt  time.Time // CreatedAt and UpdatedAt are UTC and set by the store
@@ -295,6 +295,14 @@ type Store interface {
 	// when the row had it all already or is terminal; ErrNotFound when
 	// there is no row. The row is returned with Spec nil.
 	ObservePod(ctx context.Context, id string, o Observation) (p WorkPod, changed bool, err error)
+	// MoveWorkPod moves a placed row whose pod never started to another
+	// cluster (Move, spill-over): only while the row is pending or
+	// dispatched on m.From with pod uid m.PodUID (ErrConflict otherwise,
+	// and for a row whose submitter named its cluster); ErrNotFound when
+	// there is no row. The row becomes pending on m.To with no pod, and its
+	// history records the move, in one transaction. Fenced, it is m.From's
+	// owner's write. The row is returned with its new Spec.
+	MoveWorkPod(ctx context.Context, id string, m Move) (WorkPod, error)
 	// PodHistory returns the pod's history, oldest first (none for an
 	// unknown pod). State changes are recorded by the store itself, in the
 	// statement that makes them, whoever makes them.

@@ -32,7 +32,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "PodHistory", "ClaimEpoch", "DigestKey"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "MoveWorkPod", "PodHistory", "ClaimEpoch", "DigestKey"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -154,6 +154,13 @@ func (f *Faulty) ListArtifacts(ctx context.Context, podID string) ([]store.Artif
 		return nil, err
 	}
 	return f.Store.ListArtifacts(ctx, podID)
+}
+
+func (f *Faulty) MoveWorkPod(ctx context.Context, id string, m store.Move) (store.WorkPod, error) {
+	if err := f.fault("MoveWorkPod"); err != nil {
+		return store.WorkPod{}, err
+	}
+	return f.Store.MoveWorkPod(ctx, id, m)
 }
 
 func (f *Faulty) ObservePod(ctx context.Context, id string, o store.Observation) (store.WorkPod, bool, error) {
