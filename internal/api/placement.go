@@ -127,11 +127,38 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 			pods[i] = pod
 		}
 	}
-	i, record, err := s.decide(req, candidates, pods)
+	preq := placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}
+	i, record, err := s.decide(preq, candidates, pods)
+	if nofit, ok := errors.AsType[*placement.NoFitError](err); ok {
+		return placed{}, &httperr.Error{Code: http.StatusConflict, Field: "cluster", Msg: httperr.Truncate(nofit.Error(), maxMessageBytes)}
+	}
 	if err != nil {
 		return placed{}, err
 	}
+	record.Eligible, record.Ordered = eligible(preq, candidates), len(req.Clusters) > 0
 	return placed{cluster: p.Clusters[i], record: record, valid: valids[i], pod: pods[i]}, nil
+}
+
+// eligible are the spokes a spill-over may move the pod to: the ones not
+// excluded at submit (the caller may create there, the class is offered),
+// in the preference list's order when there is one, else profile order.
+func eligible(req placement.Request, candidates []placement.Candidate) []string {
+	var names []string
+	ok := func(c placement.Candidate) bool { return c.Excluded == "" }
+	if len(req.Preference) > 0 {
+		for _, name := range req.Preference {
+			if i := slices.IndexFunc(candidates, func(c placement.Candidate) bool { return c.Cluster == name }); i >= 0 && ok(candidates[i]) {
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	for _, c := range candidates {
+		if ok(c) {
+			names = append(names, c.Cluster)
+		}
+	}
+	return names
 }
 
 // reshape is the checked pod with another spoke's shape.
@@ -157,8 +184,9 @@ func podOn(p *profile.Profile, c profile.ClusterEntry, v workpod.Valid) (*corev1
 // reserves the chosen spoke's capacity for the pod, as one step: two
 // submits placed at once must not both see the last free GPU. The caller
 // releases the reservation (release) if the pod is not sent. chosen is
-// the chosen candidate's index.
-func (s *Server) decide(req apiv1.SubmitRequest, candidates []placement.Candidate, pods []*corev1.Pod) (chosen int, record *store.Placement, err error) {
+// the chosen candidate's index; a pod nowhere to go is Decide's
+// *placement.NoFitError.
+func (s *Server) decide(req placement.Request, candidates []placement.Candidate, pods []*corev1.Pod) (chosen int, record *store.Placement, err error) {
 	s.placing.Lock()
 	defer s.placing.Unlock()
 	for i, pod := range pods {
@@ -171,12 +199,8 @@ func (s *Server) decide(req apiv1.SubmitRequest, candidates []placement.Candidat
 			c.Resource, c.Free, c.Total = string(v.Resource), v.Free, v.Total
 		}
 	}
-	d, err := placement.Decide(placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}, candidates)
-	var nofit *placement.NoFitError
-	switch {
-	case errors.As(err, &nofit):
-		return 0, nil, &httperr.Error{Code: http.StatusConflict, Field: "cluster", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
-	case err != nil:
+	d, err := placement.Decide(req, candidates)
+	if err != nil {
 		return 0, nil, err
 	}
 	chosen = slices.IndexFunc(candidates, func(c placement.Candidate) bool { return c.Cluster == d.Cluster })
@@ -208,21 +232,28 @@ func (s *Server) candidate(r *http.Request, p *profile.Profile, c profile.Cluste
 		cand.Excluded = excludedForbidden
 		return cand, workpod.Shape{}, nil
 	}
-	if s.Clients.Draining(c.Name) {
-		cand.Excluded = "draining"
+	if cand.Excluded = s.spokeExcluded(c.Name); cand.Excluded != "" {
 		return cand, workpod.Shape{}, nil
-	}
-	if client, ok := s.Clients.Get(c.Name); ok {
-		if h := client.Health(); !h.CheckedAt.IsZero() && !h.Reachable {
-			cand.Excluded = "unreachable"
-			return cand, workpod.Shape{}, nil
-		}
 	}
 	shape, err := shapeFor(p, c, req, identity(r).Groups)
 	if err != nil {
 		cand.Excluded = exclusion(err)
 	}
 	return cand, shape, nil
+}
+
+// spokeExcluded is why spoke cannot take a pod now whatever the pod:
+// draining, or unreachable by its last health check; "" if it can.
+func (s *Server) spokeExcluded(spoke string) string {
+	if s.Clients.Draining(spoke) {
+		return "draining"
+	}
+	if client, ok := s.Clients.Get(spoke); ok {
+		if h := client.Health(); !h.CheckedAt.IsZero() && !h.Reachable {
+			return "unreachable"
+		}
+	}
+	return ""
 }
 
 // exclusion words why a spoke cannot run the request at all: the class

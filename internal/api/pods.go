@@ -234,6 +234,13 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
 	}
 	wp := view(p)
 	wp.History = historyView(h)
+	if wp.Placement != nil {
+		for _, e := range h {
+			if from, to, ok := e.Move(); ok {
+				wp.Placement.Moves = append(wp.Placement.Moves, apiv1.Move{From: from, To: to, Reason: e.Reason, At: e.At})
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, wp)
 	return nil
 }

@@ -27,6 +27,9 @@ func printPod(w io.Writer, format string, wp apiv1.WorkPod, now time.Time) error
 			waits = " (nothing fit then: it waits there for capacity)"
 		}
 		fmt.Fprintf(w, "\nplaced on %s%s: %s\n", pl.Chosen, waits, pl.Decision)
+		for _, m := range pl.Moves {
+			fmt.Fprintf(w, "moved %s → %s at %s: %s\n", m.From, m.To, m.At.UTC().Format(historyTime), m.Reason)
+		}
 	}
 	if wt := wp.Waiting; wt != nil {
 		fmt.Fprintf(w, "\nwaiting %s: %s\n", now.Sub(wt.Since).Round(time.Second), detail(wt.Reason, wt.Message))

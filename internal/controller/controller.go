@@ -196,6 +196,7 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
 		Events: bus, Settler: c.rec, Uploads: c.drop, Owners: c.spokes.Owners, Capacity: c.capacity,
 	})
+	c.rec.Placer = apiSrv // a spilled pod is placed again as a submit is
 	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
 	return c, nil

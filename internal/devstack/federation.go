@@ -269,7 +269,7 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 
 // ClusterEntry is spoke c as the stack's controller profile names it: its
 // server, the stack's CA and the controller's federated token file, with
-// capacity (placement's view; every dev spoke gets its RBAC), or for
+// capacity (placement's view, and its RBAC) unless its options say NoCapacity, or for
 // a TokenRequest spoke token_source = "request" (a client built from that
 // entry needs the hub's account, fleet.WithHubAccount).
 func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
@@ -277,12 +277,22 @@ func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: profile.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
 		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
-		RunLive: c.RunLive, Capacity: true,
+		RunLive: c.RunLive, Capacity: !s.noCapacity(c),
 	}
 	if s.tokenRequest(c) {
 		e.TokenSource, e.TokenFile = profile.TokenSourceRequest, ""
 	}
 	return e
+}
+
+// noCapacity reports whether spoke c's options leave capacity off.
+func (s *Stack) noCapacity(c *Cluster) bool {
+	for _, so := range s.opts.Spokes {
+		if so.Name == c.Name {
+			return so.NoCapacity
+		}
+	}
+	return false
 }
 
 // tokenRequest reports whether spoke c's options ask for TokenRequest.
@@ -429,7 +439,8 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 // only on spokes with GPU nodes (wharf's by default, every spoke's that
 // --gpu-nodes names), so `crucible submit --class gpu` lands on a GPU node
 // out of the box; "gpu-short" is gpu whose pods the
-// scheduler cannot place within 10 s are failed (max_pending); "team-sre"
+// scheduler cannot place within 10 s are failed (max_pending), and whose
+// placed pods move to another spoke after 5 s (spill_after); "team-sre"
 // is only for members of the hub group sre.
 const podClasses = `
 [[pods.classes]]
@@ -466,6 +477,7 @@ node_selector = { "nvidia.com/gpu.present" = "true" }
 deadline = "6h"
 max_deadline = "48h"
 max_pending = "10s"
+spill_after = "5s"
 [pods.classes.allow]
 gpus = { min = 1, max = 8 }
 

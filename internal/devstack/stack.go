@@ -125,6 +125,10 @@ type SpokeOptions struct {
 	BuiltinHubAuthn bool
 	// Nodes are the spoke's nodes; empty means DefaultNodes(Name).
 	Nodes []NodeSpec
+	// NoCapacity leaves capacity off for this spoke in the controller's
+	// profile and its RBAC: placement has no view of it, and a pod placed
+	// there that cannot start moves on by spill-over alone.
+	NoCapacity bool
 	// NoRunLive leaves run_live off for this spoke in the controller's
 	// profile and its RBAC, where the stack would turn it on (pods have
 	// networks of their own).

@@ -196,6 +196,29 @@ func (d *Dispatcher) Delete(ctx context.Context, cluster, namespace, name string
 	return explain(cluster, err)
 }
 
+// Gone reports whether the pod namespace/name of uid is gone from cluster:
+// no pod of that name, or one of another uid. A pod being deleted (a
+// kubelet still stopping it) is not gone. It is how a mover confirms a
+// pod gone before its row may have another.
+func (d *Dispatcher) Gone(ctx context.Context, cluster, namespace, name string, uid types.UID) (bool, error) {
+	c, err := d.client(cluster)
+	if err != nil {
+		return false, err
+	}
+	var pod *corev1.Pod
+	err = d.retry(ctx, c, "get-pod", func(ctx context.Context) error {
+		pod, err = c.Kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, explain(cluster, err)
+	}
+	return pod.UID != uid, nil
+}
+
 // Logs streams the pod's whole log, at most Pods.MaxLogBytes, into consume
 // (a longer one cut, saying so: CutLog). A
 // transient failure, opening the stream or while consume reads it, starts

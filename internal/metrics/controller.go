@@ -66,8 +66,16 @@ var (
 		Name: "crucible_reconcile_redispatches_total",
 		Help: "Rows persisted but never dispatched, found at startup without a pod, by outcome: dispatched from the row, failed, or left for a replay of the submit (secret files are not stored).",
 	}, []string{"cluster", "outcome"})
+
+	// Spills counts placed pods that waited unschedulable past their
+	// class's spill_after, by the cluster they waited on and what became
+	// of them: moved, or stayed (no other spoke could take them).
+	Spills = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "crucible_placement_spills_total",
+		Help: "Placed work pods past their class's spill_after, by the cluster they waited on and outcome: moved to another cluster, or stayed (none could take them now).",
+	}, []string{"cluster", "outcome"})
 )
 
 func init() {
-	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost, Redispatches, WatchReconnects)
+	Registry.MustRegister(TransientRetries, Dispatches, PodTransitions, LogCollections, SweepDeletions, SweepSkips, ReconcileLost, Redispatches, Spills, WatchReconnects)
 }

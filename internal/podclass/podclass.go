@@ -69,8 +69,12 @@ func Resolve(c profile.PodClass, globalSelector map[string]string, ask Ask) (wor
 		RuntimeClassName:  c.RuntimeClass,
 		DeadlineSeconds:   int64(deadline / time.Second),
 		MaxPendingSeconds: wholeSeconds(c.MaxPending.Duration),
+		SpillAfterSeconds: wholeSeconds(c.SpillAfter.Duration),
 		RunAsUser:         c.RunAsUser,
 		RunAsGroup:        c.RunAsGroup,
+	}
+	if s.SpillAfterSeconds > 0 {
+		s.MaxSpills = c.MaxSpills
 	}
 	if c.Shm.Sign() > 0 {
 		s.Shm = ptr.To(c.Shm.Quantity)

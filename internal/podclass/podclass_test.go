@@ -159,6 +159,24 @@ func TestResolveKeepsMaxPending(t *testing.T) {
 	}
 }
 
+// spill_after is kept like max_pending, with max_spills beside it; a class
+// without spill_after keeps neither (its pods never move).
+func TestResolveKeepsSpill(t *testing.T) {
+	c := gpuClass()
+	c.SpillAfter, c.MaxSpills = profile.Duration{Duration: 1500 * time.Millisecond}, 3
+	s, errs := Resolve(c, nil, Ask{GPUs: ptr.To(2)})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if s.SpillAfterSeconds != 2 || s.MaxSpills != 3 {
+		t.Errorf("spill_after 1.5s, max_spills 3: SpillAfterSeconds %d, MaxSpills %d; want 2, 3", s.SpillAfterSeconds, s.MaxSpills)
+	}
+	c.SpillAfter = profile.Duration{}
+	if s, _ := Resolve(c, nil, Ask{GPUs: ptr.To(2)}); s.SpillAfterSeconds != 0 || s.MaxSpills != 0 {
+		t.Errorf("no spill_after: SpillAfterSeconds %d, MaxSpills %d; want 0, 0", s.SpillAfterSeconds, s.MaxSpills)
+	}
+}
+
 func TestAllows(t *testing.T) {
 	open := profile.PodClass{Name: "standard"}
 	gpu := profile.PodClass{Name: "gpu", Groups: []string{"ml", "research"}}

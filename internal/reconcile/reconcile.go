@@ -73,6 +73,9 @@ type Reconciler struct {
 	// (reconcile.sweep_page): the sweep holds one page of full pods at a
 	// time, never a cluster's 50,000 (hundreds of MiB decoded).
 	SweepPage int64
+	// Placer places a pod past its class's spill_after again (spill.go);
+	// nil: placed pods never move.
+	Placer Placer
 
 	once     sync.Once
 	setupErr error

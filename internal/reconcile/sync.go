@@ -48,8 +48,9 @@ func (r *Reconciler) sync(ctx context.Context, k key) error {
 
 // act records a pod already on the spoke as dispatched (recordDispatched),
 // then what the pod shows of its start and why it waits, when its
-// row has not (observation), gives up on a pod unschedulable past its
-// class's max_pending (enforceMaxPending), then does what decideSync
+// row has not (observation), moves a placed pod unschedulable past its
+// class's spill_after (enforceSpill) or gives up on one past its
+// max_pending (enforceMaxPending), then does what decideSync
 // decides for f: a moment is recorded before the state change it led to.
 func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 	if err := r.recordDispatched(ctx, &f); err != nil {
@@ -62,6 +63,9 @@ func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 		}
 		row.Spec = f.Row.Spec
 		f.Row = &row
+	}
+	if done, err := r.enforceSpill(ctx, f); done || err != nil {
+		return err
 	}
 	if done, err := r.enforceMaxPending(ctx, f); done || err != nil {
 		return err

@@ -27,6 +27,13 @@ func WithFence(ctx context.Context, cluster string, epoch int64) context.Context
 	return context.WithValue(ctx, fenceKey{}, Fence{Cluster: cluster, Epoch: epoch})
 }
 
+// WithoutFence returns ctx without a fence: a write made with it is
+// unfenced, as a submit's are. A spoke's loop that moved a row to another
+// spoke records the new pod so (its own fence does not cover that row).
+func WithoutFence(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fenceKey{}, nil)
+}
+
 // FenceFrom returns the fence ctx carries, if any.
 func FenceFrom(ctx context.Context) (Fence, bool) {
 	f, ok := ctx.Value(fenceKey{}).(Fence)

@@ -147,3 +147,17 @@ func pollLockWaiters(t *testing.T, raw *sql.DB, n int, done <-chan error) {
 		}
 	}
 }
+
+// WithoutFence takes a fence off a context; a context without one stays so.
+func TestWithoutFence(t *testing.T) {
+	fenced := store.WithFence(t.Context(), "wharf", 3)
+	if _, ok := store.FenceFrom(store.WithoutFence(fenced)); ok {
+		t.Error("WithoutFence(fenced) still carries a fence")
+	}
+	if _, ok := store.FenceFrom(store.WithoutFence(t.Context())); ok {
+		t.Error("WithoutFence(unfenced) carries a fence")
+	}
+	if f, ok := store.FenceFrom(fenced); !ok || f != (store.Fence{Cluster: "wharf", Epoch: 3}) {
+		t.Errorf("the fenced context changed: %+v %v", f, ok)
+	}
+}

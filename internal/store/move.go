@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // EventMoved is a spill-over in a pod's history: Reason says why the pod
@@ -30,6 +31,17 @@ type Move struct {
 	Placement *Placement
 	// Reason is why the pod left From, for the history.
 	Reason string
+}
+
+// moveArrow joins a move entry's clusters: "wharf → dock".
+const moveArrow = " → "
+
+// Move reads a move entry (EventMoved): the clusters it left and went to.
+func (e HistoryEntry) Move() (from, to string, ok bool) {
+	if e.Event != EventMoved {
+		return "", "", false
+	}
+	return strings.Cut(e.Message, moveArrow)
 }
 
 func (m Move) validate() error {
@@ -118,7 +130,7 @@ func (s *sqlStore) moveWorkPod(ctx context.Context, id string, m Move) (WorkPod,
 	if _, err := tx.StmtContext(ctx, sts[1]).ExecContext(ctx, m.To, m.Namespace, string(StatePending), m.Spec, placement, now, id); err != nil {
 		return WorkPod{}, err
 	}
-	moved := HistoryEntry{At: fromNanos(now), Event: EventMoved, State: StatePending, Reason: m.Reason, Message: m.From + " → " + m.To}
+	moved := HistoryEntry{At: fromNanos(now), Event: EventMoved, State: StatePending, Reason: m.Reason, Message: m.From + moveArrow + m.To}
 	if err := appendHistory(ctx, tx, sts[2], sts[3], id, []HistoryEntry{moved}); err != nil {
 		return WorkPod{}, err
 	}

@@ -30,6 +30,11 @@ type Shape struct {
 	// class's max_pending); 0, as in pods submitted before it was kept: no
 	// limit.
 	MaxPendingSeconds int64 `json:"max_pending_seconds,omitempty"`
+	// SpillAfterSeconds is how long a placed pod may wait unschedulable
+	// before it moves to another spoke (the class's spill_after; 0: it
+	// never moves), at most MaxSpills times.
+	SpillAfterSeconds int64 `json:"spill_after_seconds,omitempty"`
+	MaxSpills         int   `json:"max_spills,omitempty"`
 	// Shm is the size of a memory-backed /dev/shm; nil: none.
 	Shm *resource.Quantity `json:"shm,omitempty"`
 	// RunAsUser and RunAsGroup are every container's non-root identity.

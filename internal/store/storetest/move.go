@@ -62,6 +62,12 @@ func testMove(t *testing.T, s store.Store) {
 	if diff := cmp.Diff(moved, h[len(h)-1]); diff != "" {
 		t.Errorf("move entry (-want +got):\n%s", diff)
 	}
+	if from, to, ok := h[len(h)-1].Move(); !ok || from != "wharf" || to != "dock" {
+		t.Errorf("the entry reads as a move %q → %q (%v), want wharf → dock", from, to, ok)
+	}
+	if _, _, ok := back.Move(); ok {
+		t.Error("a state entry reads as a move")
+	}
 
 	// A never-dispatched row (its create refused for quota) moves too,
 	// without a state change: the move is its one entry.

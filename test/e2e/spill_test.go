@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"crucible.dev/crucible/internal/api/apiv1"
+	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/store"
+)
+
+// Spill-over (issue 39) on a stack of its own (make acceptance): wharf has
+// one 4-GPU node and no capacity view (capacity off: its RBAC grants
+// nothing beyond today's), dock one 8-GPU node with a view. A 5-GPU
+// gpu-short pod preferring wharf is placed there — no view says it cannot
+// fit — and waits Unschedulable; after the class's spill_after (5 s) it is
+// deleted there, confirmed gone, and placed again on dock, where it runs.
+// Listing both spokes throughout finds at most one pod for the row; the
+// pod's history and placement show the move.
+func TestPlacementSpillsOver(t *testing.T) {
+	t.Parallel()
+	spokes := []devstack.SpokeOptions{{Name: "wharf", NoCapacity: true}, {Name: "dock"}}
+	devstack.WithGPUNodes(spokes, []devstack.GPUPool{
+		{Spoke: "wharf", Nodes: 1, GPUs: 4, Product: devstack.DefaultGPUProduct},
+		{Spoke: "dock", Nodes: 1, GPUs: 8, Product: "NVIDIA-H100-80GB-HBM3"},
+	})
+	s := ownStack(t, devstack.Options{Crucible: devstacktest.BuildCrucible, Spokes: spokes})
+	capacityOf(t, s, "dock", "synced", 2*time.Minute, func(apiv1.ClusterCapacity) bool { return true })
+
+	wp := submit(t, s, apiv1.SubmitRequest{Clusters: []string{"wharf", "dock"}, Image: "busybox", Command: sleeps("1h"), Class: "gpu-short", GPUs: new(5)})
+	t.Cleanup(func() { cancelPodQuietly(s, wp.ID) })
+	if wp.Cluster != "wharf" || wp.Placement == nil || wp.Placement.Waits || !strings.HasPrefix(wp.Placement.Decision, "wharf: no capacity view; dock: fits") {
+		t.Fatalf("placed on %s with %+v, want wharf (no view) first", wp.Cluster, wp.Placement)
+	}
+
+	// Both spokes are listed until the pod runs: never two pods at once.
+	var most atomic.Int32
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			n := int32(0)
+			for _, name := range []string{"wharf", "dock"} {
+				list, err := s.Spoke(name).Client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + wp.ID})
+				if err != nil {
+					return false, nil // the next poll lists again; a missed list cannot hide a pod that stays
+				}
+				n += int32(len(list.Items))
+			}
+			if n > most.Load() {
+				most.Store(n)
+			}
+			return false, nil
+		})
+	}()
+	waitRunning(t, s, wp.ID)
+	stop()
+	<-done
+	if n := most.Load(); n != 1 {
+		t.Errorf("at most %d pods for the row at once on wharf and dock, want 1", n)
+	}
+
+	got := getPod(t, s, wp.ID)
+	if got.Cluster != "dock" || got.Placement == nil || len(got.Placement.Moves) != 1 {
+		t.Fatalf("after the move: on %s with %+v, want dock with one move", got.Cluster, got.Placement)
+	}
+	m := got.Placement.Moves[0]
+	if m.From != "wharf" || m.To != "dock" || !strings.HasPrefix(m.Reason, "unschedulable on wharf for 5s (class gpu-short spill_after): 0/") {
+		t.Errorf("move %+v, want wharf → dock for spill_after with the scheduler's message", m)
+	}
+	if want := "wharf: tried before; dock: fits (8 nvidia.com/gpu free)"; got.Placement.Decision != want {
+		t.Errorf("the move's decision %q, want %q", got.Placement.Decision, want)
+	}
+	moved := false
+	for _, h := range got.History {
+		moved = moved || h.Event == store.EventMoved
+	}
+	if !moved {
+		t.Errorf("history %+v has no move", got.History)
+	}
+	if _, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).Get(t.Context(), wp.ID, metav1.GetOptions{}); err == nil {
+		t.Error("the pod is still on wharf")
+	}
+}
