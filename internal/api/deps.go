@@ -24,6 +24,7 @@ type Store interface {
 	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
 	UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error)
 	TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error)
+	MoveWorkPod(ctx context.Context, id string, m store.Move) (store.WorkPod, error)
 	PodHistory(ctx context.Context, id string) ([]store.HistoryEntry, error)
 	GetArtifact(ctx context.Context, podID, kind string) (store.Artifact, error)
 	ListArtifacts(ctx context.Context, podID string) ([]store.Artifact, error)

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"crucible.dev/crucible/internal/dispatch"
+	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/placement"
 	"crucible.dev/crucible/internal/podclass"
 	"crucible.dev/crucible/internal/profile"
@@ -104,4 +106,34 @@ func shapeOn(p *profile.Profile, c profile.ClusterEntry, accepted workpod.Valid)
 	shape.Resources, shape.DeadlineSeconds, shape.Shm = was.Resources, was.DeadlineSeconds, was.Shm
 	shape.MaxPendingSeconds, shape.SpillAfterSeconds, shape.MaxSpills = was.MaxPendingSeconds, was.SpillAfterSeconds, was.MaxSpills
 	return reshape(accepted, shape)
+}
+
+// spillRefused moves sub's row, placed, whose create its spoke refused for
+// quota (dispatch.QuotaExceeded), to another spoke at once (R-PL3): nothing
+// was created, so nothing is deleted. It moves as a spill-over does —
+// only a placed pod, at most its class's max_spills times, among the
+// spokes eligible at submit — and reports false when the pod cannot move
+// (the caller fails the row with the refusal).
+func (s *Server) spillRefused(ctx context.Context, sub submission, refusal error) (submission, bool) {
+	row := sub.row
+	if row.Placement == nil || len(row.Placement.Tried) >= sub.pod.Pod().Shape.MaxSpills {
+		return sub, false
+	}
+	move, valid, err := s.Replace(ctx, row)
+	if err != nil {
+		s.Log.Info("a placed pod refused for quota cannot move", "cluster", row.Cluster, "pod", row.ID, "error", err)
+		return sub, false
+	}
+	move.Reason = "create refused for capacity: " + dispatch.PublicMessage(refusal)
+	moved, err := s.Store.MoveWorkPod(ctx, row.ID, move)
+	if err != nil {
+		s.Capacity.Release(move.To, move.Namespace, row.ID)
+		s.Log.Error("moving a placed pod refused for quota failed", "cluster", row.Cluster, "pod", row.ID, "error", err)
+		return sub, false
+	}
+	s.Capacity.Release(row.Cluster, row.Namespace, row.ID) // never created there
+	metrics.Spills.WithLabelValues(row.Cluster, "moved").Inc()
+	s.Log.Info("moved a placed pod its spoke refused for quota", "from", row.Cluster, "to", move.To, "pod", row.ID)
+	sub.row, sub.pod = moved, valid
+	return sub, true
 }

@@ -162,8 +162,16 @@ func targetCluster(p *profile.Profile, name string) string {
 func (s *Server) dispatchAndRecord(ctx context.Context, sub submission) (store.WorkPod, error) {
 	ctx, cancel := detach(ctx, s.DispatchTimeout)
 	defer cancel()
+	res, derr := s.Dispatcher.Dispatch(ctx, sub.row.Cluster, sub.pod)
+	for derr != nil && dispatch.QuotaExceeded(derr) {
+		moved, ok := s.spillRefused(ctx, sub, derr)
+		if !ok {
+			break
+		}
+		sub = moved
+		res, derr = s.Dispatcher.Dispatch(ctx, sub.row.Cluster, sub.pod)
+	}
 	id, cluster := sub.row.ID, sub.row.Cluster
-	res, derr := s.Dispatcher.Dispatch(ctx, cluster, sub.pod)
 	if derr != nil {
 		// The row records the failure unless the pod's own fate was
 		// recorded meanwhile (a watch that saw it finish, a cancel).

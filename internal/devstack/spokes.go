@@ -61,9 +61,12 @@ func NamedSpokes(names ...string) []SpokeOptions {
 //     interop, the multikueue benchmark).
 //   - clusterrole-aggregation: admin, edit and view get their rules, for
 //     anyone who binds them on a dev spoke.
+//   - resourcequota: a ResourceQuota admits nothing until this controller
+//     has counted its namespace; a spoke's quota refusing a create for
+//     capacity moves a placed pod on (issue 39).
 //
 // Left out: workload controllers besides Job (a Deployment here makes no
-// ReplicaSet), services' endpoints, volumes, quotas, disruption budgets,
+// ReplicaSet), services' endpoints, volumes, disruption budgets,
 // autoscaling, certificates, DRA and the rest.
 var spokeControllers = []string{
 	"garbage-collector-controller",
@@ -77,6 +80,7 @@ var spokeControllers = []string{
 	"job-controller",
 	"ttl-after-finished-controller",
 	"clusterrole-aggregation-controller",
+	"resourcequota-controller",
 }
 
 func spokeControllersFlag() string { return "--controllers=" + strings.Join(spokeControllers, ",") }

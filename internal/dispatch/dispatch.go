@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -253,6 +254,14 @@ func (d *Dispatcher) Logs(ctx context.Context, p retry.Policy, cluster, namespac
 
 // explain turns a spoke's 403 into a message that names the missing verb and
 // resource, which is what a platform engineer fixing RBAC needs to see.
+// QuotaExceeded reports whether err is a spoke's ResourceQuota refusing a
+// create: the admission plugin's 403 "exceeded quota". It is a refusal for
+// capacity, which placement answers by moving the pod on, not an
+// authorization failure.
+func QuotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
 func explain(cluster string, err error) error {
 	var status apierrors.APIStatus
 	if apierrors.IsForbidden(err) && errors.As(err, &status) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -89,4 +91,38 @@ func TestPlacementSpillsOver(t *testing.T) {
 	if _, err := s.Spoke("wharf").Client.CoreV1().Pods(devstack.SpokeNamespace).Get(t.Context(), wp.ID, metav1.GetOptions{}); err == nil {
 		t.Error("the pod is still on wharf")
 	}
+
+	// A ResourceQuota on wharf allowing no GPUs: the create there is
+	// refused for capacity, and the pod moves to dock at once, within its
+	// submit.
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-gpus"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests." + devstack.ResourceGPU: resource.MustParse("0")}}}
+	if _, err := s.Spoke("wharf").Client.CoreV1().ResourceQuotas(devstack.SpokeNamespace).Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused := submitWhenQuotaActive(t, s, apiv1.SubmitRequest{Clusters: []string{"wharf", "dock"}, Image: "busybox", Command: sleeps("1h"), Class: "gpu-short"})
+	t.Cleanup(func() { cancelPodQuietly(s, refused.ID) })
+	got = getPod(t, s, refused.ID)
+	if got.Cluster != "dock" || got.Placement == nil || len(got.Placement.Moves) != 1 {
+		t.Fatalf("refused for quota on wharf: on %s with %+v, want dock with one move", got.Cluster, got.Placement)
+	}
+	if m := got.Placement.Moves[0]; m.From != "wharf" || m.To != "dock" || !strings.Contains(m.Reason, "exceeded quota") {
+		t.Errorf("move %+v, want wharf → dock for the quota", m)
+	}
+	waitRunning(t, s, refused.ID)
+}
+
+// submitWhenQuotaActive submits req once wharf's quota controller has
+// counted the namespace: until then the quota admits no pod at all, for
+// want of a status, which is not a refusal for capacity.
+func submitWhenQuotaActive(t *testing.T, s *devstack.Stack, req apiv1.SubmitRequest) apiv1.WorkPod {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		q, err := s.Spoke("wharf").Client.CoreV1().ResourceQuotas(devstack.SpokeNamespace).Get(ctx, "no-gpus", metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("wharf's quota never got a status: %v", err)
+	}
+	return submit(t, s, req)
 }
