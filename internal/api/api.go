@@ -100,6 +100,11 @@ type Server struct {
 	// placing makes a placement's judging, deciding and reserving one
 	// step (placement.go).
 	placing sync.Mutex
+	// counted are the placed rows whose pods count against the views
+	// until the time given: this replica's own placements, and the ones
+	// CountPlacements read (peers.go).
+	counted   map[string]time.Time
+	countedMu sync.Mutex
 	// budgets counts live-log and event streams against [live]'s and
 	// [events]' caps (budget.go).
 	budgets budgets
@@ -107,7 +112,7 @@ type Server struct {
 
 // New returns a server of o, every zero field with a default filled.
 func New(o Options) *Server {
-	s := &Server{Options: o}
+	s := &Server{Options: o, counted: map[string]time.Time{}}
 	if s.Profile == nil {
 		def := profile.Default()
 		s.Profile = profile.NewCurrent(&def)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -31,6 +32,9 @@ type Capacity interface {
 	// until its watch shows it; Release stops counting it.
 	Reserve(cluster string, pod *corev1.Pod)
 	Release(cluster, namespace, name string)
+	// ReserveUntil counts a pod another replica placed until the view
+	// sees it bound, or until.
+	ReserveUntil(cluster string, pod *corev1.Pod, until time.Time)
 	// Summary is cluster's view for display; ok is false without one.
 	Summary(cluster string) (s capacity.Summary, ok bool)
 }
@@ -42,9 +46,10 @@ type noCapacity struct{}
 func (noCapacity) Judge(string, *corev1.Pod) (capacity.Verdict, bool) {
 	return capacity.Verdict{}, false
 }
-func (noCapacity) Reserve(string, *corev1.Pod)             {}
-func (noCapacity) Release(string, string, string)          {}
-func (noCapacity) Summary(string) (capacity.Summary, bool) { return capacity.Summary{}, false }
+func (noCapacity) Reserve(string, *corev1.Pod)                 {}
+func (noCapacity) Release(string, string, string)              {}
+func (noCapacity) ReserveUntil(string, *corev1.Pod, time.Time) {}
+func (noCapacity) Summary(string) (capacity.Summary, bool)     { return capacity.Summary{}, false }
 
 // wantsPlacement reports whether the submitter lets the controller choose
 // the cluster: "auto", a preference list, or nothing named where the
@@ -127,6 +132,12 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 			pods[i] = pod
 		}
 	}
+	// The other replicas' placements so far count too, read from their
+	// rows just before deciding (the controller also reads them every
+	// second, for GET /api/capacity).
+	if err := s.CountPlacements(r.Context()); err != nil {
+		s.Log.Warn("placing without the other replicas' latest placements", "error", err)
+	}
 	preq := placement.Request{Preference: req.Clusters, Strict: req.Placement == apiv1.PlacementStrict}
 	i, record, err := s.decide(preq, candidates, pods)
 	if nofit, ok := errors.AsType[*placement.NoFitError](err); ok {
@@ -205,6 +216,7 @@ func (s *Server) decide(req placement.Request, candidates []placement.Candidate,
 	}
 	chosen = slices.IndexFunc(candidates, func(c placement.Candidate) bool { return c.Cluster == d.Cluster })
 	s.Capacity.Reserve(d.Cluster, pods[chosen])
+	s.markCounted(pods[chosen].Name, time.Now().Add(capacity.ReserveTTL))
 	return chosen, &store.Placement{Decision: d.String(), Waits: d.Waits}, nil
 }
 

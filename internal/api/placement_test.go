@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ type fakeCapacity struct {
 	mu       sync.Mutex
 	reserved []string
 	released []string
+	until    []string
 }
 
 func (f *fakeCapacity) Judge(cluster string, pod *corev1.Pod) (capacity.Verdict, bool) {
@@ -40,6 +42,12 @@ func (f *fakeCapacity) Release(cluster, namespace, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, cluster+" "+namespace+"/"+name)
+}
+
+func (f *fakeCapacity) ReserveUntil(cluster string, pod *corev1.Pod, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = append(f.until, cluster+" "+pod.Namespace+"/"+pod.Name+" until "+until.UTC().Format(time.RFC3339Nano))
 }
 
 func (f *fakeCapacity) Summary(cluster string) (capacity.Summary, bool) {

@@ -123,6 +123,14 @@ func (f *Fleet) Reserve(cluster string, pod *corev1.Pod) {
 	}
 }
 
+// ReserveUntil counts pod, which another replica placed on cluster, against
+// cluster's view until the view sees it bound, or until.
+func (f *Fleet) ReserveUntil(cluster string, pod *corev1.Pod, until time.Time) {
+	if v, ok := f.view(cluster); ok {
+		v.ReserveUntil(pod.Namespace, pod.Name, pod, until)
+	}
+}
+
 // Release stops counting the pod namespace/name against cluster's view.
 func (f *Fleet) Release(cluster, namespace, name string) {
 	if v, ok := f.view(cluster); ok {

@@ -32,6 +32,14 @@ func (v *View) Reserve(namespace, name string, pod *corev1.Pod, ttl time.Duratio
 	if ttl <= 0 {
 		panic(fmt.Sprintf("capacity: Reserve %s/%s with non-positive ttl %s", namespace, name, ttl))
 	}
+	v.ReserveUntil(namespace, name, pod, v.opts.Clock.Now().Add(ttl))
+}
+
+// ReserveUntil is Reserve with the reservation's end given: a placement
+// another replica made is counted until its own TTL from its row's
+// creation ends, however often it is seen again. An end that has passed
+// reserves nothing.
+func (v *View) ReserveUntil(namespace, name string, pod *corev1.Pod, expires time.Time) {
 	key := podKey(namespace, name)
 	now := v.opts.Clock.Now()
 	req := newRequests(podRequests(pod))
@@ -39,6 +47,9 @@ func (v *View) Reserve(namespace, name string, pod *corev1.Pod, ttl time.Duratio
 	defer v.mu.Unlock()
 	v.pruneLocked(now)
 	v.releaseLocked(key)
+	if !now.Before(expires) {
+		return
+	}
 	if obj, ok, _ := v.podStore.GetByKey(key); ok {
 		if p, isPod := obj.(*cachedPod); isPod && p.nodeName() != "" {
 			return
@@ -48,7 +59,7 @@ func (v *View) Reserve(namespace, name string, pod *corev1.Pod, ttl time.Duratio
 	if best == nil {
 		return
 	}
-	r := &reservation{node: best, req: req, expires: now.Add(ttl)}
+	r := &reservation{node: best, req: req, expires: expires}
 	v.reservations[key] = r
 	best.reserved.add(&r.req, 1)
 	best.nres++

@@ -96,6 +96,26 @@ func TestReservationEnds(t *testing.T) {
 	})
 }
 
+// TestReserveUntil: a reservation with its end given keeps that end however
+// often it is made again (another replica's placement, seen every second),
+// and one whose end has passed reserves nothing.
+func TestReserveUntil(t *testing.T) {
+	nodes := []*corev1.Node{gpuNode("gpu-a", 2, h100)}
+	p := gpuPod("p", 1)
+	v, clk := testView(t, nodes)
+	end := clk.Now().Add(ttl)
+	v.ReserveUntil("work", "p", p, end)
+	clk.Step(ttl - time.Second)
+	v.ReserveUntil("work", "p", p, end) // seen again: still ends at end
+	assertFreeGPUs(t, v, "before the end", map[string]int64{"gpu-a": 1})
+	clk.Step(time.Second)
+	v.ReserveUntil("work", "p", p, end)
+	assertFreeGPUs(t, v, "at the end, made again", map[string]int64{"gpu-a": 2})
+	if len(v.reservations) != 0 {
+		t.Errorf("reservations left: %d", len(v.reservations))
+	}
+}
+
 func TestReserveRefusesNonPositiveTTL(t *testing.T) {
 	v, _ := testView(t, nil)
 	defer func() {

@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -13,8 +16,35 @@ import (
 type capacityViews struct{ c *parts }
 
 func (v capacityViews) Start(ctx context.Context) error {
+	go v.countPlacements(ctx)
 	v.c.capacity.Run(ctx, capacitySpokes(v.c.clients))
 	return nil
+}
+
+// placementCounter is api.Server.CountPlacements: other replicas'
+// placements counted against this replica's views.
+type placementCounter interface {
+	CountPlacements(ctx context.Context) error
+}
+
+// countPlacementsEvery is how often a replica reads the placements in
+// flight: a placement of another replica counts against this one's views
+// at most this late (its pod, on the spoke, shows in the views' watch
+// about as soon).
+const countPlacementsEvery = time.Second
+
+// countPlacements counts the other replicas' placements while some spoke
+// has a view; a read that fails is logged and tried again next tick.
+func (v capacityViews) countPlacements(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, countPlacementsEvery, false, func(ctx context.Context) (bool, error) {
+		if len(capacitySpokes(v.c.clients)) == 0 {
+			return false, nil
+		}
+		if err := v.c.placements.CountPlacements(ctx); err != nil && ctx.Err() == nil {
+			v.c.log.Warn("counting other replicas' placements failed", "error", err)
+		}
+		return false, nil
+	})
 }
 
 // capacitySpokes are the spokes with capacity = true that take new pods

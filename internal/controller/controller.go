@@ -118,6 +118,9 @@ type parts struct {
 	// capacity is the views of the spokes with capacity = true, which
 	// placement judges pods against (capacity.go).
 	capacity *capacity.Fleet
+	// placements counts other replicas' placements against capacity
+	// (api.Server.CountPlacements).
+	placements placementCounter
 	// internal serves the API, the web UI, /healthz and /readyz; external
 	// exactly the drop-box and the discovery mirror.
 	internal, external http.Handler
@@ -197,6 +200,7 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 		Events: bus, Settler: c.rec, Uploads: c.drop, Owners: c.spokes.Owners, Capacity: c.capacity,
 	})
 	c.rec.Placer = apiSrv // a spilled pod is placed again as a submit is
+	c.placements = apiSrv
 	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
 	return c, nil

@@ -438,7 +438,8 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 // keep hundreds of its pods per spoke on one CPU node) and "gpu", offered
 // only on spokes with GPU nodes (wharf's by default, every spoke's that
 // --gpu-nodes names), so `crucible submit --class gpu` lands on a GPU node
-// out of the box; "gpu-short" is gpu whose pods the
+// out of the box, and a placed gpu pod that cannot start moves on after
+// 15 s (spill_after); "gpu-short" is gpu whose pods the
 // scheduler cannot place within 10 s are failed (max_pending), and whose
 // placed pods move to another spoke after 5 s (spill_after); "team-sre"
 // is only for members of the hub group sre.
@@ -463,6 +464,7 @@ node_selector = { "nvidia.com/gpu.present" = "true" }
 shm = "1Gi"
 deadline = "6h"
 max_deadline = "48h"
+spill_after = "15s"
 [pods.classes.allow]
 gpus = { min = 1, max = 8 }
 resources = { memory = { max = "64Gi" } }

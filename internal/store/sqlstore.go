@@ -263,6 +263,17 @@ func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error
 			args = append(args, string(st))
 		}
 	}
+	if !f.CreatedSince.IsZero() {
+		since, err := toNanos(f.CreatedSince)
+		if err != nil {
+			return nil, fmt.Errorf("list work pods: created since: %w", err)
+		}
+		where = append(where, "created_at >= ?")
+		args = append(args, since)
+	}
+	if f.Placed {
+		where = append(where, "placement <> ''")
+	}
 	if f.After != nil {
 		after, err := toNanos(f.After.CreatedAt)
 		if err != nil {

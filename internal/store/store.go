@@ -132,6 +132,11 @@ type Filter struct {
 	// WithoutSpec leaves Spec nil: list views never read the specs, which
 	// may be up to a few MiB each.
 	WithoutSpec bool
+	// CreatedSince keeps the rows created at or after it (zero: all), on
+	// the created_at index.
+	CreatedSince time.Time
+	// Placed keeps the rows the controller placed (Placement set).
+	Placed bool
 }
 
 // Cursor is a position in the list order: the last row of a page.

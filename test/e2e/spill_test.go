@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,4 +127,88 @@ func submitWhenQuotaActive(t *testing.T, s *devstack.Stack, req apiv1.SubmitRequ
 		t.Fatalf("wharf's quota never got a status: %v", err)
 	}
 	return submit(t, s, req)
+}
+
+// Two replicas (sharded, on PostgreSQL) place twenty one-GPU pods at once,
+// ten through each, onto wharf (one 4-GPU node) and dock (two 8-GPU
+// nodes): twenty GPUs for twenty pods. Each replica counts the other's
+// placements from the rows (api.Server.CountPlacements); a pod one of them
+// still sent where the GPUs were gone waits there and spills over. Every
+// pod runs exactly once (one start in its history) and succeeds; how many
+// moved is reported.
+func TestPlacementTwoReplicas(t *testing.T) {
+	t.Parallel()
+	spokes := []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}}
+	devstack.WithGPUNodes(spokes, []devstack.GPUPool{
+		{Spoke: "wharf", Nodes: 1, GPUs: 4, Product: devstack.DefaultGPUProduct},
+		{Spoke: "dock", Nodes: 2, GPUs: 8, Product: "NVIDIA-H100-80GB-HBM3"},
+	})
+	s, _ := ownStackOnPostgres(t, devstack.Options{Crucible: devstacktest.BuildCrucible, LeaderElect: true, LeaseDuration: haLease,
+		SweepInterval: time.Hour, OrphanGrace: time.Hour, Spokes: spokes})
+	a, b := devstacktest.Replicas(t, s)
+	for _, r := range []devstack.Replica{a, b} {
+		for _, cluster := range []string{"wharf", "dock"} {
+			replicaCapacity(t, r, cluster)
+		}
+	}
+
+	ids, _ := submitVia(t, []devstack.Replica{a, b}, 20, 0, func(int) apiv1.SubmitRequest {
+		return apiv1.SubmitRequest{Cluster: apiv1.ClusterAuto, Class: "gpu", Image: "busybox", Command: []string{"sh", "-c", "sleep 20; echo done"}}
+	})
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 4*time.Minute, true, func(context.Context) (bool, error) {
+		for _, id := range ids {
+			code, body := haCall(t, a, http.MethodGet, "/api/pods/"+id, nil)
+			var wp apiv1.WorkPod
+			if code != http.StatusOK || json.Unmarshal(body, &wp) != nil || !wp.State.Terminal() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not every pod finished: %v", err)
+	}
+	moved, on := 0, map[string]int{}
+	for _, id := range ids {
+		code, body := haCall(t, b, http.MethodGet, "/api/pods/"+id, nil)
+		var wp apiv1.WorkPod
+		if err := json.Unmarshal(body, &wp); code != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", id, code, body)
+		}
+		starts := 0
+		for _, h := range wp.History {
+			if h.Event == store.EventStarted {
+				starts++
+			}
+		}
+		if wp.State != store.StateSucceeded || starts != 1 {
+			t.Errorf("%s on %s: %s (%s), started %d times; want succeeded, started once", id, wp.Cluster, wp.State, wp.Reason, starts)
+		}
+		if wp.Placement != nil {
+			moved += len(wp.Placement.Moves)
+		}
+		on[wp.Cluster]++
+	}
+	t.Logf("20 pods placed through two replicas at once: ran %v; %d moved by spill-over", on, moved)
+}
+
+// replicaCapacity waits until replica r's view of cluster has synced.
+func replicaCapacity(t *testing.T, r devstack.Replica, cluster string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		code, body := haCall(t, r, http.MethodGet, "/api/capacity", nil)
+		var all []apiv1.ClusterCapacity
+		if code != http.StatusOK || json.Unmarshal(body, &all) != nil {
+			return false, nil
+		}
+		for _, c := range all {
+			if c.Cluster == cluster {
+				return c.Synced, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%s's view of %s never synced: %v", r.Process, cluster, err)
+	}
 }

@@ -170,3 +170,36 @@ func testMoveConcurrent(t *testing.T, s store.Store) {
 		t.Errorf("%d of 2 concurrent moves succeeded (%v), want 1", moved, errs)
 	}
 }
+
+// testListPlacedSince: CreatedSince keeps the rows created at or after it,
+// Placed the rows the controller placed; with states they select the
+// placements still in flight.
+func testListPlacedSince(t *testing.T, s store.Store) {
+	placedBy := func(p *store.WorkPod) { p.Placement = &store.Placement{Decision: "wharf: fits"} }
+	mustCreate(t, s, pod("old-placed", placedBy), pod("old-pinned"))
+	mustCreate(t, s, pod("new-placed", placedBy))
+	since := mustGet(t, s, "new-placed").CreatedAt
+	mustCreate(t, s, pod("new-pinned"), pod("new-placed-done", placedBy, func(p *store.WorkPod) { p.State = store.StateSucceeded }))
+	for _, tc := range []struct {
+		name string
+		f    store.Filter
+		want []string
+	}{
+		{"since", store.Filter{CreatedSince: since}, []string{"new-placed-done", "new-pinned", "new-placed"}},
+		{"placed", store.Filter{Placed: true}, []string{"new-placed-done", "new-placed", "old-placed"}},
+		{"placed since, in flight", store.Filter{CreatedSince: since, Placed: true, States: []store.State{store.StatePending, store.StateDispatched}, WithoutSpec: true},
+			[]string{"new-placed"}},
+	} {
+		got, err := s.ListWorkPods(t.Context(), tc.f)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		ids := []string{}
+		for _, p := range got {
+			ids = append(ids, p.ID)
+		}
+		if diff := cmp.Diff(tc.want, ids); diff != "" {
+			t.Errorf("%s: ids (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"MoveRefused", testMoveRefused},
 		{"MoveFenced", testMoveFenced},
 		{"MoveConcurrent", testMoveConcurrent},
+		{"ListPlacedSince", testListPlacedSince},
 		{"FenceNewer", testFenceNewer},
 		{"FenceClaim", testFenceClaim},
 		{"FenceScope", testFenceScope},
