@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"crucible.dev/crucible/internal/devstack"
+	"crucible.dev/crucible/internal/profile"
 )
 
 // defaultDevDir is where `crucible dev up` keeps its stack unless told
@@ -81,7 +82,11 @@ from 1 to 16, PRODUCT the nodes' nvidia.com/gpu.product label, as NVIDIA's GPU
 feature discovery sets it; default NVIDIA-A100-SXM4-80GB). Each GPU node is
 tainted nvidia.com/gpu=present:NoSchedule; every spoke keeps its CPU node, and a
 spoke the flag does not name has no GPU node. Without it wharf has one node of
-4 GPUs. The gpu and gpu-short classes are offered on the spokes with GPU nodes.`,
+4 GPUs. The gpu and gpu-short classes are offered on the spokes with GPU nodes.
+
+The stack's profile says default_cluster = "auto": a submit that names no
+cluster is placed where it fits now (crucible capacity shows where that is),
+and every spoke has capacity = true.`,
 		Example: `  crucible dev up
   crucible dev up --spokes wharf,dock --detach --dir /tmp/stack && source /tmp/stack/env
   crucible dev up --spokes 10 --detach --dir /tmp/fleet    # wharf, dock, pier, ... haven
@@ -105,6 +110,7 @@ spoke the flag does not name has no GPU node. Without it wharf has one node of
 			}
 			opts := devstack.Options{
 				Dir:                 dir,
+				DefaultCluster:      profile.AutoCluster, // a submit naming no spoke is placed where it fits
 				Detached:            detach,
 				NoPodMountNamespace: noMntNS,
 				Progress: func(format string, args ...any) {

@@ -26,7 +26,7 @@ echo "sample: done"`
 const sampleSettle = time.Minute
 
 // runSample shows the whole loop once: a turn submitted through the API runs
-// on the first spoke, its log is followed live (SSE), and once it ended its
+// where the stack's profile places it (default_cluster "auto"), its log is followed live (SSE), and once it ended its
 // state, collected log and artifacts (the log and the pushed result) come
 // back from the hub.
 func runSample(cmd *cobra.Command, stack *devstack.Stack) error {

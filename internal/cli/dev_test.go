@@ -96,7 +96,7 @@ func TestDevUpDetachedThenDown(t *testing.T) {
 
 // sampleOut is what dev up --sample prints about its turn: the live log,
 // the end state, the collected log and the artifact list.
-var sampleOut = regexp.MustCompile(`(?s)\nsample turn (turn-[a-z0-9]+) submitted to wharf; its log, live:\n(.*?)\n\n` +
+var sampleOut = regexp.MustCompile(`(?s)\nsample turn (turn-[a-z0-9]+) submitted to [a-z0-9-]+; its log, live:\n(.*?)\n\n` +
 	`(turn-[a-z0-9]+): succeeded \(exit code 0\)\n\ncollected log of (turn-[a-z0-9]+):\n(.*?)\nartifacts of (turn-[a-z0-9]+):\n` +
 	`KIND +SIZE +SHA256\n(.*?)\nAPI: `)
 

@@ -367,7 +367,10 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 	serving := filepath.Join(s.Dir, "pki", "serving")
 	var b strings.Builder
 	fmt.Fprintf(&b, "# crucible profile written by the dev stack\n")
-	if len(spokes) > 0 {
+	switch {
+	case s.opts.DefaultCluster != "":
+		fmt.Fprintf(&b, "default_cluster = %q\n", s.opts.DefaultCluster)
+	case len(spokes) > 0:
 		fmt.Fprintf(&b, "default_cluster = %q\n", spokes[0].Name)
 	}
 	b.WriteString("\n")

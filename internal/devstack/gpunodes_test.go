@@ -174,7 +174,7 @@ func TestWithGPUNodes(t *testing.T) {
 // The controller's profile of a stack with GPU nodes on wharf and dock:
 // every spoke says capacity = true, gpu and gpu-short are offered where
 // there are GPU nodes and withheld on pier, and the default cluster is
-// still the first spoke (placement is not the default yet).
+// the first spoke, or "auto" where the options say so (crucible dev up).
 func TestProfileWithGPUNodes(t *testing.T) {
 	spokes := NamedSpokes(gpuSpokes...)
 	WithGPUNodes(spokes, []GPUPool{{"wharf", 1, 4, DefaultGPUProduct}, {"dock", 2, 8, "NVIDIA-H100-80GB-HBM3"}})
@@ -199,6 +199,14 @@ func TestProfileWithGPUNodes(t *testing.T) {
 	}
 	if p.DefaultCluster != "wharf" {
 		t.Errorf("default_cluster = %q, want wharf", p.DefaultCluster)
+	}
+	s.opts.DefaultCluster = profile.AutoCluster
+	auto, err := profile.Parse([]byte(s.profile(s.Dir, replicaPorts{internal: 8080, external: 8443, metrics: 9090, externalURL: "https://127.0.0.1:8443"}, clusters)))
+	if err != nil {
+		t.Fatalf("the stack's profile with DefaultCluster auto does not parse: %v", err)
+	}
+	if auto.DefaultCluster != profile.AutoCluster {
+		t.Errorf("with DefaultCluster auto: default_cluster %q, want auto", auto.DefaultCluster)
 	}
 	var got []string
 	for _, c := range p.Clusters {

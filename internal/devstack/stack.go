@@ -86,6 +86,11 @@ type Options struct {
 	// small volume set it low.
 	IngestMinFreeBytes int64
 
+	// DefaultCluster is the profile's default_cluster; empty: the first
+	// spoke (the tests name where their pods go). `crucible dev up` says
+	// "auto": a submit that names no cluster is placed.
+	DefaultCluster string
+
 	// ControllerStore is the controller's store DSN; empty: SQLite in the
 	// stack's directory. With a postgres:// DSN artifacts live there too.
 	ControllerStore string
