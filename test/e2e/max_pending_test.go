@@ -19,7 +19,8 @@ import (
 // Unschedulable; 10 s later, with no event from the spoke to prompt it,
 // its pod is deleted on wharf and its row failed — not cancelled: nobody
 // asked — for max_pending, with the scheduler's message, and its history
-// ends with that. The class is withheld on dock, as gpu is.
+// ends with that. It was pinned to wharf, so its class's spill_after (5 s)
+// never moved it. The class is withheld on dock, as gpu is.
 func TestMaxPendingFailsUnschedulablePod(t *testing.T) {
 	s := sharedStack(t)
 	wp := submit(t, s, apiv1.SubmitRequest{Cluster: "wharf", Image: "busybox", Command: sleeps("1h"), Class: "gpu-short", GPUs: new(5)})
@@ -42,6 +43,11 @@ func TestMaxPendingFailsUnschedulablePod(t *testing.T) {
 		t.Errorf("last history entry %+v, want the row failed for %q", last, failed.Reason)
 	}
 	checkTimes(t, failed)
+	for _, h := range failed.History {
+		if h.Event == store.EventMoved || failed.Cluster != "wharf" || failed.Placement != nil {
+			t.Errorf("a pinned pod moved: on %s, placement %+v, entry %+v", failed.Cluster, failed.Placement, h)
+		}
+	}
 
 	if err := waitPodGone(t, s.Spoke("wharf"), wp.ID, 30*time.Second); err != nil {
 		t.Errorf("pod %s still on wharf after its row failed for max_pending: %v", wp.ID, err)
