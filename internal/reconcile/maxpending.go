@@ -31,14 +31,29 @@ import (
 // restarted or new leader arms it again, as its startup reconcile syncs
 // every live row that has a pod, and the wait's start is in the row.
 
-// pendingAction is decidePending's verdict.
-type pendingAction struct {
-	// Fail: the limit has passed; the pod is deleted and its row failed
-	// for Reason.
-	Fail   bool
+// waitLimit is the verdict on an Unschedulable wait against a class's
+// limit (max_pending, spill_after).
+type waitLimit struct {
+	// Passed: the limit has passed; the pod is failed (max_pending) or
+	// moved (spill_after), for Reason.
+	Passed bool
 	Reason string
 	// Recheck, when positive, is how long until the limit passes.
 	Recheck time.Duration
+}
+
+// limitWait judges row's Unschedulable wait at now against seconds, the
+// class's limit as the pod was accepted (0: none); why words the limit
+// passed, the scheduler's last word is added to it.
+func limitWait(row *store.WorkPod, seconds int64, now time.Time, why func(limit time.Duration) string) waitLimit {
+	if seconds <= 0 {
+		return waitLimit{}
+	}
+	limit := time.Duration(seconds) * time.Second
+	if left := row.Waiting.Since.Add(limit).Sub(now); left > 0 {
+		return waitLimit{Recheck: left}
+	}
+	return waitLimit{Passed: true, Reason: joinReason(why(limit), row.Waiting.Message)}
 }
 
 // decidePending decides, at now, whether the row of f has waited
@@ -47,26 +62,20 @@ type pendingAction struct {
 // a pod gone from the cache does not stop it: the row's wait is what the
 // limit measures, and a delete of ours whose row write failed is finished
 // on the next sync rather than taken for someone else's.
-func decidePending(f syncFacts, now time.Time) pendingAction {
+func decidePending(f syncFacts, now time.Time) waitLimit {
 	row := f.Row
 	switch {
 	case row == nil, row.Cluster != f.Cluster, !row.State.Live():
-		return pendingAction{}
+		return waitLimit{}
 	case row.Waiting == nil, row.Waiting.Reason != corev1.PodReasonUnschedulable:
-		return pendingAction{}
+		return waitLimit{}
 	case f.Pod != nil && row.PodUID != "" && row.PodUID != string(f.Pod.UID):
-		return pendingAction{} // another pod of that name; decideSync's rules
+		return waitLimit{} // another pod of that name; decideSync's rules
 	}
 	shape := storedShape(row.Spec)
-	if shape.MaxPendingSeconds <= 0 {
-		return pendingAction{}
-	}
-	limit := time.Duration(shape.MaxPendingSeconds) * time.Second
-	if left := row.Waiting.Since.Add(limit).Sub(now); left > 0 {
-		return pendingAction{Recheck: left}
-	}
-	why := fmt.Sprintf("unschedulable for %s (class %s max_pending)", limit, shape.Class)
-	return pendingAction{Fail: true, Reason: joinReason(why, row.Waiting.Message)}
+	return limitWait(row, shape.MaxPendingSeconds, now, func(limit time.Duration) string {
+		return fmt.Sprintf("unschedulable for %s (class %s max_pending)", limit, shape.Class)
+	})
 }
 
 // storedShape is the shape in a row's stored spec (the API's submission,
@@ -88,7 +97,7 @@ func storedShape(spec []byte) workpod.Shape {
 // decided for f in this sync.
 func (r *Reconciler) enforceMaxPending(ctx context.Context, f syncFacts) (done bool, err error) {
 	switch a := decidePending(f, time.Now()); {
-	case a.Fail:
+	case a.Passed:
 		return true, r.failUnschedulable(ctx, f, a.Reason)
 	case a.Recheck > 0:
 		r.enqueueAfter(key{Cluster: f.Cluster, Name: f.Row.ID}, a.Recheck)

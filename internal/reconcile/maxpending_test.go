@@ -57,34 +57,34 @@ func TestDecidePending(t *testing.T) {
 		return &store.Waiting{Reason: reason, Message: message, Since: since}
 	}
 	gated := inCache(podWith(corev1.PodPending, "", scheduledFalse("Unschedulable", unschedulable)))
-	failed := pendingAction{Fail: true, Reason: "unschedulable for 10m0s (class gpu max_pending): " + unschedulable}
+	failed := waitLimit{Passed: true, Reason: "unschedulable for 10m0s (class gpu max_pending): " + unschedulable}
 	tests := []struct {
 		name    string
 		cluster string
 		row     *store.WorkPod
 		pod     *cachedPod
 		now     time.Time
-		want    pendingAction
+		want    waitLimit
 	}{
 		{"within the limit", "wharf", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(4 * time.Minute),
-			pendingAction{Recheck: 6 * time.Minute}},
+			waitLimit{Recheck: 6 * time.Minute}},
 		{"at the limit", "wharf", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(10 * time.Minute), failed},
 		{"past the limit", "wharf", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), failed},
 		{"the scheduler said no more", "wharf", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", "")), gated, since.Add(time.Hour),
-			pendingAction{Fail: true, Reason: "unschedulable for 10m0s (class gpu max_pending)"}},
+			waitLimit{Passed: true, Reason: "unschedulable for 10m0s (class gpu max_pending)"}},
 		{"pending row, pod not attached yet", "wharf", row(store.StatePending, "", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), failed},
 		{"its pod gone from the cache", "wharf", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", unschedulable)), nil, since.Add(time.Hour), failed},
-		{"another wait", "wharf", row(store.StateDispatched, "u1", gpu, waits("ImagePullBackOff", "back-off")), gated, since.Add(time.Hour), pendingAction{}},
-		{"no wait", "wharf", row(store.StateDispatched, "u1", gpu, nil), gated, since.Add(time.Hour), pendingAction{}},
+		{"another wait", "wharf", row(store.StateDispatched, "u1", gpu, waits("ImagePullBackOff", "back-off")), gated, since.Add(time.Hour), waitLimit{}},
+		{"no wait", "wharf", row(store.StateDispatched, "u1", gpu, nil), gated, since.Add(time.Hour), waitLimit{}},
 		{"a class without a limit", "wharf", row(store.StateDispatched, "u1", specWith(t, "gpu", 0), waits("Unschedulable", unschedulable)), gated,
-			since.Add(time.Hour), pendingAction{}},
+			since.Add(time.Hour), waitLimit{}},
 		{"a spec from before shapes were kept", "wharf", row(store.StateDispatched, "u1", []byte(`{"id":"p1","kind":"turn","image":"busybox"}`),
-			waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), pendingAction{}},
-		{"no spec", "wharf", row(store.StateDispatched, "u1", nil, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), pendingAction{}},
-		{"finished row", "wharf", row(store.StateCancelled, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), pendingAction{}},
-		{"another pod of the name", "wharf", row(store.StateDispatched, "u2", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), pendingAction{}},
-		{"a row of another cluster", "dock", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), pendingAction{}},
-		{"no row", "wharf", nil, gated, since.Add(time.Hour), pendingAction{}},
+			waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), waitLimit{}},
+		{"no spec", "wharf", row(store.StateDispatched, "u1", nil, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), waitLimit{}},
+		{"finished row", "wharf", row(store.StateCancelled, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), waitLimit{}},
+		{"another pod of the name", "wharf", row(store.StateDispatched, "u2", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), waitLimit{}},
+		{"a row of another cluster", "dock", row(store.StateDispatched, "u1", gpu, waits("Unschedulable", unschedulable)), gated, since.Add(time.Hour), waitLimit{}},
+		{"no row", "wharf", nil, gated, since.Add(time.Hour), waitLimit{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

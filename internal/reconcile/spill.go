@@ -49,42 +49,30 @@ type Placer interface {
 // move is decided again: capacity frees on the time scale of pods.
 const spillRetry = 30 * time.Second
 
-// spillAction is decideSpill's verdict.
-type spillAction struct {
-	// Move: the limit has passed; the pod moves, for Reason.
-	Move   bool
-	Reason string
-	// Recheck, when positive, is how long until the limit passes.
-	Recheck time.Duration
-}
-
 // decideSpill decides, at now, whether f's row has waited unschedulable
 // past its class's spill_after and may move: placed, not pinned, its pod
 // created and not started, fewer moves than max_spills. Only the live row
 // of this cluster counts, and only while the pod in the cache (if any) is
 // its own.
-func decideSpill(f syncFacts, now time.Time) spillAction {
+func decideSpill(f syncFacts, now time.Time) waitLimit {
 	row := f.Row
 	switch {
 	case row == nil, row.Cluster != f.Cluster, row.Placement == nil:
-		return spillAction{}
+		return waitLimit{}
 	case row.State != store.StateDispatched, row.PodUID == "":
-		return spillAction{} // not created yet, or started: never moves
+		return waitLimit{} // not created yet, or started: never moves
 	case row.Waiting == nil, row.Waiting.Reason != corev1.PodReasonUnschedulable:
-		return spillAction{}
+		return waitLimit{}
 	case f.Pod != nil && row.PodUID != string(f.Pod.UID):
-		return spillAction{}
+		return waitLimit{}
 	}
 	shape := storedShape(row.Spec)
-	if shape.SpillAfterSeconds <= 0 || len(row.Placement.Tried) >= shape.MaxSpills {
-		return spillAction{}
+	if len(row.Placement.Tried) >= shape.MaxSpills {
+		return waitLimit{}
 	}
-	limit := time.Duration(shape.SpillAfterSeconds) * time.Second
-	if left := row.Waiting.Since.Add(limit).Sub(now); left > 0 {
-		return spillAction{Recheck: left}
-	}
-	why := fmt.Sprintf("unschedulable on %s for %s (class %s spill_after)", row.Cluster, limit, shape.Class)
-	return spillAction{Move: true, Reason: joinReason(why, row.Waiting.Message)}
+	return limitWait(row, shape.SpillAfterSeconds, now, func(limit time.Duration) string {
+		return fmt.Sprintf("unschedulable on %s for %s (class %s spill_after)", row.Cluster, limit, shape.Class)
+	})
 }
 
 // enforceSpill acts on decideSpill's verdict for f. done reports that the
@@ -95,7 +83,7 @@ func (r *Reconciler) enforceSpill(ctx context.Context, f syncFacts) (done bool, 
 		return false, nil
 	}
 	switch a := decideSpill(f, time.Now()); {
-	case a.Move:
+	case a.Passed:
 		return true, r.spill(ctx, f, a.Reason)
 	case a.Recheck > 0:
 		r.enqueueAfter(key{Cluster: f.Cluster, Name: f.Row.ID}, a.Recheck)

@@ -43,7 +43,7 @@ func TestDecideSpill(t *testing.T) {
 		return r
 	}
 	gated := inCache(podWith(corev1.PodPending, "", scheduledFalse("Unschedulable", unschedulable)))
-	moves := spillAction{Move: true, Reason: "unschedulable on wharf for 30s (class gpu spill_after): " + unschedulable}
+	moves := waitLimit{Passed: true, Reason: "unschedulable on wharf for 30s (class gpu spill_after): " + unschedulable}
 	late := since.Add(time.Minute)
 	tests := []struct {
 		name    string
@@ -51,9 +51,9 @@ func TestDecideSpill(t *testing.T) {
 		row     *store.WorkPod
 		pod     *cachedPod
 		now     time.Time
-		want    spillAction
+		want    waitLimit
 	}{
-		{"within spill_after", "wharf", row(), gated, since.Add(10 * time.Second), spillAction{Recheck: 20 * time.Second}},
+		{"within spill_after", "wharf", row(), gated, since.Add(10 * time.Second), waitLimit{Recheck: 20 * time.Second}},
 		{"at spill_after", "wharf", row(), gated, since.Add(30 * time.Second), moves},
 		{"its pod gone from the cache", "wharf", row(), nil, late, moves},
 		{"moved once of two", "wharf", row(func(r *store.WorkPod) {
@@ -61,17 +61,17 @@ func TestDecideSpill(t *testing.T) {
 		}), gated, late, moves},
 		{"moved max_spills times", "wharf", row(func(r *store.WorkPod) {
 			r.Placement = &store.Placement{Decision: "x", Eligible: []string{"pier", "quay", "wharf", "dock"}, Tried: []string{"pier", "quay"}}
-		}), gated, late, spillAction{}},
-		{"pinned by its submitter", "wharf", row(func(r *store.WorkPod) { r.Placement = nil }), gated, late, spillAction{}},
-		{"started", "wharf", row(func(r *store.WorkPod) { r.State = store.StateRunning }), gated, late, spillAction{}},
-		{"not created yet", "wharf", row(func(r *store.WorkPod) { r.State, r.PodUID = store.StatePending, "" }), gated, late, spillAction{}},
-		{"another wait", "wharf", row(func(r *store.WorkPod) { r.Waiting.Reason = "ImagePullBackOff" }), gated, late, spillAction{}},
-		{"no wait", "wharf", row(func(r *store.WorkPod) { r.Waiting = nil }), gated, late, spillAction{}},
-		{"a class without spill_after", "wharf", row(func(r *store.WorkPod) { r.Spec = spillSpec(t, 0, 0) }), gated, late, spillAction{}},
-		{"finished", "wharf", row(func(r *store.WorkPod) { r.State = store.StateCancelled }), gated, late, spillAction{}},
-		{"another pod of the name", "wharf", row(func(r *store.WorkPod) { r.PodUID = "u2" }), gated, late, spillAction{}},
-		{"a row of another cluster", "dock", row(), gated, late, spillAction{}},
-		{"no row", "wharf", nil, gated, late, spillAction{}},
+		}), gated, late, waitLimit{}},
+		{"pinned by its submitter", "wharf", row(func(r *store.WorkPod) { r.Placement = nil }), gated, late, waitLimit{}},
+		{"started", "wharf", row(func(r *store.WorkPod) { r.State = store.StateRunning }), gated, late, waitLimit{}},
+		{"not created yet", "wharf", row(func(r *store.WorkPod) { r.State, r.PodUID = store.StatePending, "" }), gated, late, waitLimit{}},
+		{"another wait", "wharf", row(func(r *store.WorkPod) { r.Waiting.Reason = "ImagePullBackOff" }), gated, late, waitLimit{}},
+		{"no wait", "wharf", row(func(r *store.WorkPod) { r.Waiting = nil }), gated, late, waitLimit{}},
+		{"a class without spill_after", "wharf", row(func(r *store.WorkPod) { r.Spec = spillSpec(t, 0, 0) }), gated, late, waitLimit{}},
+		{"finished", "wharf", row(func(r *store.WorkPod) { r.State = store.StateCancelled }), gated, late, waitLimit{}},
+		{"another pod of the name", "wharf", row(func(r *store.WorkPod) { r.PodUID = "u2" }), gated, late, waitLimit{}},
+		{"a row of another cluster", "dock", row(), gated, late, waitLimit{}},
+		{"no row", "wharf", nil, gated, late, waitLimit{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
