@@ -96,9 +96,15 @@ func storedShape(spec []byte) workpod.Shape {
 // that the row was failed (or failing it was tried): nothing else is
 // decided for f in this sync.
 func (r *Reconciler) enforceMaxPending(ctx context.Context, f syncFacts) (done bool, err error) {
-	switch a := decidePending(f, time.Now()); {
+	return r.enforceLimit(ctx, f, decidePending(f, time.Now()), r.failUnschedulable)
+}
+
+// enforceLimit acts on a wait limit's verdict for f: act once it passed
+// (done), else f's key queued again for the moment it will.
+func (r *Reconciler) enforceLimit(ctx context.Context, f syncFacts, a waitLimit, act func(context.Context, syncFacts, string) error) (done bool, err error) {
+	switch {
 	case a.Passed:
-		return true, r.failUnschedulable(ctx, f, a.Reason)
+		return true, act(ctx, f, a.Reason)
 	case a.Recheck > 0:
 		r.enqueueAfter(key{Cluster: f.Cluster, Name: f.Row.ID}, a.Recheck)
 	}

@@ -82,13 +82,7 @@ func (r *Reconciler) enforceSpill(ctx context.Context, f syncFacts) (done bool, 
 	if r.Placer == nil {
 		return false, nil
 	}
-	switch a := decideSpill(f, time.Now()); {
-	case a.Passed:
-		return true, r.spill(ctx, f, a.Reason)
-	case a.Recheck > 0:
-		r.enqueueAfter(key{Cluster: f.Cluster, Name: f.Row.ID}, a.Recheck)
-	}
-	return false, nil
+	return r.enforceLimit(ctx, f, decideSpill(f, time.Now()), r.spill)
 }
 
 // spill moves f's pod (the steps of the comment above). An error requeues
