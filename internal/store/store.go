@@ -308,6 +308,13 @@ type Store interface {
 	// history records the move, in one transaction. Fenced, it is m.From's
 	// owner's write. The row is returned with its new Spec.
 	MoveWorkPod(ctx context.Context, id string, m Move) (WorkPod, error)
+	// KeepMirrorDocument keeps the discovery mirror's document name
+	// ("discovery" or "jwks") as the hub API sent it at fetchedAt, unless a
+	// newer fetch is kept already; MirrorDocument reads it back
+	// (ErrNotFound: none kept). Every replica's mirror serves them when
+	// it starts while the hub API is unreachable.
+	KeepMirrorDocument(ctx context.Context, name string, body []byte, fetchedAt time.Time) error
+	MirrorDocument(ctx context.Context, name string) (body []byte, fetchedAt time.Time, err error)
 	// PodHistory returns the pod's history, oldest first (none for an
 	// unknown pod). State changes are recorded by the store itself, in the
 	// statement that makes them, whoever makes them.

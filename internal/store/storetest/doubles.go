@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 	"testing"
 
 	"crucible.dev/crucible/internal/store"
@@ -32,7 +33,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "MoveWorkPod", "PodHistory", "ClaimEpoch", "DigestKey"}
+	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "MoveWorkPod", "KeepMirrorDocument", "MirrorDocument", "PodHistory", "ClaimEpoch", "DigestKey"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -161,6 +162,20 @@ func (f *Faulty) MoveWorkPod(ctx context.Context, id string, m store.Move) (stor
 		return store.WorkPod{}, err
 	}
 	return f.Store.MoveWorkPod(ctx, id, m)
+}
+
+func (f *Faulty) KeepMirrorDocument(ctx context.Context, name string, body []byte, fetchedAt time.Time) error {
+	if err := f.fault("KeepMirrorDocument"); err != nil {
+		return err
+	}
+	return f.Store.KeepMirrorDocument(ctx, name, body, fetchedAt)
+}
+
+func (f *Faulty) MirrorDocument(ctx context.Context, name string) ([]byte, time.Time, error) {
+	if err := f.fault("MirrorDocument"); err != nil {
+		return nil, time.Time{}, err
+	}
+	return f.Store.MirrorDocument(ctx, name)
 }
 
 func (f *Faulty) ObservePod(ctx context.Context, id string, o store.Observation) (store.WorkPod, bool, error) {

@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"MoveFenced", testMoveFenced},
 		{"MoveConcurrent", testMoveConcurrent},
 		{"ListPlacedSince", testListPlacedSince},
+		{"MirrorDocuments", testMirrorDocuments},
 		{"FenceNewer", testFenceNewer},
 		{"FenceClaim", testFenceClaim},
 		{"FenceScope", testFenceScope},
