@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"crucible.dev/crucible/internal/store"
 )
