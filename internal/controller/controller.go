@@ -10,6 +10,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -145,15 +146,15 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 	if c.hubCfg, c.hubToken, err = hubRESTConfig(p.Hub); err != nil {
 		return nil, err
 	}
-	m, err := newMirror(p, c.hubCfg, log.With("component", "mirror"))
-	if err != nil {
-		return nil, err
-	}
 	raw, err := store.Open(ctx, p.Controller.Store)
 	if err != nil {
 		return nil, err
 	}
 	c.closers = append(c.closers, func() { raw.Close() })
+	m, err := newMirror(ctx, p, c.hubCfg, mirrorKeeper{raw}, log.With("component", "mirror"))
+	if err != nil {
+		return nil, err
+	}
 	// Every row change is published to GET /api/events (this replica's
 	// writes only; package events).
 	bus, err := events.NewBus(p.Events)
@@ -215,19 +216,36 @@ func (c *parts) close() {
 
 // newMirror is the discovery mirror: the hub's OIDC documents, fetched with
 // the controller's own hub identity.
-func newMirror(p *profile.Profile, hubCfg *rest.Config, log *slog.Logger) (*mirror.Mirror, error) {
+func newMirror(ctx context.Context, p *profile.Profile, hubCfg *rest.Config, keeper mirror.Keeper, log *slog.Logger) (*mirror.Mirror, error) {
 	hubHTTP, err := rest.HTTPClientFor(hubCfg)
 	if err != nil {
 		return nil, fmt.Errorf("hub client: %w", err)
 	}
 	m, err := mirror.New(mirror.Options{
 		Upstream: hubHTTP, UpstreamURL: hubCfg.Host, ExternalURL: p.Controller.ExternalURL,
-		TTL: p.Mirror.TTL.Duration, MaxStale: p.Mirror.MaxStale.Duration, Logger: log,
+		TTL: p.Mirror.TTL.Duration, MaxStale: p.Mirror.MaxStale.Duration, Logger: log, Keeper: keeper,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("discovery mirror: %w", err)
 	}
+	// The documents the store kept, served while the hub API does not
+	// answer this process yet (R-TB1); a fetch replaces them.
+	if err := m.Restore(ctx); err != nil {
+		return nil, fmt.Errorf("discovery mirror: %w", err)
+	}
 	return m, nil
+}
+
+// mirrorKeeper is the store as the mirror's Keeper: none kept is a nil
+// document, not an error.
+type mirrorKeeper struct{ store.Store }
+
+func (k mirrorKeeper) MirrorDocument(ctx context.Context, name string) ([]byte, time.Time, error) {
+	body, at, err := k.Store.MirrorDocument(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, time.Time{}, nil
+	}
+	return body, at, err
 }
 
 // externalHandler is the internet-facing route: exactly the drop-box and

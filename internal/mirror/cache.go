@@ -55,7 +55,8 @@ type cache struct {
 	maxStale time.Duration
 	now      func() time.Time
 	log      *slog.Logger
-	fetch    func(context.Context, document) ([]byte, error)
+	fetch    func(context.Context, document) (raw, served []byte, err error)
+	keeper   Keeper // nil: none
 
 	mu       sync.Mutex
 	good     *snapshot // nil until the first good fetch; never replaced by a failure
@@ -109,12 +110,14 @@ func (c *cache) shouldFetch(now time.Time) bool {
 func (c *cache) refresh(ctx context.Context, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	body, err := c.fetch(ctx, c.doc)
+	raw, body, err := c.fetch(ctx, c.doc)
 
 	c.mu.Lock()
 	recovered := err == nil && c.lastErr != nil
+	var fetchedAt time.Time
 	if err == nil {
-		c.good = &snapshot{body: body, fetchedAt: c.now()}
+		fetchedAt = c.now()
+		c.good = &snapshot{body: body, fetchedAt: fetchedAt}
 		c.lastErr, c.failedAt = nil, time.Time{}
 	} else {
 		c.lastErr, c.failedAt = err, c.now()
@@ -126,6 +129,38 @@ func (c *cache) refresh(ctx context.Context, f *flight) {
 	// fetch when its answers go out.
 	c.record(err, recovered)
 	close(f.done)
+	if err == nil && c.keeper != nil {
+		// A time of its own: the fetch may have used most of its bound.
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		defer kcancel()
+		if err := c.keeper.KeepMirrorDocument(kctx, c.doc.name, raw, fetchedAt); err != nil {
+			c.log.Warn("mirror could not keep the fetched document", "document", c.doc.name, "err", err)
+		}
+	}
+}
+
+// restore takes the kept document as the good copy when the cache has
+// none: prepared for this mirror as a fetch is, with its own fetch time,
+// so that judge counts max_stale from the hub's answer, not from this
+// process's start. A kept document that does not prepare (a hand-edited
+// row) is logged and not served.
+func (c *cache) restore(ctx context.Context) error {
+	raw, fetchedAt, err := c.keeper.MirrorDocument(ctx, c.doc.name)
+	if err != nil || raw == nil {
+		return err
+	}
+	body, err := c.doc.prepare(raw)
+	if err != nil {
+		c.log.Warn("mirror ignores its kept document", "document", c.doc.name, "err", err)
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.good == nil || c.good.fetchedAt.Before(fetchedAt) {
+		c.good = &snapshot{body: body, fetchedAt: fetchedAt}
+		c.log.Info("mirror restored its kept document", "document", c.doc.name, "fetched_at", fetchedAt)
+	}
+	return nil
 }
 
 // record counts a fetch and logs failures and recoveries. The error text

@@ -114,33 +114,35 @@ type statusError struct{ code int }
 
 func (e statusError) Error() string { return fmt.Sprintf("upstream answered status %d", e.code) }
 
-// fetch gets d from the hub API and returns what the mirror serves. Errors
-// wrapping errInvalid mean the hub answered with something unusable.
-func (m *Mirror) fetch(ctx context.Context, d document) ([]byte, error) {
+// fetch gets d from the hub API: the body as the hub sent it (what a
+// Keeper keeps, so a restore prepares it for the mirror of then) and what
+// the mirror serves. Errors wrapping errInvalid mean the hub answered with
+// something unusable.
+func (m *Mirror) fetch(ctx context.Context, d document) (raw, served []byte, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.upstreamURL+d.path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
+		return nil, nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Accept", d.accept)
 	resp, err := m.upstream.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", d.path, err)
+		return nil, nil, fmt.Errorf("get %s: %w", d.path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocumentSize))
-		return nil, fmt.Errorf("%w: %w", errInvalid, statusError{resp.StatusCode})
+		return nil, nil, fmt.Errorf("%w: %w", errInvalid, statusError{resp.StatusCode})
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", d.path, err)
+		return nil, nil, fmt.Errorf("read %s: %w", d.path, err)
 	}
 	if len(body) > maxDocumentSize {
-		return nil, fmt.Errorf("%w: larger than %d bytes", errInvalid, maxDocumentSize)
+		return nil, nil, fmt.Errorf("%w: larger than %d bytes", errInvalid, maxDocumentSize)
 	}
 	out, err := d.prepare(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %w", errInvalid, err)
 	}
-	return out, nil
+	return body, out, nil
 }

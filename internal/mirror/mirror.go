@@ -86,6 +86,7 @@ func (m *Mirror) newCache(d document, opts Options) *cache {
 		now:      opts.Now,
 		log:      opts.Logger,
 		fetch:    m.fetch,
+		keeper:   opts.Keeper,
 	}
 	for _, result := range []string{resultOK, resultError, resultInvalid} {
 		metrics.MirrorUpstreamFetches.WithLabelValues(d.name, result)
@@ -160,6 +161,24 @@ func cacheControl(src source, freshFor time.Duration) string {
 // retryAfterSeconds rounds up, and never says 0: clients read 0 as "now".
 func retryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// Restore takes the Keeper's documents as the last good copies, for a
+// mirror that starts while the hub API is unreachable: served while their
+// own fetch time is within TTL plus max_stale, then 503 as any stale copy.
+// None kept is no error (a first start); a Keeper that cannot be read is.
+// Without a Keeper it does nothing.
+func (m *Mirror) Restore(ctx context.Context) error {
+	if m.discovery.keeper == nil {
+		return nil
+	}
+	var errs []error
+	for _, c := range []*cache{m.discovery, m.jwks} {
+		if err := c.restore(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s: %w", c.doc.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DocumentStatus is what the mirror knows about one upstream document.

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,20 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives upstream failures (discarded when nil).
 	Logger *slog.Logger
+	// Keeper keeps the last good documents beyond the process (the
+	// controller's store); nil: in memory only.
+	Keeper Keeper
+}
+
+// Keeper keeps each document as the hub API sent it, with its fetch time,
+// where every replica and every restart finds it (the controller's store,
+// R-TB1): a mirror that starts while the hub API is unreachable serves the
+// kept documents (Restore) within max_stale counted from their fetch.
+type Keeper interface {
+	KeepMirrorDocument(ctx context.Context, name string, body []byte, fetchedAt time.Time) error
+	// MirrorDocument is the kept document; a nil body and no error when
+	// none is kept.
+	MirrorDocument(ctx context.Context, name string) (body []byte, fetchedAt time.Time, err error)
 }
 
 // withDefaults returns o with its clock and logger filled in; the profile's
