@@ -84,9 +84,9 @@ type Options struct {
 	// /api/capacity (placement.go). Default: none, placement by profile
 	// order.
 	Capacity Capacity
-	// History is the spokes' GPU occupancy over the last hour, for GET
+	// CapacityHistory is the spokes' GPU occupancy over the last hour, for GET
 	// /api/capacity/history (capacity.go). Default: none.
-	History CapacityHistory
+	CapacityHistory CapacityHistory
 }
 
 // Server serves the API with its Options, defaults filled by New.
@@ -144,8 +144,8 @@ func New(o Options) *Server {
 	if s.Capacity == nil {
 		s.Capacity = noCapacity{}
 	}
-	if s.History == nil {
-		s.History = noHistory{}
+	if s.CapacityHistory == nil {
+		s.CapacityHistory = noHistory{}
 	}
 	if s.Forwarder == nil {
 		s.Forwarder = fleetForwarder{clients: s.Clients}

@@ -80,7 +80,7 @@ func (s *Server) capacityHistory(w http.ResponseWriter, r *http.Request) error {
 		if only != "" && c.Name != only {
 			continue
 		}
-		series, ok := s.History.History(c.Name)
+		series, ok := s.CapacityHistory.History(c.Name)
 		out = append(out, apiv1.ClusterHistory{Cluster: c.Name, View: ok, GPUs: gpuSeries(series)})
 	}
 	writeJSON(w, http.StatusOK, out)

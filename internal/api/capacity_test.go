@@ -28,7 +28,7 @@ func (f fakeHistory) History(cluster string) ([]capacity.Series, bool) {
 func TestCapacityHistory(t *testing.T) {
 	f := newFixture(t)
 	at := time.Date(2026, 12, 4, 23, 0, 0, 0, time.UTC)
-	f.srv.History = fakeHistory{"wharf": {{Product: "NVIDIA-A100", Samples: []capacity.Sample{
+	f.srv.CapacityHistory = fakeHistory{"wharf": {{Product: "NVIDIA-A100", Samples: []capacity.Sample{
 		{Time: at, Used: 1, Total: 4}, {Time: at.Add(30 * time.Second), Used: 3, Total: 4}}}}}
 	wharf := apiv1.ClusterHistory{Cluster: "wharf", View: true, GPUs: []apiv1.GPUSeries{{Product: "NVIDIA-A100", Samples: []apiv1.GPUSample{
 		{Time: at, Used: 1, Total: 4}, {Time: at.Add(30 * time.Second), Used: 3, Total: 4}}}}}
