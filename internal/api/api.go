@@ -84,6 +84,9 @@ type Options struct {
 	// /api/capacity (placement.go). Default: none, placement by profile
 	// order.
 	Capacity Capacity
+	// CapacityHistory is the spokes' GPU occupancy over the last hour, for GET
+	// /api/capacity/history (capacity.go). Default: none.
+	CapacityHistory CapacityHistory
 }
 
 // Server serves the API with its Options, defaults filled by New.
@@ -141,6 +144,9 @@ func New(o Options) *Server {
 	if s.Capacity == nil {
 		s.Capacity = noCapacity{}
 	}
+	if s.CapacityHistory == nil {
+		s.CapacityHistory = noHistory{}
+	}
 	if s.Forwarder == nil {
 		s.Forwarder = fleetForwarder{clients: s.Clients}
 	}
@@ -169,6 +175,7 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/pods/{pod}/run-live", s.handle(s.runLive))
 	mux.Handle("GET /api/clusters", s.handle(s.clusters))
 	mux.Handle("GET /api/capacity", s.handle(s.capacityView))
+	mux.Handle("GET /api/capacity/history", s.handle(s.capacityHistory))
 	mux.Handle("GET /api/classes", s.handle(s.classes))
 	mux.Handle("GET /api/events", s.handle(s.watchEvents))
 	mux.Handle("GET /api/whoami", s.handle(s.whoami))

@@ -70,6 +70,7 @@ var rules = map[string]rule{
 	"GET /api/pods/{pod}/run-live":         {verb: apiauth.VerbGet, scope: scopeRow}, // the handler also asks create on workpods/portforward, to tell
 	"GET /api/clusters":                    {verb: apiauth.VerbList, scope: scopeAll},
 	"GET /api/capacity":                    {verb: apiauth.VerbList, scope: scopeAll},
+	"GET /api/capacity/history":            {verb: apiauth.VerbList, scope: scopeQuery},
 	"GET /api/events":                      {verb: apiauth.VerbList, scope: scopeQuery},
 	"GET /api/classes":                     {scope: scopeNothing}, // the handler asks create per cluster
 	"GET /api/whoami":                      {scope: scopeNothing}, // says what the caller may do; reveals nothing else

@@ -54,6 +54,51 @@ func fillCapacity(cc *apiv1.ClusterCapacity, sum capacity.Summary) {
 	}
 }
 
+// CapacityHistory is the spokes' GPU occupancy over the last hour
+// (capacity.Fleet.History); ok is false for a cluster without a view.
+type CapacityHistory interface {
+	History(cluster string) (series []capacity.Series, ok bool)
+}
+
+var _ CapacityHistory = (*capacity.Fleet)(nil)
+
+// noHistory is a fleet without capacity views.
+type noHistory struct{}
+
+func (noHistory) History(string) ([]capacity.Series, bool) { return nil, false }
+
+// capacityHistory answers GET /api/capacity/history[?cluster=C]: per
+// cluster of the profile (or C alone), its GPUs' samples per product.
+func (s *Server) capacityHistory(w http.ResponseWriter, r *http.Request) error {
+	p := s.profile()
+	only := r.URL.Query().Get("cluster")
+	if _, ok := p.Cluster(only); only != "" && !ok {
+		return &httperr.Error{Code: http.StatusBadRequest, Field: "cluster", Msg: "cluster " + quoteTruncated(only) + ": no such cluster"}
+	}
+	out := make([]apiv1.ClusterHistory, 0, len(p.Clusters))
+	for _, c := range p.Clusters {
+		if only != "" && c.Name != only {
+			continue
+		}
+		series, ok := s.CapacityHistory.History(c.Name)
+		out = append(out, apiv1.ClusterHistory{Cluster: c.Name, View: ok, GPUs: gpuSeries(series)})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func gpuSeries(series []capacity.Series) []apiv1.GPUSeries {
+	var out []apiv1.GPUSeries
+	for _, sr := range series {
+		g := apiv1.GPUSeries{Product: sr.Product, Samples: make([]apiv1.GPUSample, len(sr.Samples))}
+		for i, x := range sr.Samples {
+			g.Samples[i] = apiv1.GPUSample{Time: x.Time, Used: x.Used, Total: x.Total}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
 // judgeClass fills cc's Fits and Reason for a pod of class with its
 // default asks on c, as placement would judge it: not offered there, or
 // the view's verdict. Without a synced view it says nothing.

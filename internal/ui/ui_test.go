@@ -93,7 +93,8 @@ func TestAssetsFollowTheRules(t *testing.T) {
 			t.Errorf("%s refers to another origin", path)
 		}
 		if strings.HasSuffix(path, ".js") {
-			if m := urlInCode.FindString(s); m != "" {
+			// SVG's namespace names the kind of element, fetches nothing.
+			if m := urlInCode.FindString(strings.ReplaceAll(s, "'http://www.w3.org/2000/svg'", "")); m != "" {
 				t.Errorf("%s has a URL to elsewhere: %s", path, m)
 			}
 			for _, f := range forbidden {

@@ -142,7 +142,8 @@ func submitAPI(t *testing.T, s *devstack.Stack, token string, req apiv1.SubmitRe
 // a token expiry; a submit from the form; the pod appearing in an open list
 // without a reload; its log while it runs; its end; its pushed artifact
 // downloading with the pushed bytes; a viewer seeing no submit or cancel;
-// axe-core clean and a screenshot on every page.
+// the Capacity page (capacity_test.go); axe-core clean and a screenshot on
+// every page.
 func TestWebUI(t *testing.T) {
 	chromiumPath(t) // before the stack: missing chromium fails (or skips under -short) at once
 	s, adminToken, viewerToken := uiStack(t)
@@ -175,6 +176,7 @@ func TestWebUI(t *testing.T) {
 	b.checkAxe(t, list, "clusters")
 	noHorizontalScroll(t, list, "clusters")
 	noLayoutShift(t, list, "clusters")
+	capacityPage(t, b, list)
 
 	run(t, list, "open the pod list", chromedp.Navigate(url+"/#/pods"))
 	waitJS(t, list, "the list is live", `(document.getElementById('live-status')||{}).textContent === 'live'`, 30*time.Second)

@@ -1,5 +1,7 @@
 package apiv1
 
+import "time"
+
 // ClusterCapacity is one spoke as GET /api/capacity shows it, in profile
 // order, by its capacity view: Total is the nodes' allocatable, Free what
 // bound pods leave of it on the nodes that take new pods (ready, not
@@ -37,4 +39,33 @@ type GPUProduct struct {
 type Amount struct {
 	Free  string `json:"free"`
 	Total string `json:"total"`
+}
+
+// ClusterHistory is one spoke as GET /api/capacity/history shows it, in
+// profile order: its GPUs' occupancy per product over the last hour,
+// sampled every 30 s by the controller that answers (each replica keeps
+// its own, from its start).
+type ClusterHistory struct {
+	Cluster string `json:"cluster"`
+	// View: the cluster has a capacity view; without one GPUs is absent.
+	View bool `json:"view"`
+	// GPUs are per product, sorted by product; empty until the view has
+	// synced, or on a spoke without GPUs.
+	GPUs []GPUSeries `json:"gpus,omitempty"`
+}
+
+// GPUSeries is one GPU product's samples on a cluster, oldest first. A
+// product whose nodes went away is sampled as 0 of 0 until an hour of
+// such samples, then left out.
+type GPUSeries struct {
+	Product string      `json:"product"`
+	Samples []GPUSample `json:"samples"`
+}
+
+// GPUSample is a product's GPUs in use (requested by bound pods and
+// placements in flight) and in all, on schedulable nodes, at Time (UTC).
+type GPUSample struct {
+	Time  time.Time `json:"time"`
+	Used  int64     `json:"used"`
+	Total int64     `json:"total"`
 }

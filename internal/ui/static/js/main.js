@@ -4,6 +4,7 @@ import { get, setToken, token, ApiError } from './api.js';
 import { h, replace } from './dom.js';
 import { may, setWho, whoami } from './session.js';
 import { clustersPage } from './clusters.js';
+import { capacityPage } from './capacity.js';
 import { podsPage } from './pods.js';
 import { podPage } from './pod.js';
 import { submitPage } from './submit.js';
@@ -54,6 +55,7 @@ function signIn(main, err) {
 
 const routes = [
   [/^#\/clusters$/, 'clusters', () => clustersPage],
+  [/^#\/capacity$/, 'capacity', () => capacityPage],
   [/^#\/pods$/, 'pods', () => podsPage],
   [/^#\/pods\/([a-z0-9-]{1,63})$/, 'pods', () => podPage],
   [/^#\/submit$/, 'submit', () => submitPage],
