@@ -34,10 +34,10 @@ func (b Bench) args() []string {
 }
 
 // suite is every benchmark of issue 14, issue 23's abuse, issue 24's
-// runlive and issue 25's multikueue, in report order (they run in this order too, the heavy ones
-// last). Each is bounded by its timeout; a full
-// run takes far less than the bounds' sum, and -budget cuts it at 30
-// minutes. The e2e ones start their own devstack (hub and spokes), which
+// runlive, issue 25's multikueue and issue 39's placement, in report
+// order (they run in this order too, the heavy ones last). Each is
+// bounded by its timeout; a full run takes far less than the bounds' sum,
+// and -budget cuts it at 30 minutes. The e2e ones start their own devstack (hub and spokes), which
 // is most of the light ones' time; the heavy ones spend theirs creating
 // 10,000 and 100,000 pods.
 var suite = []Bench{
@@ -75,6 +75,9 @@ var suite = []Bench{
 		Cases: []string{"throughput, 64 MiB echoed", "1 KiB echo round trip, p99", "controller RSS, 100 idle sessions"}},
 	{ID: "multikueue", Package: "./test/e2e", Pattern: "^BenchmarkMultiKueue$", BenchTime: "1x", Timeout: 25 * time.Minute, Tags: "interop",
 		What: "200 one-second batch pods over 2 spokes: Kueue's MultiKueue through crucible's federation vs crucible's own submit, pods/s until all completed", Heavy: true},
+	{ID: "placement", Package: "./internal/capacity", Pattern: "^BenchmarkPlacementReport$", BenchTime: "1x", Timeout: 4 * time.Minute,
+		What:  "one placement decision over 100 spokes × 1,000 nodes in process (every view's Judge and Decide); the view's memory per node and per pod",
+		Cases: []string{"decision, 100 spokes × 1,000 nodes", "view memory per node", "view memory per pod"}},
 	{ID: "ui", Package: "./test/ui", Pattern: "^BenchmarkUIFirstPage$", BenchTime: "3x", Timeout: 4 * time.Minute,
 		What: "headless chromium: the pod list's first page over 10,000 rows, a 100,000-line log (skipped without chromium)"},
 }
@@ -106,6 +109,7 @@ var goals = map[string]string{
 	"runlive":         "≥ 0.8× throughput, p99 ≤ 1.5× (kubectl port-forward)",
 	"multikueue":      "report",
 	"ui":              "report",
+	"placement":       "report",
 }
 
 func init() {
