@@ -56,29 +56,50 @@ var qualityTenant = []struct {
 // greedy list scheduling of the same stream, offline, with perfect
 // knowledge (package placementtest).
 func BenchmarkPlacementQuality(b *testing.B) {
-	spokes := []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}, {Name: "pier"}}
-	devstack.WithGPUNodes(spokes, qualityPools)
+	spokes := qualitySpokes()
 	s := devstacktest.Start(b, devstack.Options{Crucible: devstacktest.CrucibleBinary(b), Spokes: spokes})
-	nodes, fleetGPUs := qualityNodes(s, spokes)
-	spec := qualitySpec
-	spec.FleetGPUs = fleetGPUs
-	jobs, err := placementtest.Stream(spec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tenant := tenantHolds(nodes)
-	oracleRuns, err := placementtest.Oracle(nodes, tenant, jobs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	oracle := measureRuns(b, nodes, tenant, oracleRuns)
-	clock := watchPodClock(b, s, spokes)
+	q := newQualityStream(b, s, spokes)
+	clock := watchPodClock(b, s, spokes, devstack.SpokeNamespace, podName)
 	b.ResetTimer()
 	for range b.N {
-		auto := runStream(b, s, clock, "auto", jobs, func(int) string { return apiv1.ClusterAuto })
-		rr := runStream(b, s, clock, "rr", jobs, func(i int) string { return spokes[i%len(spokes)].Name })
-		reportQuality(b, spec, measureRuns(b, nodes, tenant, auto), measureRuns(b, nodes, tenant, rr), oracle)
+		auto := runStream(b, s, clock, "auto", q.jobs, crucibleSubmit(s, func(int) string { return apiv1.ClusterAuto }))
+		rr := runStream(b, s, clock, "rr", q.jobs, crucibleSubmit(s, func(i int) string { return spokes[i%len(spokes)].Name }))
+		reportQuality(b, q.spec, q.measure(b, auto), q.measure(b, rr), q.oracle)
 	}
+}
+
+// qualitySpokes are wharf, dock and pier with qualityPools' GPU nodes.
+func qualitySpokes() []devstack.SpokeOptions {
+	spokes := []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}, {Name: "pier"}}
+	devstack.WithGPUNodes(spokes, qualityPools)
+	return spokes
+}
+
+// qualityStream is the stream drawn for a stack's GPU nodes, the tenant's
+// holds on them, and the oracle's figures for it.
+type qualityStream struct {
+	spec   placementtest.StreamSpec
+	nodes  []placementtest.Node
+	tenant []placementtest.Hold
+	jobs   []placementtest.Job
+	oracle qualityFigures
+}
+
+func newQualityStream(b *testing.B, s *devstack.Stack, spokes []devstack.SpokeOptions) qualityStream {
+	b.Helper()
+	q := qualityStream{spec: qualitySpec}
+	q.nodes, q.spec.FleetGPUs = qualityNodes(s, spokes)
+	q.tenant = tenantHolds(q.nodes)
+	var err error
+	if q.jobs, err = placementtest.Stream(q.spec); err != nil {
+		b.Fatal(err)
+	}
+	runs, err := placementtest.Oracle(q.nodes, q.tenant, q.jobs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q.oracle = q.measure(b, runs)
+	return q
 }
 
 // qualityNodes are the stack's GPU nodes as the oracle sees them, and
@@ -117,9 +138,9 @@ type qualityFigures struct {
 	on map[string]int
 }
 
-func measureRuns(b *testing.B, nodes []placementtest.Node, tenant []placementtest.Hold, runs []placementtest.Run) qualityFigures {
+func (q qualityStream) measure(b *testing.B, runs []placementtest.Run) qualityFigures {
 	b.Helper()
-	f, err := placementtest.Measure(nodes, tenant, runs)
+	f, err := placementtest.Measure(q.nodes, q.tenant, runs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,23 +151,27 @@ func measureRuns(b *testing.B, nodes []placementtest.Node, tenant []placementtes
 	return qualityFigures{Figures: f, on: on}
 }
 
-// podClock is when each pod of the spokes' work namespace was first seen
+// podClock is when each pod of a namespace of the spokes was first seen
 // running and first seen ended, by watches of the spokes' own: the start as
 // the spoke reports it, to the watch's latency rather than to the whole
-// seconds of its status times.
+// seconds of its status times. Pods are known by key: their name for
+// crucible's, their Job's for Kueue's.
 type podClock struct {
+	key            func(*corev1.Pod) string
 	mu             sync.Mutex
 	started, ended map[string]time.Time
+	on             map[string]string // the spoke each ran on
+	failures       map[string]bool
 }
 
-func watchPodClock(b *testing.B, s *devstack.Stack, spokes []devstack.SpokeOptions) *podClock {
+func watchPodClock(b *testing.B, s *devstack.Stack, spokes []devstack.SpokeOptions, namespace string, key func(*corev1.Pod) string) *podClock {
 	b.Helper()
-	c := &podClock{started: map[string]time.Time{}, ended: map[string]time.Time{}}
+	c := &podClock{key: key, started: map[string]time.Time{}, ended: map[string]time.Time{}, on: map[string]string{}, failures: map[string]bool{}}
 	for _, so := range spokes {
-		f := informers.NewSharedInformerFactoryWithOptions(s.Spoke(so.Name).Client, 0, informers.WithNamespace(devstack.SpokeNamespace))
+		f := informers.NewSharedInformerFactoryWithOptions(s.Spoke(so.Name).Client, 0, informers.WithNamespace(namespace))
 		if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.observe,
-			UpdateFunc: func(_, obj any) { c.observe(obj) },
+			AddFunc:    func(obj any) { c.observe(so.Name, obj) },
+			UpdateFunc: func(_, obj any) { c.observe(so.Name, obj) },
 			DeleteFunc: c.gone,
 		}); err != nil {
 			b.Fatal(err)
@@ -162,23 +187,33 @@ func watchPodClock(b *testing.B, s *devstack.Stack, spokes []devstack.SpokeOptio
 	return c
 }
 
+func podName(pod *corev1.Pod) string { return pod.Name }
+
 // observe notes a pod running (phase Running) or ended. A pod first seen
 // ended started as long before as its containers ran.
-func (c *podClock) observe(obj any) {
+func (c *podClock) observe(spoke string, obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
 	now := time.Now()
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	key := c.key(pod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, seen := c.started[pod.Name]; !seen && (pod.Status.Phase == corev1.PodRunning || ended) {
-		c.started[pod.Name] = now.Add(-ranFor(pod))
+	if _, seen := c.started[key]; !seen && (pod.Status.Phase == corev1.PodRunning || ended) {
+		c.started[key], c.on[key] = now.Add(-ranFor(pod)), spoke
 	}
-	if _, seen := c.ended[pod.Name]; !seen && ended {
-		c.ended[pod.Name] = now
+	if _, seen := c.ended[key]; !seen && ended {
+		c.ended[key] = now
+		c.failures[key] = pod.Status.Phase == corev1.PodFailed
 	}
+}
+
+func (c *podClock) failed(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failures[key]
 }
 
 // ranFor is how long pod's longest terminated container ran; 0 if none has.
@@ -201,35 +236,42 @@ func (c *podClock) gone(obj any) {
 	if !ok {
 		return
 	}
+	key := c.key(pod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, started := c.started[pod.Name]; started {
-		if _, ended := c.ended[pod.Name]; !ended {
-			c.ended[pod.Name] = time.Now()
+	if _, started := c.started[key]; started {
+		if _, ended := c.ended[key]; !ended {
+			c.ended[key] = time.Now()
 		}
 	}
 }
 
-func (c *podClock) times(name string) (start, end time.Time, ok bool) {
+// times are when key's pod started and ended, and the spoke it ran on;
+// ok once it ended.
+func (c *podClock) times(key string) (start, end time.Time, spoke string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	start, started := c.started[name]
-	end, ended := c.ended[name]
-	return start, end, started && ended
+	start, started := c.started[key]
+	end, ended := c.ended[key]
+	return start, end, c.on[key], started && ended
 }
 
+// submitFunc submits the stream's job i and returns the key its pod is
+// known by (podClock's).
+type submitFunc func(ctx context.Context, i int, j placementtest.Job) (string, error)
+
 // runStream submits jobs at their arrivals from the moment the tenant's
-// pods run, each to cluster(i), waits for every pod to end, and returns
-// the runs: arrival when its submit was sent, start and end by clock,
-// all from that moment.
-func runStream(b *testing.B, s *devstack.Stack, clock *podClock, label string, jobs []placementtest.Job, cluster func(int) string) []placementtest.Run {
+// pods run, waits for every pod to end, and returns the runs: arrival when
+// its submit was sent, start, end and spoke by clock, all from that moment.
+// A pod that failed ends the benchmark.
+func runStream(b *testing.B, s *devstack.Stack, clock *podClock, label string, jobs []placementtest.Job, submit submitFunc) []placementtest.Run {
 	b.Helper()
 	waitFleetIdle(b, s)
 	t0 := startTenant(b, s, label)
-	ids, sent := submitStream(b, s, t0, jobs, cluster)
+	keys, sent := sendStream(b, t0, jobs, submit)
 	err := wait.PollUntilContextTimeout(b.Context(), 500*time.Millisecond, 8*time.Minute, true, func(context.Context) (bool, error) {
-		for _, id := range ids {
-			if _, _, ok := clock.times(id); !ok {
+		for _, key := range keys {
+			if _, _, _, ok := clock.times(key); !ok {
 				return false, nil
 			}
 		}
@@ -239,65 +281,58 @@ func runStream(b *testing.B, s *devstack.Stack, clock *podClock, label string, j
 		b.Fatalf("%s: the stream's pods did not all end within 8 minutes: %v", label, err)
 	}
 	runs := make([]placementtest.Run, len(jobs))
-	for i, id := range ids {
-		wp := getWorkPod(b, s, id)
-		if wp.State != "succeeded" {
-			b.Fatalf("%s: pod %d (%s) on %s ended %s (%s)", label, i, id, wp.Cluster, wp.State, wp.Reason)
+	for i, key := range keys {
+		if clock.failed(key) {
+			b.Fatalf("%s: pod %d (%s) failed", label, i, key)
 		}
-		start, end, _ := clock.times(id)
+		start, end, spoke, _ := clock.times(key)
 		job := jobs[i]
 		job.Arrival = sent[i].Sub(t0)
-		runs[i] = placementtest.Run{Job: job, Cluster: wp.Cluster, Start: start.Sub(t0), End: end.Sub(t0)}
+		runs[i] = placementtest.Run{Job: job, Cluster: spoke, Start: start.Sub(t0), End: end.Sub(t0)}
 	}
 	return runs
 }
 
-// submitStream sends each job's submit at t0 plus its arrival, and
-// returns the work pods' ids and when each submit was sent.
-func submitStream(b *testing.B, s *devstack.Stack, t0 time.Time, jobs []placementtest.Job, cluster func(int) string) ([]string, []time.Time) {
+// sendStream submits each job at t0 plus its arrival, and returns the
+// keys of their pods and when each submit was sent.
+func sendStream(b *testing.B, t0 time.Time, jobs []placementtest.Job, submit submitFunc) ([]string, []time.Time) {
 	b.Helper()
-	ids, sent, errs := make([]string, len(jobs)), make([]time.Time, len(jobs)), make([]error, len(jobs))
+	keys, sent, errs := make([]string, len(jobs)), make([]time.Time, len(jobs)), make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		time.Sleep(time.Until(t0.Add(j.Arrival)))
-		gpus := j.GPUs
-		req := apiv1.SubmitRequest{Cluster: cluster(i), Image: "busybox", Class: "gpu", GPUs: &gpus,
-			Command: []string{"sleep", strconv.Itoa(int(j.Duration / time.Second))}}
 		sent[i] = time.Now()
-		wg.Go(func() {
-			code, _, body, err := apiRequest(b.Context(), s, http.MethodPost, "/api/pods", req, nil)
-			var wp apiv1.WorkPod
-			switch {
-			case err != nil:
-				errs[i] = err
-			case code != http.StatusCreated:
-				errs[i] = fmt.Errorf("%d %s", code, body)
-			default:
-				errs[i] = json.Unmarshal(body, &wp)
-				ids[i] = wp.ID
-			}
-		})
+		wg.Go(func() { keys[i], errs[i] = submit(b.Context(), i, j) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			b.Fatalf("submit %d of %d to %s: %v", i+1, len(jobs), cluster(i), err)
+			b.Fatalf("submit %d of %d: %v", i+1, len(jobs), err)
 		}
 	}
-	return ids, sent
+	return keys, sent
 }
 
-func getWorkPod(b *testing.B, s *devstack.Stack, id string) apiv1.WorkPod {
-	b.Helper()
-	code, body := apiCall(b, s, http.MethodGet, "/api/pods/"+id, nil)
-	var wp apiv1.WorkPod
-	if code != http.StatusOK {
-		b.Fatalf("get %s: %d %s", id, code, body)
+// crucibleSubmit submits a job through crucible's API to cluster(i) (a
+// spoke, or auto), as a gpu pod sleeping the job's duration.
+func crucibleSubmit(s *devstack.Stack, cluster func(int) string) submitFunc {
+	return func(ctx context.Context, i int, j placementtest.Job) (string, error) {
+		gpus := j.GPUs
+		req := apiv1.SubmitRequest{Cluster: cluster(i), Image: "busybox", Class: "gpu", GPUs: &gpus,
+			Command: []string{"sleep", strconv.Itoa(int(j.Duration / time.Second))}}
+		code, _, body, err := apiRequest(ctx, s, http.MethodPost, "/api/pods", req, nil)
+		var wp apiv1.WorkPod
+		switch {
+		case err != nil:
+			return "", err
+		case code != http.StatusCreated:
+			return "", fmt.Errorf("to %s: %d %s", req.Cluster, code, body)
+		}
+		if err := json.Unmarshal(body, &wp); err != nil {
+			return "", err
+		}
+		return wp.ID, nil
 	}
-	if err := json.Unmarshal(body, &wp); err != nil {
-		b.Fatal(err)
-	}
-	return wp
 }
 
 // startTenant creates qualityTenant's pods (named for the run), waits
@@ -382,38 +417,51 @@ func waitGPUsFree(b *testing.B, s *devstack.Stack, want func(spoke string, total
 // against the oracle (the goals), round robin against it (reported).
 func reportQuality(b *testing.B, spec placementtest.StreamSpec, auto, rr, oracle qualityFigures) {
 	b.Helper()
-	for name, f := range map[string]qualityFigures{"auto": auto, "round-robin": rr, "oracle": oracle} {
+	logFigures(b, map[string]qualityFigures{"auto": auto, "round-robin": rr, "oracle": oracle})
+	method := qualityMethod(spec, "submitted through crucible's API")
+	autoOcc, autoWait := qualityRows("placement-quality", "crucible placement (cluster auto)", auto, oracle, method)
+	rrOcc, rrWait := qualityRows("placement-quality", "round-robin pinned submits (reported)", rr, oracle, method)
+	appendRows(b,
+		withGoal(autoOcc, "≥ 0.9× the oracle's", auto.Occupancy >= 0.9*oracle.Occupancy),
+		withGoal(autoWait, "≤ 1.2× the oracle's", auto.MeanWait.Seconds() <= 1.2*oracle.MeanWait.Seconds()),
+		withReport(rrOcc), withReport(rrWait))
+}
+
+func logFigures(b *testing.B, runs map[string]qualityFigures) {
+	b.Helper()
+	for name, f := range runs {
 		b.Logf("%-11s occupancy %.3f, makespan %s, wait mean %s p95 %s, pods per spoke %v", name, f.Occupancy, f.Makespan.Round(time.Millisecond),
 			f.MeanWait.Round(time.Millisecond), f.P95Wait.Round(time.Millisecond), f.on)
 	}
-	method := fmt.Sprintf("%d GPU pods (seed %d; 1, 2 or 4 GPUs alike likely; sleep %s–%s, scaled down from the issue's 5–30 s so that both runs fit about 8 minutes) "+
-		"submitted through the API at Poisson arrivals asking %.1f× the fleet's %d GPUs (wharf 1×4, dock 1×8, pier 1×8) over their span, "+
+}
+
+// qualityMethod says how the stream was drawn, run (submitted as through
+// says) and measured.
+func qualityMethod(spec placementtest.StreamSpec, through string) string {
+	return fmt.Sprintf("%d GPU pods (seed %d; 1, 2 or 4 GPUs alike likely; sleep %s–%s, scaled down from the issue's 5–30 s so that the runs fit about 8 minutes) "+
+		"%s at Poisson arrivals asking %.1f× the fleet's %d GPUs (wharf 1×4, dock 1×8, pier 1×8) over their span, "+
 		"beside another tenant's pods created on the spokes directly (4 GPUs on dock for 60 s, 2 on pier for 90 s, from the stream's start); "+
 		"occupancy = GPU-seconds run ÷ the GPU-seconds the fleet had less the tenant's, from the first submit to the last pod's end; "+
 		"wait = submit sent to the pod Running as a watch of the spoke shows it; oracle = greedy list scheduling of the same stream offline "+
 		"with perfect knowledge (best fit, the tenant's holds known; package placementtest)",
-		spec.Pods, spec.Seed, spec.MinDuration, spec.MaxDuration, spec.Load, spec.FleetGPUs)
-	p95 := func(f qualityFigures) string {
-		return fmt.Sprintf("p95 wait %.1f s (the oracle's %.1f s), pods per spoke %v (the oracle's %v)", f.P95Wait.Seconds(), oracle.P95Wait.Seconds(), f.on, oracle.on)
-	}
-	extra := func(f qualityFigures) map[string]float64 {
-		return map[string]float64{"p95_wait_s": f.P95Wait.Seconds(), "makespan_s": f.Makespan.Seconds(),
-			"oracle_p95_wait_s": oracle.P95Wait.Seconds(), "oracle_makespan_s": oracle.Makespan.Seconds()}
-	}
-	occupancy := func(side string, f qualityFigures) benchreport.Record {
-		return benchreport.Record{ID: "placement-quality", Case: "GPU occupancy, " + side, Unit: "GPU-s used/available", Value: f.Occupancy,
-			Extra: extra(f), Method: method + "; " + p95(f)}.WithBaseline("oracle", oracle.Occupancy)
-	}
-	meanWait := func(side string, f qualityFigures) benchreport.Record {
-		return benchreport.Record{ID: "placement-quality", Case: "mean wait, " + side, Unit: "s", Value: f.MeanWait.Seconds(), LowerIsBetter: true,
-			Extra: extra(f), Method: method + "; " + p95(f)}.WithBaseline("oracle", oracle.MeanWait.Seconds())
-	}
-	rows := []benchreport.Record{
-		withGoal(occupancy("crucible placement (cluster auto)", auto), "≥ 0.9× the oracle's", auto.Occupancy >= 0.9*oracle.Occupancy),
-		withGoal(meanWait("crucible placement (cluster auto)", auto), "≤ 1.2× the oracle's", auto.MeanWait.Seconds() <= 1.2*oracle.MeanWait.Seconds()),
-		withReport(occupancy("round-robin pinned submits (reported)", rr)),
-		withReport(meanWait("round-robin pinned submits (reported)", rr)),
-	}
+		spec.Pods, spec.Seed, spec.MinDuration, spec.MaxDuration, through, spec.Load, spec.FleetGPUs)
+}
+
+// qualityRows are side's occupancy and mean-wait rows, the oracle's
+// figures their baselines, p95 and where the pods ran in their notes.
+func qualityRows(id, side string, f, oracle qualityFigures, method string) (occupancy, meanWait benchreport.Record) {
+	method += fmt.Sprintf("; p95 wait %.1f s (the oracle's %.1f s), pods per spoke %v (the oracle's %v)", f.P95Wait.Seconds(), oracle.P95Wait.Seconds(), f.on, oracle.on)
+	extra := map[string]float64{"p95_wait_s": f.P95Wait.Seconds(), "makespan_s": f.Makespan.Seconds(),
+		"oracle_p95_wait_s": oracle.P95Wait.Seconds(), "oracle_makespan_s": oracle.Makespan.Seconds()}
+	occupancy = benchreport.Record{ID: id, Case: "GPU occupancy, " + side, Unit: "GPU-s used/available", Value: f.Occupancy,
+		Extra: extra, Method: method}.WithBaseline("oracle", oracle.Occupancy)
+	meanWait = benchreport.Record{ID: id, Case: "mean wait, " + side, Unit: "s", Value: f.MeanWait.Seconds(), LowerIsBetter: true,
+		Extra: extra, Method: method}.WithBaseline("oracle", oracle.MeanWait.Seconds())
+	return occupancy, meanWait
+}
+
+func appendRows(b *testing.B, rows ...benchreport.Record) {
+	b.Helper()
 	for _, r := range rows {
 		if err := benchreport.Append(r); err != nil {
 			b.Fatal(err)
