@@ -34,10 +34,10 @@ func (b Bench) args() []string {
 }
 
 // suite is every benchmark of issue 14, issue 23's abuse, issue 24's
-// runlive and issue 25's multikueue, in report order (they run in this order too, the heavy ones
-// last). Each is bounded by its timeout; a full
-// run takes far less than the bounds' sum, and -budget cuts it at 30
-// minutes. The e2e ones start their own devstack (hub and spokes), which
+// runlive, issue 25's multikueue and issue 39's placement, in report
+// order (they run in this order too, the heavy ones last). Each is
+// bounded by its timeout; a full run takes far less than the bounds' sum,
+// and -budget cuts it at 30 minutes. The e2e ones start their own devstack (hub and spokes), which
 // is most of the light ones' time; the heavy ones spend theirs creating
 // 10,000 and 100,000 pods.
 var suite = []Bench{
@@ -75,6 +75,17 @@ var suite = []Bench{
 		Cases: []string{"throughput, 64 MiB echoed", "1 KiB echo round trip, p99", "controller RSS, 100 idle sessions"}},
 	{ID: "multikueue", Package: "./test/e2e", Pattern: "^BenchmarkMultiKueue$", BenchTime: "1x", Timeout: 25 * time.Minute, Tags: "interop",
 		What: "200 one-second batch pods over 2 spokes: Kueue's MultiKueue through crucible's federation vs crucible's own submit, pods/s until all completed", Heavy: true},
+	{ID: "placement", Package: "./internal/capacity", Pattern: "^BenchmarkPlacementReport$", BenchTime: "1x", Timeout: 4 * time.Minute,
+		What:  "one placement decision over 100 spokes × 1,000 nodes in process (every view's Judge and Decide); the view's memory per node and per pod",
+		Cases: []string{"decision, 100 spokes × 1,000 nodes", "view memory per node", "view memory per pod"}},
+	{ID: "placement-quality", Package: "./test/e2e", Pattern: "^BenchmarkPlacementQuality$", BenchTime: "1x", Timeout: 15 * time.Minute,
+		What: "200 GPU pods (1, 2, 4 GPUs, 2–8 s, 1.2× the fleet's GPUs) over spokes of 4, 8 and 8 GPUs beside another tenant's pods: " +
+			"GPU occupancy and mean wait of crucible's placement vs an offline oracle (greedy list scheduling, perfect knowledge); round-robin pinned submits reported",
+		Cases: []string{"GPU occupancy, crucible placement (cluster auto)", "mean wait, crucible placement (cluster auto)",
+			"GPU occupancy, round-robin pinned submits (reported)", "mean wait, round-robin pinned submits (reported)"}, Heavy: true},
+	{ID: "placement-multikueue", Package: "./test/e2e", Pattern: "^BenchmarkPlacementMultiKueue$", BenchTime: "1x", Timeout: 15 * time.Minute, Tags: "interop",
+		What:  "placement-quality's stream through Kueue's MultiKueue (a ClusterQueue per spoke holding its GPUs): GPU occupancy and mean wait vs the same oracle",
+		Cases: []string{"GPU occupancy, Kueue MultiKueue (reported)", "mean wait, Kueue MultiKueue (reported)"}, Heavy: true},
 	{ID: "ui", Package: "./test/ui", Pattern: "^BenchmarkUIFirstPage$", BenchTime: "3x", Timeout: 4 * time.Minute,
 		What: "headless chromium: the pod list's first page over 10,000 rows, a 100,000-line log (skipped without chromium)"},
 }
@@ -91,21 +102,24 @@ func byID(id string) (Bench, bool) {
 // goals are the issue's goals per id, shown for rows a benchmark did not
 // write (not run, or failed).
 var goals = map[string]string{
-	"webhook":         "≥ 0.9× the null webhook, distinct; ≥ 1.0× built-in, repeated",
-	"webhook-handler": "≤ 60 µs and ≤ 100 allocs",
-	"dropbox":         "≥ 0.9×",
-	"flood":           "0 / ≤ 1 per TTL / ≤ 100",
-	"dispatch":        "≥ 0.95×, RSS ≤ 150 MB",
-	"fleet":           "≥ 0.9×, RSS ≤ 15 MiB a spoke beyond the first",
-	"fleet-replicas":  "report the scaling",
-	"reconcile":       "LISTs = 0 beyond the watch, RSS ≤ 300 MB at 100k",
-	"fanout":          "1 upstream stream",
-	"store":           "≥ 0.8×",
-	"api":             "report",
-	"abuse":           "RSS ≤ 1.5× and p99 ≤ 2× the well-behaved run",
-	"runlive":         "≥ 0.8× throughput, p99 ≤ 1.5× (kubectl port-forward)",
-	"multikueue":      "report",
-	"ui":              "report",
+	"webhook":              "≥ 0.9× the null webhook, distinct; ≥ 1.0× built-in, repeated",
+	"webhook-handler":      "≤ 60 µs and ≤ 100 allocs",
+	"dropbox":              "≥ 0.9×",
+	"flood":                "0 / ≤ 1 per TTL / ≤ 100",
+	"dispatch":             "≥ 0.95×, RSS ≤ 150 MB",
+	"fleet":                "≥ 0.9×, RSS ≤ 15 MiB a spoke beyond the first",
+	"fleet-replicas":       "report the scaling",
+	"reconcile":            "LISTs = 0 beyond the watch, RSS ≤ 300 MB at 100k",
+	"fanout":               "1 upstream stream",
+	"store":                "≥ 0.8×",
+	"api":                  "report",
+	"abuse":                "RSS ≤ 1.5× and p99 ≤ 2× the well-behaved run",
+	"runlive":              "≥ 0.8× throughput, p99 ≤ 1.5× (kubectl port-forward)",
+	"multikueue":           "report",
+	"ui":                   "report",
+	"placement":            "report",
+	"placement-quality":    "occupancy ≥ 0.9× the oracle's, mean wait ≤ 1.2× the oracle's",
+	"placement-multikueue": "report",
 }
 
 func init() {

@@ -65,21 +65,31 @@ func BenchmarkJudge1000Nodes(b *testing.B) {
 // accounting; the live heap after a GC against before, with the decoded
 // pods gone. Run with -benchtime 1x (memory, not time, is the figure).
 func BenchmarkViewMemoryPerPod(b *testing.B) {
-	const n = 100_000
 	for b.Loop() {
-		v, _ := testView(b, nil)
-		for i := range 100 {
-			addNode(b, v, cpuNode(fmt.Sprintf("node-%03d", i), 64, maxPods(2000)))
-		}
-		before := heapInUse()
-		for i := range n {
-			addPod(b, v, decodedPod(i))
-		}
-		after := heapInUse()
-		runtime.KeepAlive(v)
-		b.ReportMetric(float64(after-before)/(1<<20), "MiB/100k-pods")
-		b.ReportMetric(float64(after-before)/n, "B/pod")
+		perPod := viewMemoryPerPod(b)
+		b.ReportMetric(perPod*memoryPods/(1<<20), "MiB/100k-pods")
+		b.ReportMetric(perPod, "B/pod")
 	}
+}
+
+// memoryPods is how many pods viewMemoryPerPod feeds a view.
+const memoryPods = 100_000
+
+// viewMemoryPerPod is BenchmarkViewMemoryPerPod's measurement, also
+// reported by BenchmarkPlacementReport: bytes of live heap per pod.
+func viewMemoryPerPod(tb testing.TB) float64 {
+	tb.Helper()
+	v, _ := testView(tb, nil)
+	for i := range 100 {
+		addNode(tb, v, cpuNode(fmt.Sprintf("node-%03d", i), 64, maxPods(2000)))
+	}
+	before := heapInUse()
+	for i := range memoryPods {
+		addPod(tb, v, decodedPod(i))
+	}
+	after := heapInUse()
+	runtime.KeepAlive(v)
+	return float64(after-before) / memoryPods
 }
 
 // decodedPod is a bound running pod of 100 nodes' worth as a watch decodes
@@ -117,17 +127,24 @@ func heapInUse() int64 {
 // images, addresses and conditions a kubelet reports (which the view
 // drops), the live heap after a GC against before. Run with -benchtime 1x.
 func BenchmarkViewMemoryPerNode(b *testing.B) {
-	const n = 1000
 	for b.Loop() {
-		v, _ := testView(b, nil)
-		before := heapInUse()
-		for i := range n {
-			addNode(b, v, decodedNode(i))
-		}
-		after := heapInUse()
-		runtime.KeepAlive(v)
-		b.ReportMetric(float64(after-before)/n, "B/node")
+		b.ReportMetric(viewMemoryPerNode(b), "B/node")
 	}
+}
+
+// viewMemoryPerNode is BenchmarkViewMemoryPerNode's measurement, also
+// reported by BenchmarkPlacementReport: bytes of live heap per node.
+func viewMemoryPerNode(tb testing.TB) float64 {
+	tb.Helper()
+	const n = 1000
+	v, _ := testView(tb, nil)
+	before := heapInUse()
+	for i := range n {
+		addNode(tb, v, decodedNode(i))
+	}
+	after := heapInUse()
+	runtime.KeepAlive(v)
+	return float64(after-before) / n
 }
 
 // decodedNode is a GPU node as a watch decodes it.

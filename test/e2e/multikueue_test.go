@@ -129,8 +129,9 @@ type mkFleet struct {
 	tokens   map[string]string   // the hashes of the tokens in tokenDir
 }
 
-// kueueQuota is a ClusterQueue's cpu and memory, on the hub and each worker.
-type kueueQuota struct{ cpu, memory string }
+// kueueQuota is a ClusterQueue's cpu and memory, on the hub and each
+// worker, and its nvidia.com/gpu ("": not covered).
+type kueueQuota struct{ cpu, memory, gpus string }
 
 // startMultiKueue starts a stack of its own with Kueue on all three
 // clusters and MultiKueue reaching the spokes through crucible's federation:
@@ -138,16 +139,23 @@ type kueueQuota struct{ cpu, memory string }
 // each ClusterQueue's.
 func startMultiKueue(tb testing.TB, clientConnection map[string]any, quota kueueQuota) *mkFleet {
 	tb.Helper()
+	return startMultiKueueOn(tb, []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}}, clientConnection, quota, func(string) kueueQuota { return quota })
+}
+
+// startMultiKueueOn is startMultiKueue with spokes as the workers, quota the
+// hub's ClusterQueue's and workerQuota each worker's.
+func startMultiKueueOn(tb testing.TB, spokes []devstack.SpokeOptions, clientConnection map[string]any, quota kueueQuota, workerQuota func(worker string) kueueQuota) *mkFleet {
+	tb.Helper()
 	tools := devstack.FindTools()
 	if _, err := os.Stat(tools.Kueue()); err != nil {
 		tb.Fatalf("Kueue %s: %v: run \"make tools\" to build it", devstack.KueueVersion, err)
 	}
-	s := devstacktest.Start(tb, devstack.Options{
-		Crucible: devstacktest.BuildCrucible,
-		Spokes:   []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock"}},
-	})
+	s := devstacktest.Start(tb, devstack.Options{Crucible: devstacktest.BuildCrucible, Spokes: spokes})
 	ctx := tb.Context()
-	workers := []*devstack.Cluster{s.Spoke("wharf"), s.Spoke("dock")}
+	var workers []*devstack.Cluster
+	for _, so := range spokes {
+		workers = append(workers, s.Spoke(so.Name))
+	}
 	all := append([]*devstack.Cluster{s.Hub}, workers...)
 	kueueDir := kueueModuleDir(tb)
 	metricsCerts(tb, s)
@@ -211,7 +219,7 @@ func startMultiKueue(tb testing.TB, clientConnection map[string]any, quota kueue
 	// whose admission check is MultiKueue over both spokes, each a
 	// MultiKueueCluster naming its ClusterProfile.
 	for _, w := range workers {
-		kubectlApply(tb, w, queuesYAML("", quota))
+		kubectlApply(tb, w, queuesYAML("", workerQuota(w.Name)))
 	}
 	kubectlApply(tb, s.Hub, queuesYAML("multikueue", quota)+multiKueueYAML(workers))
 	waitMultiKueueClustersActive(tb, s, workers)
@@ -582,6 +590,10 @@ func queuesYAML(admissionCheck string, quota kueueQuota) string {
 	if admissionCheck != "" {
 		checks = "  admissionChecksStrategy:\n    admissionChecks:\n    - name: " + admissionCheck + "\n"
 	}
+	covered, gpus := "[cpu, memory]", ""
+	if quota.gpus != "" {
+		covered, gpus = "[cpu, memory, nvidia.com/gpu]", "      - {name: nvidia.com/gpu, nominalQuota: "+quota.gpus+"}\n"
+	}
 	return `apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: default}
@@ -592,13 +604,13 @@ metadata: {name: cq}
 spec:
   namespaceSelector: {}
   resourceGroups:
-  - coveredResources: [cpu, memory]
+  - coveredResources: ` + covered + `
     flavors:
     - name: default
       resources:
       - {name: cpu, nominalQuota: ` + quota.cpu + `}
       - {name: memory, nominalQuota: ` + quota.memory + `}
-` + checks + `---
+` + gpus + checks + `---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: lq, namespace: ` + mkNamespace + `}
