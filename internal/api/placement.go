@@ -207,7 +207,7 @@ func (s *Server) decide(req placement.Request, candidates []placement.Candidate,
 		if v, ok := s.Capacity.Judge(candidates[i].Cluster, pod); ok {
 			c := &candidates[i]
 			c.View, c.Fits, c.Reason = true, v.Fits, v.Reason
-			c.Resource, c.Free, c.Total = string(v.Resource), v.Free, v.Total
+			c.Resource, c.Free, c.Total, c.Queued = string(v.Resource), v.Free, v.Total, v.Queued
 		}
 	}
 	d, err := placement.Decide(req, candidates)

@@ -32,6 +32,9 @@ type Verdict struct {
 	// take the pod if they were empty: Ready, not cordoned (or tolerated),
 	// taints tolerated, node selector and required affinity matched.
 	Total int64
+	// Queued is how much of Resource the spoke's pods no node took yet
+	// ask for, summed: the queue a pod that waits there joins.
+	Queued int64
 }
 
 // ReasonNotSynced is a Verdict's Reason before the view's watches have
@@ -138,7 +141,8 @@ func (v *View) judgeLocked(pod *corev1.Pod, req requests) judgment {
 		}
 	}
 	r := j.scarcest()
-	out := judgment{verdict: Verdict{Fits: j.fitting > 0, Resource: j.names[r], Free: j.freeFit[r], Total: j.total[r]}}
+	out := judgment{verdict: Verdict{Fits: j.fitting > 0, Resource: j.names[r], Free: j.freeFit[r], Total: j.total[r],
+		Queued: max(v.unbound.get(j.names[r]), 0)}}
 	if out.verdict.Fits {
 		out.best = j.best[r]
 	} else {

@@ -136,3 +136,23 @@ func assertFreeGPUs(t *testing.T, v *View, when string, want map[string]int64) {
 		t.Errorf("%s: free GPUs per node (-want +got):\n%s", when, diff)
 	}
 }
+
+// Pods no node took yet are the spoke's queue: Queued sums what they ask
+// of the judged pod's scarcest resource, and a pod leaves it once bound or
+// gone.
+func TestQueuedCountsUnboundPods(t *testing.T) {
+	v, _ := testView(t, []*corev1.Node{gpuNode("gpu-a", 4, h100)}, gpuPod("running", 4, on("gpu-a")))
+	waiting := []*corev1.Pod{gpuPod("w1", 2), gpuPod("w2", 4)}
+	for _, p := range waiting {
+		addPod(t, v, p)
+	}
+	addPod(t, v, pod("cpu-only", "cpu", "1")) // asks no GPU: not in the GPU queue
+	if got := v.Judge(gpuPod("next", 1)); got.Fits || got.Queued != 6 || got.Total != 4 {
+		t.Errorf("with 2 and 4 GPUs queued: %+v, want not fitting, Queued 6, Total 4", got)
+	}
+	updatePod(t, v, bound(waiting[0], "gpu-a"))
+	deletePod(t, v, waiting[1])
+	if got := v.Judge(gpuPod("next", 1)); got.Queued != 0 {
+		t.Errorf("after one bound and one gone: Queued %d, want 0", got.Queued)
+	}
+}

@@ -51,6 +51,9 @@ type View struct {
 	order        []*nodeState
 	reservations map[string]*reservation // by podKey
 	nextExpiry   time.Time               // earliest reservation expiry; zero when none
+	// unbound sums the requests of the pods no node took yet: the spoke's
+	// queue, which a pod that would wait there joins (Verdict.Queued).
+	unbound requests
 
 	startOnce sync.Once
 }
@@ -207,6 +210,7 @@ func eventPod(obj any) *cachedPod {
 func (v *View) countLocked(p *cachedPod, sign int64) {
 	node := p.nodeName()
 	if node == "" {
+		v.unbound.add(&p.req, sign)
 		return
 	}
 	s := v.stateLocked(node)

@@ -25,9 +25,11 @@
 //     fitting spokes, and the ones to wait on, go in profile order.
 //   - When no candidate is left, the pod waits on the spoke whose view says
 //     it does not fit now (not Excluded, not Tried, listed if a list was
-//     given) with the most Total for it, ties in the preference list's
-//     order, else profile order: Decision.Waits. A spoke whose nodes would
-//     not take the pod even empty (Total 0) is no place to wait.
+//     given) with the shortest queue for its capacity — Queued (what the
+//     spoke's unbound pods ask of the resource) ÷ Total — then the most
+//     Total, ties in the preference list's order, else profile order:
+//     Decision.Waits. A spoke whose nodes would not take the pod even
+//     empty (Total 0) is no place to wait.
 //   - Request.Strict turns that wait into a *NoFitError; a pod no spoke can
 //     take at all is a *NoFitError too. The API answers both with 409 and
 //     every spoke's reason.

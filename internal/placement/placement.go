@@ -33,6 +33,9 @@ type Candidate struct {
 	Resource string
 	Free     int64
 	Total    int64
+	// Queued is how much of Resource the spoke's pods no node took yet ask
+	// for: the queue a pod that waits there joins.
+	Queued int64
 }
 
 // Request is what the submitter asked of placement.
@@ -250,14 +253,20 @@ func bestScored(req Request, candidates []Candidate, scored bool) int {
 	return noView
 }
 
-// mostTotal is the full spoke with the most Total for the pod (scored;
-// else the first), ties in the preference list's order, else in profile
-// order; -1 if none would take the pod even empty.
+// mostTotal is where a pod that fits nowhere now waits: the full spoke
+// whose queue is shortest for its capacity (Queued ÷ Total; scored), ties
+// — and unscored — to the most Total, then the preference list's order,
+// else profile order; -1 if none would take the pod even empty. Without
+// the queue every waiting pod would pile onto the one biggest spoke while
+// another of the same size sits idle.
 func mostTotal(req Request, candidates []Candidate, scored bool) int {
 	best := -1
 	consider := func(i int) {
 		c := candidates[i]
-		if standingOf(req, c) == full && c.Total > 0 && (best < 0 || scored && c.Total > candidates[best].Total) {
+		if standingOf(req, c) != full || c.Total <= 0 {
+			return
+		}
+		if best < 0 || scored && waitsLess(c, candidates[best]) {
 			best = i
 		}
 	}
@@ -271,6 +280,17 @@ func mostTotal(req Request, candidates []Candidate, scored bool) int {
 		consider(i)
 	}
 	return best
+}
+
+// waitsLess reports whether a pod waits less on a than on b: a shorter
+// queue for its capacity, or as short with more capacity.
+func waitsLess(a, b Candidate) bool {
+	// a.Queued/a.Total < b.Queued/b.Total, without dividing.
+	qa, qb := float64(a.Queued)*float64(b.Total), float64(b.Queued)*float64(a.Total)
+	if qa != qb {
+		return qa < qb
+	}
+	return a.Total > b.Total
 }
 
 func indexOf(candidates []Candidate, name string) int {

@@ -23,6 +23,8 @@ func notFitting(name string, total int64, reason string) Candidate {
 
 func noView(name string) Candidate { return Candidate{Cluster: name} }
 
+func queued(c Candidate, q int64) Candidate { c.Queued = q; return c }
+
 func excluded(name, why string) Candidate { return Candidate{Cluster: name, Excluded: why} }
 
 func reasons(pairs ...string) []Reason {
@@ -60,6 +62,24 @@ func TestDecide(t *testing.T) {
 				{Cluster: "dock", View: true, Fits: true, Resource: "memory", Free: 8 << 30, Total: 32 << 30},
 			},
 			want: Decision{Cluster: "wharf", Reasons: reasons("wharf", "fits (3500 cpu free)", "dock", "fits (8589934592 memory free)")},
+		},
+		{
+			name: "a waiting pod joins the shortest queue for the capacity, not the biggest spoke",
+			candidates: []Candidate{
+				queued(notFitting("dock", 8, "0 of 8 nvidia.com/gpu free (needs 1)"), 6),
+				queued(notFitting("pier", 8, "0 of 8 nvidia.com/gpu free (needs 1)"), 2),
+				queued(notFitting("wharf", 4, "0 of 4 nvidia.com/gpu free (needs 1)"), 2),
+			},
+			want: Decision{Cluster: "pier", Waits: true, Reasons: reasons("dock", "0 of 8 nvidia.com/gpu free (needs 1)",
+				"pier", "0 of 8 nvidia.com/gpu free (needs 1)", "wharf", "0 of 4 nvidia.com/gpu free (needs 1)")},
+		},
+		{
+			name: "as short a queue for the capacity: the most total",
+			candidates: []Candidate{
+				queued(notFitting("wharf", 4, "full"), 2),
+				queued(notFitting("dock", 8, "full"), 4),
+			},
+			want: Decision{Cluster: "dock", Waits: true, Reasons: reasons("wharf", "full", "dock", "full")},
 		},
 		{
 			name: "nor are their totals where the pod waits",
