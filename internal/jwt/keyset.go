@@ -52,6 +52,39 @@ type KeySetOptions struct {
 	MaxTrackedKids int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Seed are keys an earlier process fetched (persisted by the caller),
+	// held from the start as if fetched then: a restart during an outage of
+	// the issuer does not leave the set without keys. Fresh keys replace
+	// them; past Seed.Expires they are never used. Nil: no seed.
+	Seed *Seed
+	// RefreshAfter makes a verification with keys older than it start a
+	// fetch in the background (within MinRefresh), so keys still in use are
+	// confirmed now and then. 0: keys are refetched only when a kid is
+	// unknown. Seeded keys are always refreshed so, until a fetch succeeds.
+	RefreshAfter time.Duration
+}
+
+// Seed is keys from an earlier fetch, for KeySetOptions.Seed.
+type Seed struct {
+	Keys      []jose.JSONWebKey
+	FetchedAt time.Time // when they were fetched
+	Expires   time.Time // past it they are not used
+}
+
+// Held says what keys a KeySet verifies with.
+type Held struct {
+	// FetchedAt is when the keys were fetched, by this process or, when
+	// Seeded, by the one that persisted them.
+	FetchedAt time.Time
+	// Seeded: the keys are KeySetOptions.Seed; no fetch has succeeded yet.
+	Seeded bool
+}
+
+// loaded is a KeySet's keys with their origin.
+type loaded struct {
+	keys    []jose.JSONWebKey
+	held    Held
+	expires time.Time // zero: never (fetched keys)
 }
 
 // Defaults of KeySetOptions.
@@ -70,7 +103,7 @@ const (
 // rate limit allows.
 type KeySet struct {
 	opts   KeySetOptions
-	keys   atomic.Pointer[[]jose.JSONWebKey] // nil until the first good fetch
+	keys   atomic.Pointer[loaded] // nil until the first good fetch or a seed
 	flight singleflight.Group
 	// waiting counts callers waiting for a fetch (tests watch it).
 	waiting atomic.Int64
@@ -99,7 +132,31 @@ func NewKeySet(opts KeySetOptions) *KeySet {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &KeySet{opts: opts, firstSeen: lru.New[time.Time](opts.MaxTrackedKids)}
+	k := &KeySet{opts: opts, firstSeen: lru.New[time.Time](opts.MaxTrackedKids)}
+	if seed := opts.Seed; seed != nil && len(seed.Keys) > 0 {
+		k.keys.Store(&loaded{keys: seed.Keys, held: Held{FetchedAt: seed.FetchedAt, Seeded: true}, expires: seed.Expires})
+	}
+	return k
+}
+
+// current is the keys to verify with, nil when there are none or the seed
+// has expired.
+func (k *KeySet) current() *loaded {
+	l := k.keys.Load()
+	if l == nil || (!l.expires.IsZero() && !k.opts.Now().Before(l.expires)) {
+		return nil
+	}
+	return l
+}
+
+// Held reports the origin of the keys verified with now; ok is false when
+// there are none.
+func (k *KeySet) Held() (held Held, ok bool) {
+	l := k.current()
+	if l == nil {
+		return Held{}, false
+	}
+	return l.held, true
 }
 
 // Verify checks a compact JWS's signature and returns its payload, fetching
@@ -113,6 +170,7 @@ func (k *KeySet) Verify(ctx context.Context, token string) ([]byte, error) {
 	}
 	kid := t.kid
 	if payload, err := k.verifyLoaded(t, kid); err == nil || errors.Is(err, ErrBadSignature) {
+		k.confirm(ctx)
 		return payload, err
 	}
 	refreshErr := k.refresh(ctx)
@@ -149,13 +207,14 @@ func (k *KeySet) VerifyLoaded(token string) ([]byte, error) {
 }
 
 // Load makes sure keys are loaded: it fetches (within MinRefresh) when there
-// are none and returns an error wrapping ErrUnavailable while there are none.
+// are none, or only seeded ones, and returns an error wrapping ErrUnavailable
+// while there are none.
 func (k *KeySet) Load(ctx context.Context) error {
-	if k.keys.Load() != nil {
+	if l := k.current(); l != nil && !l.held.Seeded {
 		return nil
 	}
 	err := k.refresh(ctx)
-	if k.keys.Load() != nil {
+	if k.current() != nil {
 		return nil
 	}
 	if err == nil {
@@ -169,19 +228,32 @@ func (k *KeySet) Load(ctx context.Context) error {
 func (k *KeySet) Status() (ready bool, lastErr error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.keys.Load() != nil, k.lastErr
+	return k.current() != nil, k.lastErr
+}
+
+// confirm starts a fetch without waiting for it when the keys just used are
+// seeded or older than RefreshAfter; the rate limit still applies.
+func (k *KeySet) confirm(ctx context.Context) {
+	l := k.current()
+	if l == nil {
+		return
+	}
+	stale := k.opts.RefreshAfter > 0 && k.opts.Now().Sub(l.held.FetchedAt) >= k.opts.RefreshAfter
+	if l.held.Seeded || stale {
+		k.flight.DoChan("refresh", k.fetchOnce(ctx)) // its channel is buffered
+	}
 }
 
 // verifyLoaded checks the signature with the loaded key of kid, or every
 // loaded key when the token names none. errNotLoaded and errKidAbsent say
 // that no key was tried.
 func (k *KeySet) verifyLoaded(t signedToken, kid string) ([]byte, error) {
-	keys := k.keys.Load()
-	if keys == nil {
+	l := k.current()
+	if l == nil {
 		return nil, errNotLoaded
 	}
 	tried := false
-	for _, key := range *keys {
+	for _, key := range l.keys {
 		if kid != "" && key.KeyID != kid {
 			continue
 		}
@@ -207,7 +279,7 @@ var (
 // undecided is the answer for a kid the loaded keys lack after a refresh
 // (attempted or refused by the rate limit) that ended with fetchErr.
 func (k *KeySet) undecided(kid string, fetchErr error) error {
-	if k.keys.Load() == nil {
+	if k.current() == nil {
 		if fetchErr == nil {
 			fetchErr = errors.New("not fetched yet")
 		}
@@ -231,7 +303,22 @@ func (k *KeySet) undecided(kid string, fetchErr error) error {
 // the latest fetch (nil when it succeeded), or ErrUnavailable wrapping
 // ctx's error when the caller stops waiting.
 func (k *KeySet) refresh(ctx context.Context) error {
-	ch := k.flight.DoChan("refresh", func() (any, error) {
+	ch := k.flight.DoChan("refresh", k.fetchOnce(ctx))
+	k.waiting.Add(1)
+	defer k.waiting.Add(-1)
+	select {
+	case res := <-ch:
+		return res.Err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for a fetch: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// fetchOnce is the one fetch of a refresh, for the single flight: nothing
+// when the last attempt is younger than MinRefresh, else a fetch detached
+// from ctx's cancellation whose keys, when good, replace the held ones.
+func (k *KeySet) fetchOnce(ctx context.Context) func() (any, error) {
+	return func() (any, error) {
 		k.mu.Lock()
 		now := k.opts.Now()
 		if !k.lastAttempt.IsZero() && now.Sub(k.lastAttempt) < k.opts.MinRefresh {
@@ -254,18 +341,10 @@ func (k *KeySet) refresh(ctx context.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		k.keys.Store(&keys)
+		k.keys.Store(&loaded{keys: keys, held: Held{FetchedAt: now}})
 		for _, key := range keys {
 			k.firstSeen.Delete(key.KeyID)
 		}
 		return nil, nil
-	})
-	k.waiting.Add(1)
-	defer k.waiting.Add(-1)
-	select {
-	case res := <-ch:
-		return res.Err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for a fetch: %w", ErrUnavailable, ctx.Err())
 	}
 }
