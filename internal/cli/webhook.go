@@ -18,6 +18,7 @@ import (
 func newWebhookCmd() *cobra.Command {
 	var (
 		configFile     string
+		stateDir       string
 		serve          = httpserve.Options{Name: "webhook", WriteTimeout: 40 * time.Second} // kube-apiserver gives up after 30 s
 		ops            = httpserve.Options{Name: "webhook-metrics", InsecureHTTP: true, NoCredentials: true, WriteTimeout: 30 * time.Second}
 		reloadInterval time.Duration
@@ -108,9 +109,20 @@ Example --config:
       audiences: [wharf]
     claimMappings:
       username: {claim: sub, prefix: "hub:"}
+    maxKeyAge: 24h              # optional: how long keys persisted in --state-dir may be used
 
 The discovery document's issuer must equal issuer.url exactly; keys come from
-its jwks_uri (https only). Fields are those of an AuthenticationConfiguration
+its jwks_uri (https only).
+
+With --state-dir, every good fetch is written there (provider-<name>.json:
+the documents as fetched, the fetch time, the provider's name, issuer and
+discovery URL). A webhook that starts while discovery fails verifies with
+that file if it names the same provider, issuer and discovery URL and is
+younger than the provider's maxKeyAge (default 24h; 0s turns persistence
+off for the provider); fresh keys replace it as soon as a fetch succeeds.
+Meanwhile a hub key removed from the mirror stays trusted; to revoke at
+once, delete the file and restart. /readyz shows each provider's keySource
+(fetched or persisted) and keyAgeSeconds. Fields are those of an AuthenticationConfiguration
 jwt entry (apiserver.config.k8s.io/v1) except egressSelectorType; unknown
 fields are errors.`,
 		Example: `  crucible authn-webhook --config webhook.yaml --tls-cert tls.crt --tls-key tls.key \
@@ -130,7 +142,7 @@ fields are errors.`,
 			if err != nil {
 				return err
 			}
-			srv, err := webhook.NewServer(ctx, cfg, webhook.Options{Logger: log})
+			srv, err := webhook.NewServer(ctx, cfg, webhook.Options{Logger: log, StateDir: stateDir})
 			if err != nil {
 				return err
 			}
@@ -151,6 +163,8 @@ fields are errors.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "the webhook's configuration file (YAML; see above)")
+	f.StringVar(&stateDir, "state-dir", "", "directory where each provider's last fetched discovery document and JWKS are kept (one 0600 file per provider), "+
+		"so that after a restart during which discovery fails the webhook verifies with them while younger than the provider's maxKeyAge; \"\" keeps nothing")
 	f.StringVar(&serve.Addr, "listen", "127.0.0.1:9443", "host:port to serve on")
 	f.StringVar(&serve.CertFile, "tls-cert", "", "serving certificate (PEM, chain first); re-read when it changes")
 	f.StringVar(&serve.KeyFile, "tls-key", "", "serving key (PEM); re-read when it changes")

@@ -31,6 +31,15 @@ var (
 			"once per jwksMinRefreshInterval per provider.",
 	}, []string{"provider", "result"})
 
+	// WebhookKeyAge is the age of each provider's keys, by where they come from.
+	WebhookKeyAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "crucible_webhook_key_age_seconds",
+		Help: "Seconds since the authn webhook's keys of a provider were fetched, by provider and " +
+			"source: fetched (by this process) or persisted (read from --state-dir at start and " +
+			"used because fetching fails; trusted up to the provider's maxKeyAge). No series " +
+			"while a provider has no keys. Computed at each scrape.",
+	}, []string{"provider", "source"})
+
 	// WebhookConfigReloadFailures counts rejected configuration reloads.
 	WebhookConfigReloadFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "crucible_webhook_config_reload_failures_total",
@@ -52,6 +61,7 @@ func init() {
 		WebhookReviews,
 		WebhookReviewDuration,
 		WebhookJWKSFetches,
+		WebhookKeyAge,
 		WebhookConfigReloadFailures,
 		WebhookConfigLastReloadSuccess,
 	)

@@ -43,6 +43,16 @@ const (
 	// a definitive no.
 	maxUnknownKeyIDGrace = time.Hour
 
+	// DefaultMaxKeyAge applies when a provider sets no maxKeyAge: a
+	// controller outage of a day does not cut the hub off a spoke whose
+	// webhook restarts, and a hub key removed meanwhile stays trusted by
+	// that spoke for at most as long.
+	DefaultMaxKeyAge = 24 * time.Hour
+
+	// maxMaxKeyAge bounds maxKeyAge: a removed hub key must stop being
+	// trusted some day even on a spoke that never reaches the mirror.
+	maxMaxKeyAge = 30 * 24 * time.Hour
+
 	// minJWKSMinRefreshInterval keeps the rate limit meaningful.
 	minJWKSMinRefreshInterval = time.Second
 
@@ -81,6 +91,11 @@ type ProviderConfig struct {
 	// controller would be locked out of the spoke for the API server's
 	// cache lifetime. 0 disables it.
 	UnknownKeyIDGrace time.Duration
+	// MaxKeyAge is how long after their fetch persisted keys (--state-dir)
+	// may still verify, after a restart during which discovery fails; it
+	// is also how long a hub key removed while the spoke cannot reach the
+	// mirror stays trusted. 0 turns persistence off for the provider.
+	MaxKeyAge time.Duration
 }
 
 // fileConfig is the configuration file as written.
@@ -95,6 +110,7 @@ type fileProvider struct {
 	Name              string   `json:"name"`
 	AllowedSubjects   []string `json:"allowedSubjects,omitempty"`
 	UnknownKeyIDGrace *string  `json:"unknownKeyIDGrace,omitempty"` // a duration; default DefaultUnknownKeyIDGrace
+	MaxKeyAge         *string  `json:"maxKeyAge,omitempty"`         // a duration; default DefaultMaxKeyAge
 
 	apiserverv1.JWTAuthenticator `json:",inline"`
 }

@@ -62,6 +62,7 @@ func TestParseConfigValid(t *testing.T) {
 				UserValidationRules: []apiserver.UserValidationRule{{Expression: "!user.username.startsWith('system:')", Message: "no system users"}},
 			},
 			UnknownKeyIDGrace: DefaultUnknownKeyIDGrace,
+			MaxKeyAge:         DefaultMaxKeyAge,
 		}},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Config{})); diff != "" {
@@ -110,6 +111,18 @@ func TestParseConfigGrace(t *testing.T) {
 	}
 }
 
+func TestParseConfigMaxKeyAge(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0s": 0, "30s": 30 * time.Second, "168h": 7 * 24 * time.Hour} {
+		got, err := ParseConfig([]byte(edit("name: hub", "name: hub\n  maxKeyAge: "+in)))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if g := got.Providers[0].MaxKeyAge; g != want {
+			t.Errorf("maxKeyAge %s = %v, want %v", in, g, want)
+		}
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -130,6 +143,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"interval too short", "jwksMinRefreshInterval: 100ms\n" + "providers:\n" + providerEntry, []string{`jwksMinRefreshInterval: Invalid value: "100ms": must be at least 1s`}},
 		{"grace not a duration", edit("name: hub", "name: hub\n  unknownKeyIDGrace: soon"), []string{`providers[0].unknownKeyIDGrace: Invalid value: "soon": must be a duration such as 2m or 0s`}},
 		{"grace negative", edit("name: hub", "name: hub\n  unknownKeyIDGrace: -1s"), []string{`providers[0].unknownKeyIDGrace: Invalid value: "-1s": must be between 0s and 1h0m0s`}},
+		{"max key age too long", edit("name: hub", "name: hub\n  maxKeyAge: 721h"), []string{`providers[0].maxKeyAge: Invalid value: "721h": must be between 0s and 720h0m0s`}},
 		{"grace too long", edit("name: hub", "name: hub\n  unknownKeyIDGrace: 2h"), []string{`providers[0].unknownKeyIDGrace: Invalid value: "2h": must be between 0s and 1h0m0s`}},
 		{"name missing", edit("- name: hub\n  allowedSubjects", "- allowedSubjects"), []string{"providers[0].name: Required value: a DNS label"}},
 		{"name not a DNS label", edit("name: hub", "name: Hub_1"), []string{`providers[0].name: Invalid value: "Hub_1": a lowercase RFC 1123 label`}},

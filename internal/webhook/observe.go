@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,4 +48,24 @@ func (s *snapshot) observe(out outcome, took time.Duration) {
 	if o, ok := s.metrics.duration[out.result]; ok {
 		o.Observe(took.Seconds())
 	}
+}
+
+// keyAgeMu keeps one scrape's reset and sets whole.
+var keyAgeMu sync.Mutex
+
+// withKeyAges sets the key-age gauge before each scrape: an age grows
+// between fetches, so it is computed when read. Providers without keys,
+// and sources no longer in use, have no series.
+func (s *Server) withKeyAges(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keyAgeMu.Lock()
+		metrics.WebhookKeyAge.Reset()
+		for _, p := range s.current.Load().providers {
+			if source, age, ok := p.keys.source(); ok {
+				metrics.WebhookKeyAge.WithLabelValues(p.name, source).Set(age.Seconds())
+			}
+		}
+		keyAgeMu.Unlock()
+		next.ServeHTTP(w, r)
+	})
 }

@@ -345,7 +345,8 @@ func TestReadyzAndMetrics(t *testing.T) {
 	f.iss.set(func(ti *testIssuer) { ti.discoveryOff = false })
 	f.clock.Step(11 * time.Second) // past jwksMinRefreshInterval
 	code, got = getReadiness(t, f.h)
-	want := Readiness{Ready: true, Providers: []ProviderReadiness{{Name: "hub", Ready: true}}}
+	zero := int64(0)
+	want := Readiness{Ready: true, Providers: []ProviderReadiness{{Name: "hub", Ready: true, KeySource: sourceFetched, KeyAgeSeconds: &zero}}}
 	if diff := cmp.Diff(want, got); code != http.StatusOK || diff != "" {
 		t.Errorf("readyz = %d, want 200; body (-want +got):\n%s", code, diff)
 	}

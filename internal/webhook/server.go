@@ -20,6 +20,10 @@ type Options struct {
 	// Info line a minute counting refused reviews. Default: slog.Default().
 	Logger *slog.Logger
 
+	// StateDir, when set, is where each provider's last fetched keys are
+	// persisted, and read back when its key set is created (--state-dir).
+	StateDir string
+
 	// now drives the key-fetch rate limit; tests replace it.
 	now func() time.Time
 }
@@ -30,6 +34,7 @@ type Options struct {
 type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
+	state    stateDir
 	refusals *refusals
 
 	current atomic.Pointer[snapshot]
@@ -48,7 +53,7 @@ type snapshot struct {
 // NewServer builds the authenticators of cfg. It does no I/O: keys are
 // fetched on first use, from /readyz, or by Reloader.Start.
 func NewServer(ctx context.Context, cfg *Config, opts Options) (*Server, error) {
-	s := &Server{log: opts.Logger, now: opts.now}
+	s := &Server{log: opts.Logger, now: opts.now, state: stateDir(opts.StateDir)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -97,11 +102,12 @@ func (s *Server) build(ctx context.Context, cfg *Config, old *snapshot) (*snapsh
 			ca:           pc.JWT.Issuer.CertificateAuthority,
 			minInterval:  cfg.JWKSMinRefreshInterval,
 			grace:        pc.UnknownKeyIDGrace,
+			maxKeyAge:    pc.MaxKeyAge,
 		}
 		keys, ok := oldKeys[src]
 		if !ok {
 			var err error
-			if keys, err = newKeySet(src, s.now, s.log); err != nil {
+			if keys, err = newKeySet(src, s.state, s.now, s.log); err != nil {
 				return nil, err
 			}
 		}
@@ -148,7 +154,7 @@ func (s *Server) Handler() http.Handler {
 // It never sees a token.
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler())
+	mux.Handle("GET /metrics", s.withKeyAges(metrics.Handler()))
 	s.handleHealth(mux)
 	return mux
 }
@@ -176,7 +182,13 @@ type Readiness struct {
 type ProviderReadiness struct {
 	Name  string `json:"name"`
 	Ready bool   `json:"ready"`
-	Error string `json:"error,omitempty"`
+	// KeySource says where the keys come from when Ready: "fetched" by
+	// this process, or "persisted" by an earlier one (--state-dir) and
+	// used because fetching fails.
+	KeySource string `json:"keySource,omitempty"`
+	// KeyAgeSeconds is the time since the keys were fetched, when Ready.
+	KeyAgeSeconds *int64 `json:"keyAgeSeconds,omitempty"`
+	Error         string `json:"error,omitempty"`
 }
 
 // serveReady also fetches keys of providers that have none, within their
@@ -199,6 +211,10 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 		_ = p.keys.Load(ctx) // its error is the status's lastErr
 		ready, lastErr := p.keys.Status()
 		pr := ProviderReadiness{Name: p.name, Ready: ready}
+		if source, age, ok := p.keys.source(); ok {
+			secs := int64(age / time.Second)
+			pr.KeySource, pr.KeyAgeSeconds = source, &secs
+		}
 		if lastErr != nil {
 			pr.Error = lastErr.Error()
 		}

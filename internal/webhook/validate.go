@@ -61,23 +61,25 @@ func validateProvider(fp *fileProvider, path *field.Path, seen *uniqueness) (Pro
 		return ProviderConfig{}, append(errs, field.Invalid(path, "<omitted>", "convert to kube-apiserver's internal type: "+err.Error()))
 	}
 	errs = append(errs, validateJWT(jwt, path, seen)...)
-	grace, gerrs := validateGrace(fp.UnknownKeyIDGrace, path.Child("unknownKeyIDGrace"))
+	grace, gerrs := validateOptionalDuration(fp.UnknownKeyIDGrace, path.Child("unknownKeyIDGrace"), DefaultUnknownKeyIDGrace, maxUnknownKeyIDGrace)
 	errs = append(errs, gerrs...)
-	return ProviderConfig{Name: fp.Name, AllowedSubjects: fp.AllowedSubjects, JWT: jwt, UnknownKeyIDGrace: grace}, errs
+	maxAge, aerrs := validateOptionalDuration(fp.MaxKeyAge, path.Child("maxKeyAge"), DefaultMaxKeyAge, maxMaxKeyAge)
+	errs = append(errs, aerrs...)
+	return ProviderConfig{Name: fp.Name, AllowedSubjects: fp.AllowedSubjects, JWT: jwt, UnknownKeyIDGrace: grace, MaxKeyAge: maxAge}, errs
 }
 
-// validateGrace reads unknownKeyIDGrace: absent is the default, "0s"
-// disables the grace.
-func validateGrace(s *string, path *field.Path) (time.Duration, field.ErrorList) {
+// validateOptionalDuration reads a duration setting: absent is def, "0s"
+// turns its feature off, at most maxD.
+func validateOptionalDuration(s *string, path *field.Path, def, maxD time.Duration) (time.Duration, field.ErrorList) {
 	if s == nil {
-		return DefaultUnknownKeyIDGrace, nil
+		return def, nil
 	}
 	d, err := time.ParseDuration(*s)
 	switch {
 	case err != nil:
 		return 0, field.ErrorList{field.Invalid(path, *s, "must be a duration such as 2m or 0s")}
-	case d < 0 || d > maxUnknownKeyIDGrace:
-		return 0, field.ErrorList{field.Invalid(path, *s, "must be between 0s and "+maxUnknownKeyIDGrace.String())}
+	case d < 0 || d > maxD:
+		return 0, field.ErrorList{field.Invalid(path, *s, "must be between 0s and "+maxD.String())}
 	}
 	return d, nil
 }
