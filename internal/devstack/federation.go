@@ -46,6 +46,9 @@ type Federation struct {
 	// WebhookConfigFiles maps spoke name to its webhook's configuration file,
 	// which the webhook reloads when it changes.
 	WebhookConfigFiles map[string]string
+	// WebhookStateDirs maps spoke name to its webhook's --state-dir, where
+	// it keeps the hub's keys it last fetched for its next start.
+	WebhookStateDirs map[string]string
 	// ProfileFile is the controller's crucible.toml.
 	ProfileFile string
 	// SpokeTokenFiles maps spoke name to the controller's token for it
@@ -95,6 +98,7 @@ func (s *Stack) planFederation() error {
 		WebhookMetricsURLs:    map[string]string{},
 		WebhookClientCerts:    map[string]KeyPair{},
 		WebhookConfigFiles:    map[string]string{},
+		WebhookStateDirs:      map[string]string{},
 		webhookPorts:          map[string]int{},
 		webhookMetricsPorts:   map[string]int{},
 	}
@@ -210,6 +214,7 @@ func (s *Stack) startWebhooks(ctx context.Context, dir string) ([]*Cluster, erro
 			return nil, err
 		}
 		f.WebhookConfigFiles[c.Name] = cfg
+		f.WebhookStateDirs[c.Name] = filepath.Join(dir, "webhook-state-"+c.Name)
 		if _, err := s.start("crucible-webhook-"+c.Name, s.opts.Crucible, []string{
 			"authn-webhook",
 			"--config=" + cfg,
@@ -220,6 +225,7 @@ func (s *Stack) startWebhooks(ctx context.Context, dir string) ([]*Cluster, erro
 			"--client-name=" + WebhookClientName(c.Name),
 			"--metrics-listen=127.0.0.1:" + strconv.Itoa(f.webhookMetricsPorts[c.Name]),
 			"--reload-interval=1s",
+			"--state-dir=" + f.WebhookStateDirs[c.Name],
 		}); err != nil {
 			return nil, err
 		}
