@@ -27,7 +27,9 @@ var (
 		Name: "crucible_webhook_jwks_fetches_total",
 		Help: "Fetches of a provider's keys by the authn webhook (the discovery document, then " +
 			"the JWKS at its jwks_uri), by provider and result (success or failure). Fetches " +
-			"happen on first use, on a token with an unknown key id and from /readyz, at most " +
+			"happen on first use, on a token with an unknown key id, from /readyz, and (with " +
+			"--state-dir) in the background when a review used persisted keys or keys older than " +
+			"min(maxKeyAge/4, 1h); at most " +
 			"once per jwksMinRefreshInterval per provider.",
 	}, []string{"provider", "result"})
 
