@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 // its own (make acceptance): with the hub API stopped, the controller is
 // restarted; its mirror serves the discovery documents the store kept
 // from before (their max_stale counted from that fetch, not from the
-// restart), so wharf's webhook, restarted now too, fetches the hub's keys
-// from it and accepts a fresh controller token. Past ttl + max_stale of the
+// restart), so wharf's webhook, restarted now too without the keys it kept
+// itself, fetches the hub's keys from it and accepts a fresh controller
+// token. Past ttl + max_stale of the
 // kept fetch the mirror answers 503.
 func TestMirrorServesKeptDocumentsAfterARestart(t *testing.T) {
 	t.Parallel()
@@ -46,6 +48,11 @@ func TestMirrorServesKeptDocumentsAfterARestart(t *testing.T) {
 	t.Cleanup(func() { _ = s.StartAPIServer(context.Background(), s.Hub) })
 	if err := s.RestartProcess(t.Context(), "crucible-controller", s.ControllerReady); err != nil {
 		t.Fatalf("the controller restarted with the hub API down is not ready: %v", err)
+	}
+	// Without the keys it kept itself: the webhook must fetch them from
+	// the restarted mirror.
+	if err := os.RemoveAll(s.Federation.WebhookStateDirs["wharf"]); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.RestartProcess(t.Context(), "crucible-webhook-wharf", s.WebhookReady("wharf")); err != nil {
 		t.Fatal(err)
