@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -59,6 +60,17 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 			_, _, err := s.ObservePod(ctx, "p", store.Observation{Node: "n", Moments: []store.Event{store.EventScheduled}})
 			return err
 		},
+		"MoveWorkPod": func(ctx context.Context, s store.Store) error {
+			_, err := s.MoveWorkPod(ctx, "placed", moveToDock("wharf", ""))
+			return err
+		},
+		"KeepMirrorDocument": func(ctx context.Context, s store.Store) error {
+			return s.KeepMirrorDocument(ctx, "jwks", []byte(`{"keys":[{"kid":"b"}]}`), time.Now())
+		},
+		"MirrorDocument": func(ctx context.Context, s store.Store) error {
+			_, _, err := s.MirrorDocument(ctx, "discovery")
+			return err
+		},
 		"PodHistory": func(ctx context.Context, s store.Store) error { _, err := s.PodHistory(ctx, "p"); return err },
 		"ClaimEpoch": func(ctx context.Context, s store.Store) error { return s.ClaimEpoch(ctx, "wharf", 1) },
 		"DigestKey":  func(ctx context.Context, s store.Store) error { _, err := s.DigestKey(ctx); return err },
@@ -67,7 +79,11 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 
 func seedFaulty(t *testing.T, s store.Store) {
 	t.Helper()
-	mustCreate(t, s, pod("p", keyed("alice", "k", sha("request"))))
+	mustCreate(t, s, pod("p", keyed("alice", "k", sha("request"))),
+		pod("placed", func(p *store.WorkPod) { p.Placement = &store.Placement{Decision: "wharf: fits"} }))
+	if err := s.KeepMirrorDocument(t.Context(), "discovery", []byte(`{"issuer":"x"}`), time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.PutArtifact(t.Context(), art("p", "log", 1, "log"), noQuota); err != nil {
 		t.Fatal(err)
 	}
