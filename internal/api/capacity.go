@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"crucible.dev/crucible/internal/api/apiv1"
@@ -31,10 +30,10 @@ func (s *Server) capacityView(w http.ResponseWriter, r *http.Request) error {
 				fillCapacity(&cc, sum)
 			}
 		}
-		if class != "" {
-			s.judgeClass(r, p, c, class, &cc)
-		}
 		out = append(out, cc)
+	}
+	if class != "" {
+		s.judgeClass(r, p, class, out)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -99,32 +98,32 @@ func gpuSeries(series []capacity.Series) []apiv1.GPUSeries {
 	return out
 }
 
-// judgeClass fills cc's Fits and Reason for a pod of class with its
-// default asks on c, as placement would judge it: not offered there, or
-// the view's verdict. Without a synced view it says nothing.
-func (s *Server) judgeClass(r *http.Request, p *profile.Profile, c profile.ClusterEntry, class string, cc *apiv1.ClusterCapacity) {
+// judgeClass fills each cluster's Fits and Reason (out in profile order)
+// for a pod of class with its default asks, as placement would judge it:
+// not offered there, or the view's verdict. Without a synced view it says
+// nothing; a pod that cannot be judged anywhere says why on every cluster.
+func (s *Server) judgeClass(r *http.Request, p *profile.Profile, class string, out []apiv1.ClusterCapacity) {
 	req := apiv1.SubmitRequest{Class: class, Image: capacityProbeImage}
-	cand, shape, err := s.candidate(r, p, c, req)
-	if err != nil {
-		cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
-		return
-	}
-	if cand.Excluded != "" {
-		no := false
-		cc.Fits, cc.Reason = &no, cand.Excluded
-		return
-	}
-	v, err := checkPod(p, req, shape, capacityProbeID)
-	var pod *corev1.Pod
-	if err == nil {
-		pod, err = podOn(p, c, v)
-	}
-	if err != nil {
-		cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
-		return
-	}
-	if v, ok := s.Capacity.Judge(c.Name, pod); ok {
-		cc.Fits, cc.Reason = &v.Fits, v.Reason
+	candidates, valids, _, err := s.candidates(r, p, req, capacityProbeID)
+	for i, c := range p.Clusters {
+		cc := &out[i]
+		if err != nil {
+			cc.Reason = "cannot judge: " + httperr.Truncate(err.Error(), 200)
+			continue
+		}
+		if candidates[i].Excluded != "" {
+			no := false
+			cc.Fits, cc.Reason = &no, candidates[i].Excluded
+			continue
+		}
+		pod, perr := podOn(p, c, valids[i])
+		if perr != nil {
+			cc.Reason = "cannot judge: " + httperr.Truncate(perr.Error(), 200)
+			continue
+		}
+		if v, ok := s.Capacity.Judge(c.Name, pod); ok {
+			cc.Fits, cc.Reason = &v.Fits, v.Reason
+		}
 	}
 }
 

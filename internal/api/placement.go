@@ -91,33 +91,9 @@ func (s *Server) place(r *http.Request, p *profile.Profile, req apiv1.SubmitRequ
 		_, err := p.ClassFor(profile.ClusterEntry{}, req.Class, "")
 		return placed{}, &httperr.Error{Code: http.StatusUnprocessableEntity, Field: "class", Msg: httperr.Truncate(err.Error(), maxMessageBytes)}
 	}
-	candidates := make([]placement.Candidate, len(p.Clusters))
-	valids := make([]workpod.Valid, len(p.Clusters))
-	allowed := 0
-	var checked workpod.Valid
-	for i, c := range p.Clusters {
-		cand, shape, err := s.candidate(r, p, c, req)
-		if err != nil {
-			return placed{}, err
-		}
-		if cand.Excluded != excludedForbidden {
-			allowed++
-		}
-		candidates[i] = cand
-		if cand.Excluded != "" {
-			continue
-		}
-		// What is wrong past the class is wrong on every spoke: the
-		// request's own 400 or 422, not a placement's 409.
-		if checked.IsZero() {
-			checked, err = checkPod(p, req, shape, id)
-		} else {
-			checked, err = reshape(checked, shape)
-		}
-		if err != nil {
-			return placed{}, err
-		}
-		valids[i] = checked
+	candidates, valids, allowed, err := s.candidates(r, p, req, id)
+	if err != nil {
+		return placed{}, err
 	}
 	if allowed == 0 {
 		return placed{}, httperr.New(http.StatusForbidden, "you may not create work pods on any cluster")
@@ -170,6 +146,41 @@ func eligible(req placement.Request, candidates []placement.Candidate) []string 
 		}
 	}
 	return names
+}
+
+// candidates is every spoke's candidacy for req, in profile order, and
+// the pod, checked once (id its work pod's id), as each spoke that is not
+// excluded shapes it (the zero Valid where it is); allowed counts the
+// spokes the caller may create on. What is wrong past the class is wrong
+// on every spoke: the request's own 400 or 422, an error here.
+func (s *Server) candidates(r *http.Request, p *profile.Profile, req apiv1.SubmitRequest, id string) ([]placement.Candidate, []workpod.Valid, int, error) {
+	candidates := make([]placement.Candidate, len(p.Clusters))
+	valids := make([]workpod.Valid, len(p.Clusters))
+	allowed := 0
+	var checked workpod.Valid
+	for i, c := range p.Clusters {
+		cand, shape, err := s.candidate(r, p, c, req)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if cand.Excluded != excludedForbidden {
+			allowed++
+		}
+		candidates[i] = cand
+		if cand.Excluded != "" {
+			continue
+		}
+		if checked.IsZero() {
+			checked, err = checkPod(p, req, shape, id)
+		} else {
+			checked, err = reshape(checked, shape)
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		valids[i] = checked
+	}
+	return candidates, valids, allowed, nil
 }
 
 // reshape is the checked pod with another spoke's shape.
