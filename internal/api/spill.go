@@ -70,19 +70,18 @@ func (s *Server) Replace(ctx context.Context, row store.WorkPod) (store.Move, wo
 		}
 		valids[i] = v
 	}
+	digestKey, err := s.digestKey(ctx)
+	if err != nil {
+		return store.Move{}, workpod.Valid{}, err
+	}
 	i, record, err := s.decide(req, candidates, pods)
 	if err != nil {
 		return store.Move{}, workpod.Valid{}, err
 	}
 	record.Eligible, record.Ordered, record.Tried = row.Placement.Eligible, row.Placement.Ordered, req.Tried
-	digestKey, err := s.digestKey(ctx)
-	if err != nil {
-		s.release(placed{cluster: p.Clusters[i], pod: pods[i]})
-		return store.Move{}, workpod.Valid{}, err
-	}
 	spec, err := workpod.EncodeStored(valids[i].Pod(), digestKey)
 	if err != nil {
-		s.release(placed{cluster: p.Clusters[i], pod: pods[i]})
+		s.Capacity.Release(p.Clusters[i].Name, pods[i].Namespace, pods[i].Name)
 		return store.Move{}, workpod.Valid{}, err
 	}
 	return store.Move{From: row.Cluster, PodUID: row.PodUID, To: p.Clusters[i].Name, Namespace: p.Clusters[i].LoopNamespace,
