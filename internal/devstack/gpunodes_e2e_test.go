@@ -1,12 +1,15 @@
 package devstack_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
@@ -76,6 +79,26 @@ func TestGPUNodesFromTheFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// kube-apiserver's RBAC authorizer reads roles and bindings from its
+	// informers: a binding just created is seen a moment later (ci16, seed
+	// 1796433325212273126, denied the first review). Once one grant shows,
+	// every review below is of the bound role.
+	access := func(ctx context.Context, verb, resource, namespace string) (bool, error) {
+		review, err := dock.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Resource: resource, Namespace: namespace,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return review.Status.Allowed, nil
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return access(ctx, "list", "nodes", "")
+	}); err != nil {
+		t.Fatalf("the capacity binding never took effect: %v", err)
+	}
 	for _, tc := range []struct {
 		verb, resource, namespace string
 		want                      bool
@@ -84,16 +107,12 @@ func TestGPUNodesFromTheFlag(t *testing.T) {
 		{"list", "pods", "", true}, {"watch", "pods", "kube-system", true},
 		{"get", "pods", "kube-system", false}, {"update", "nodes", "", false}, {"list", "secrets", "", false}, {"create", "pods", "", false},
 	} {
-		review, err := dock.Client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: tc.verb, Resource: tc.resource, Namespace: tc.namespace,
-			}},
-		}, metav1.CreateOptions{})
+		allowed, err := access(t.Context(), tc.verb, tc.resource, tc.namespace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if review.Status.Allowed != tc.want {
-			t.Errorf("%s %s in %q allowed = %v, want %v", tc.verb, tc.resource, tc.namespace, review.Status.Allowed, tc.want)
+		if allowed != tc.want {
+			t.Errorf("%s %s in %q allowed = %v, want %v", tc.verb, tc.resource, tc.namespace, allowed, tc.want)
 		}
 	}
 }
