@@ -52,7 +52,12 @@ func TestPlacementSpillsOver(t *testing.T) {
 		defer close(done)
 		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			n := int32(0)
-			for _, name := range []string{"wharf", "dock"} {
+			// dock first: the pod is created there only after it was
+			// confirmed gone from wharf, so a pod dock shows is never
+			// counted again by the later list of wharf. Listed the
+			// other way round, a move between the two lists would
+			// count one pod twice (ci17, seed 1796434440520647618).
+			for _, name := range []string{"dock", "wharf"} {
 				list, err := s.Spoke(name).Client.CoreV1().Pods(devstack.SpokeNamespace).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + wp.ID})
 				if err != nil {
 					return false, nil // the next poll lists again; a missed list cannot hide a pod that stays
