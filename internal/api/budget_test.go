@@ -94,7 +94,7 @@ func TestLiveLogClientThatStopsReadingIsCut(t *testing.T) {
 	// server and client hold.
 	d := profile.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return floodSource{lines: 500} }, live.Options{Buffer: 1000, BufferBytes: 1 << 30,
-		History: d.Live.History, HistoryBytes: d.Live.HistoryBytes, Poll: 10 * time.Millisecond, Retry: fleet.RetryPolicy(d.Reconcile)})
+		History: d.Live.History, HistoryBytes: d.Live.HistoryBytes, ReadRate: 1 << 40, Poll: 10 * time.Millisecond, Retry: fleet.RetryPolicy(d.Reconcile)})
 	if err != nil {
 		t.Fatal(err)
 	}

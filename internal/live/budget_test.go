@@ -22,12 +22,14 @@ const (
 )
 
 // newBudgetHub is a hub whose line counts are the profile's defaults (far
-// above what the tests print) and whose byte budgets are the tests'.
+// above what the tests print) and whose byte budgets are the tests'; its
+// upstream is not paced (pace_test.go tests that), so that the budgets
+// alone decide.
 func newBudgetHub(t *testing.T, f *fakeSource) *Hub {
 	t.Helper()
 	d := profile.Default().Live
 	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: d.Buffer, BufferBytes: testBufferBytes,
-		History: d.History, HistoryBytes: testHistoryBytes, Poll: 10 * time.Millisecond, Retry: fastRetry})
+		History: d.History, HistoryBytes: testHistoryBytes, ReadRate: 1 << 40, Poll: 10 * time.Millisecond, Retry: fastRetry})
 	if err != nil {
 		t.Fatal(err)
 	}

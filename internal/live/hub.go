@@ -64,6 +64,9 @@ type Options struct {
 	// HistoryBytes bounds the same history in bytes ([live]
 	// history_bytes).
 	HistoryBytes int64
+	// ReadRate is how many bytes a second a pod's log is read upstream
+	// ([live] read_bytes_per_second).
+	ReadRate int64
 	// Poll is how often a pending pod, and a followed pod's end, are
 	// checked ([live] poll_interval).
 	Poll time.Duration
@@ -84,6 +87,7 @@ func (o Options) validate() error {
 		{"BufferBytes", o.BufferBytes <= 0},
 		{"History", o.History <= 0},
 		{"HistoryBytes", o.HistoryBytes <= 0},
+		{"ReadRate", o.ReadRate <= 0},
 		{"Poll", o.Poll <= 0},
 		{"Retry", o.Retry.Initial <= 0 || o.Retry.Max <= 0 || o.Retry.Budget <= 0},
 	} {

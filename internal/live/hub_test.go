@@ -23,7 +23,8 @@ var fastRetry = retry.Policy{Initial: 5 * time.Millisecond, Max: 20 * time.Milli
 func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
 	t.Helper()
 	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: buffer, BufferBytes: profile.DefaultLiveViewerBufferBytes,
-		History: profile.DefaultLiveHistory, HistoryBytes: profile.DefaultLiveHistoryBytes, Poll: 10 * time.Millisecond, Retry: fastRetry})
+		History: profile.DefaultLiveHistory, HistoryBytes: profile.DefaultLiveHistoryBytes, ReadRate: profile.DefaultLiveReadBytesPerSecond,
+		Poll: 10 * time.Millisecond, Retry: fastRetry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func newTestHub(t *testing.T, f *fakeSource, buffer int) *Hub {
 func TestNewHubRefusesZeroBounds(t *testing.T) {
 	_, err := NewHub(func(Key) Source { return nil }, Options{Buffer: -1, Retry: retry.Policy{Initial: time.Second}})
 	const fleets = ": must be positive (the profile's defaults are package profile's)"
-	want := "live log options: Buffer" + fleets + "\nBufferBytes" + fleets + "\nHistory" + fleets + "\nHistoryBytes" + fleets +
+	want := "live log options: Buffer" + fleets + "\nBufferBytes" + fleets + "\nHistory" + fleets + "\nHistoryBytes" + fleets + "\nReadRate" + fleets +
 		"\nPoll" + fleets + "\nRetry" + fleets
 	if err == nil || err.Error() != want {
 		t.Errorf("NewHub error = %v, want %q", err, want)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"crucible.dev/crucible/internal/retry"
 )
 
@@ -17,6 +19,8 @@ type stream struct {
 	hub    *Hub
 	key    Key
 	cancel context.CancelFunc
+	// pace spans the stream's reopens: a reconnect does not refill it.
+	pace *rate.Limiter
 
 	mu      sync.Mutex
 	viewers map[*Viewer]struct{} // those still sent lines
@@ -37,7 +41,7 @@ type stream struct {
 
 func newStream(h *Hub, key Key) *stream {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &stream{hub: h, key: key, cancel: cancel, viewers: map[*Viewer]struct{}{}}
+	s := &stream{hub: h, key: key, cancel: cancel, pace: newPacer(h.opts.ReadRate), viewers: map[*Viewer]struct{}{}}
 	go s.run(ctx)
 	return s
 }
@@ -270,7 +274,7 @@ func (s *stream) readOnce(ctx context.Context, src Source, follow bool) (finishe
 			cancel()
 		}()
 	}
-	lr := newLineReader(rc, false)
+	lr := newLineReader(&pacedReader{ctx: rctx, r: rc, lim: s.pace}, false)
 	for {
 		text, rerr := lr.next()
 		if rerr != nil {

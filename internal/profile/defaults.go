@@ -128,11 +128,15 @@ const (
 // second. A pod printing 64 KiB lines thus costs a stream 4 MiB and each of
 // its viewers 1 MiB, where counts alone let it cost 1.3 GiB. The viewer caps
 // leave room for the 500 viewers of one identity that make bench measures.
+// A pod's log is read upstream at up to 1 MiB/s, about ten thousand
+// 100-byte lines a second: more than anyone reads, and what bounds a
+// flooding pod's cost to the spoke and to everyone else's viewers.
 const (
 	DefaultLiveHistory               = 10000
 	DefaultLiveHistoryBytes          = 4 << 20
 	DefaultLiveBuffer                = 1024
 	DefaultLiveViewerBufferBytes     = 1 << 20
+	DefaultLiveReadBytesPerSecond    = 1 << 20
 	DefaultLiveWriteTimeout          = 10 * time.Second
 	DefaultLiveMaxViewers            = 1000
 	DefaultLiveMaxViewersPerIdentity = 500
@@ -305,6 +309,7 @@ func setStreamDefaults(p *Profile) {
 	setZero(&p.Live.HistoryBytes, DefaultLiveHistoryBytes)
 	setZero(&p.Live.Buffer, DefaultLiveBuffer)
 	setZero(&p.Live.ViewerBufferBytes, DefaultLiveViewerBufferBytes)
+	setZero(&p.Live.ReadBytesPerSecond, DefaultLiveReadBytesPerSecond)
 	setZero(&p.Live.WriteTimeout.Duration, DefaultLiveWriteTimeout)
 	setZero(&p.Live.MaxViewers, DefaultLiveMaxViewers)
 	setZero(&p.Live.MaxViewersPerIdentity, DefaultLiveMaxViewersPerIdentity)

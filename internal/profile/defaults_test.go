@@ -48,10 +48,11 @@ func TestValidateMovedKeys(t *testing.T) {
 		}},
 		{"negative live budgets", func(p *Profile) {
 			p.Live.HistoryBytes, p.Live.ViewerBufferBytes, p.Live.WriteTimeout.Duration = -1, -2, -time.Second
-			p.Live.MaxViewers, p.Live.MaxViewersPerIdentity = -3, -4
+			p.Live.MaxViewers, p.Live.MaxViewersPerIdentity, p.Live.ReadBytesPerSecond = -3, -4, -5
 		}, []string{
 			`live.history_bytes "-1": must be positive`,
 			`live.viewer_buffer_bytes "-2": must be positive`,
+			`live.read_bytes_per_second "-5": must be positive`,
 			`live.write_timeout "-1s": must be positive`,
 			`live.max_viewers "-3": must be positive`,
 			`live.max_viewers_per_identity "-4": must be positive`,

@@ -250,6 +250,12 @@ type Live struct {
 	Buffer int `toml:"buffer"`
 	// ViewerBufferBytes bounds the same queue in bytes.
 	ViewerBufferBytes int64 `toml:"viewer_buffer_bytes"`
+	// ReadBytesPerSecond paces the one upstream read of a pod's log: a pod
+	// flooding its log is read no faster than this, the spoke held back by
+	// flow control, instead of the controller pulling everything the spoke
+	// can send to drop most of it at viewers far slower. The collected log
+	// is read whole at the pod's end, not from this stream.
+	ReadBytesPerSecond int64 `toml:"read_bytes_per_second"`
 	// WriteTimeout bounds one write and flush to an SSE client: one that
 	// stops reading is cut then and frees what it held, instead of
 	// blocking its handler and pinning its queue for as long as it likes.

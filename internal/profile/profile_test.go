@@ -96,7 +96,7 @@ func wantDefaults() *Profile {
 			DrainTimeout:   Duration{10 * time.Minute},
 		},
 		Pods: Pods{IngestTokenExpiration: Duration{time.Hour}, MaxLogBytes: 64 << 20, Classes: []PodClass{wantDefaultClass()}},
-		Live: Live{History: 10000, HistoryBytes: 4 << 20, Buffer: 1024, ViewerBufferBytes: 1 << 20, WriteTimeout: Duration{10 * time.Second},
+		Live: Live{History: 10000, HistoryBytes: 4 << 20, Buffer: 1024, ViewerBufferBytes: 1 << 20, ReadBytesPerSecond: 1 << 20, WriteTimeout: Duration{10 * time.Second},
 			MaxViewers: 1000, MaxViewersPerIdentity: 500, PollInterval: Duration{time.Second}},
 		Ingest: Ingest{MaxBodyBytes: 64 << 20, AcceptTTL: Duration{5 * time.Minute}, NegativeTTL: Duration{10 * time.Second},
 			CacheSize: 10000, RatePerSource: 20, RateBurst: 40, RatePerPod: 10, RateBurstPerPod: 20, MaxKindsPerPod: 32, MaxBytesPerPod: 1 << 30, MinFreeBytes: 1 << 30,

@@ -228,6 +228,7 @@ func validateLive(l *Live, path *field.Path) field.ErrorList {
 	errs = append(errs, notNegative(path.Child("history_bytes"), l.HistoryBytes)...)
 	errs = append(errs, notNegative(path.Child("buffer"), l.Buffer)...)
 	errs = append(errs, notNegative(path.Child("viewer_buffer_bytes"), l.ViewerBufferBytes)...)
+	errs = append(errs, notNegative(path.Child("read_bytes_per_second"), l.ReadBytesPerSecond)...)
 	errs = append(errs, positive(path.Child("write_timeout"), l.WriteTimeout)...)
 	errs = append(errs, notNegative(path.Child("max_viewers"), l.MaxViewers)...)
 	errs = append(errs, notNegative(path.Child("max_viewers_per_identity"), l.MaxViewersPerIdentity)...)
