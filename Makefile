@@ -67,9 +67,9 @@ deps:
 test: tools deps lint
 	@# go test starts packages in the order named, two at a time on two cores: the longest first (the
 	@# end-to-end package on its shared stack, then the dev stack's), so that the short ones fill
-	@# whichever slot frees last instead of a long one starting late. go vet ./... has just run every
-	@# analyzer on every package, tests included: -vet=off spares go test its repeat of a subset of
-	@# them. The chaos subset, the UI's browser tests and the end-to-end tests that take a stack apart
+	@# whichever slot frees last instead of a long one starting late. golangci-lint's govet has just run
+	@# go vet's analyzers on every package, tests included: -vet=off spares go test its repeat of a
+	@# subset of them. The chaos subset, the UI's browser tests and the end-to-end tests that take a stack apart
 	@# start stacks of their own and run in make acceptance.
 	CRUCIBLE_E2E_STACKS=shared $(GO) test -count=1 -shuffle=$(TEST_SHUFFLE) -vet=off -timeout $(TEST_TIMEOUT) \
 	  ./test/e2e ./internal/devstack $$($(GO) list ./... | grep -v -e '/test/chaos$$' -e '/test/ui$$')
@@ -92,10 +92,10 @@ interop: tools
 fleet: tools
 	$(GO) test -tags fleet -count=1 -timeout 40m -run 'TestFleet' -v ./test/e2e/
 
-## lint: go vet and golangci-lint (.golangci.yml); go.mod must be tidy
+## lint: golangci-lint (.golangci.yml; its govet runs go vet's analyzers, so go vet itself would
+##       only repeat them); go.mod must be tidy
 lint: tools
 	$(GO) mod tidy -diff
-	$(GO) vet ./...
 	$(LINT) run --allow-parallel-runners ./...
 
 ## unit: the tests that need no tool binaries
