@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,31 +59,40 @@ func BenchmarkAbuse(b *testing.B) {
 	defer cancel()
 	waitAll(b, "got the other pod's first line", time.Minute, views, func(v *sseView) bool { return v.lines() >= 1 || v.done() })
 
-	wellBehaved := abusePhase{name: "well-behaved", lineBytes: wellBehavedBytes,
+	wellBehaved := abusePhase{name: "well-behaved", lineBytes: wellBehavedBytes, slowViewers: abuseSlowViewers,
 		script: `n=0; while [ ! -e "$G/stop" ]; do echo "well-behaved line $n"; n=$((n+1)); [ $((n % 10)) -eq 0 ] && sleep 0.05; done; `}
-	flood := abusePhase{name: "64 KiB lines", lineBytes: abuseLineBytes, script: fmt.Sprintf(
+	flood := abusePhase{name: "64 KiB lines", lineBytes: abuseLineBytes, slowViewers: abuseSlowViewers, script: fmt.Sprintf(
 		`n=0; while [ ! -e "$G/stop" ] && [ $n -lt %d ]; do `+
 			`awk 'BEGIN { s = "x"; while (length(s) < %d) s = s s; s = substr(s, 1, %d); for (i = 0; i < %d; i++) print s }'; `+
 			`n=$((n+%d)); done; `, abuseMaxChunks*abuseChunkLines, abuseLineBytes-1, abuseLineBytes-1, abuseChunkLines, abuseChunkLines)}
+	// The floor: the same flood with nobody viewing it, so crucible never
+	// reads its log. On this machine the pod's own printing (and the dev
+	// runtime writing it to disk) shares the two cores with everything
+	// else; what the other viewers lose then is not crucible's to save.
+	floor := flood
+	floor.name, floor.slowViewers = "unviewed", 0
 	b.ResetTimer()
 	base := wellBehaved.run(b, ctx, s, views)
 	abuse := flood.run(b, ctx, s, views)
+	unviewed := floor.run(b, ctx, s, views)
 	b.StopTimer()
 	base.log(b)
+	unviewed.log(b)
 	abuse.log(b)
 	b.ReportMetric(abuse.rssPeak, "abuse-rss-MiB")
 	b.ReportMetric(base.rssPeak, "baseline-rss-MiB")
 	b.ReportMetric(ms(abuse.other.p99), "abuse-other-p99-ms")
 	b.ReportMetric(ms(base.other.p99), "baseline-other-p99-ms")
-	reportAbuse(b, base, abuse)
+	reportAbuse(b, base, unviewed, abuse)
 }
 
 // abusePhase is one run of the benchmark: a pod printing script's lines
 // (until $G/stop exists) to the slow viewers.
 type abusePhase struct {
-	name      string
-	script    string // shell; ends its loop once $G/stop exists, with n the lines printed
-	lineBytes int
+	name        string
+	script      string // shell; ends its loop once $G/stop exists, with n the lines printed
+	lineBytes   int
+	slowViewers int
 }
 
 // phaseResult is what one phase measured.
@@ -123,8 +133,14 @@ func (p abusePhase) run(b *testing.B, ctx context.Context, s *devstack.Stack, ot
 	waitRunning(b, s, id)
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
-	slow := startSlowViewers(pctx, s, id, abuseSlowViewers)
-	slow.waitConnected(b, abuseSlowViewers, time.Minute)
+	slow := startSlowViewers(pctx, s, id, p.slowViewers)
+	slow.waitConnected(b, p.slowViewers, time.Minute)
+
+	// A flood leaves up to 2 GiB of its log dirty in the page cache; the
+	// next phase's writes would then wait on the kernel writing it back
+	// (every pod's log, the other pod's too, is a file on this disk).
+	// Each phase starts with none left over.
+	syscall.Sync()
 
 	metrics := s.Federation.ControllerMetricsURL + "/metrics"
 	cutBuffer := controllerMetric(b, metrics, `crucible_budget_refusals_total{budget="live_viewer_buffer"}`)
@@ -336,11 +352,12 @@ func (sv *slowViewers) waitConnected(b *testing.B, n int, within time.Duration) 
 // reportAbuse appends the abuse rows: crucible's figure is the flood's,
 // the baseline the well-behaved pod's (costs: the ratio is baseline ÷
 // flood, so the goal's 1.5× is a ratio of 0.67×, its 2× one of 0.5×).
-func reportAbuse(b *testing.B, base, abuse phaseResult) {
+func reportAbuse(b *testing.B, base, unviewed, abuse phaseResult) {
 	b.Helper()
 	method := fmt.Sprintf("one pod printing 64 KiB lines as fast as it can (at most %d MiB) for %s to %d SSE viewers of GET /api/pods/{pod}/logs "+
 		"that read a byte a second on bare connections (4 KiB receive buffer), against a well-behaved pod printing short lines (10 every 50 ms) "+
-		"to the same viewers, the well-behaved run first, same stack; %d viewers of another pod printing its clock every 50 ms, "+
+		"to the same viewers, the well-behaved run first, same stack; between them the floor: the same flood with no viewer at all, so crucible never reads it "+
+		"(unviewed_flood_*: what the pod's own printing costs the other viewers on this machine); %d viewers of another pod printing its clock every 50 ms, "+
 		"latency = arrival − the time the pod printed; controller RSS from /proc every 100 ms; default [live] budgets; kube-apiserver %s",
 		abuseMaxChunks*abuseChunkLines*abuseLineBytes>>20, abuseWindow, abuseSlowViewers, abuseOtherViewers, devstack.KubernetesVersion)
 	extra := func(mine, theirs map[string]float64) map[string]float64 {
@@ -365,11 +382,17 @@ func reportAbuse(b *testing.B, base, abuse phaseResult) {
 		m["p99_while_printing_ms"] = ms(r.whilePrinting.p99)
 		return m
 	}
+	floor := func(m map[string]float64) map[string]float64 {
+		m["unviewed_flood_p99_ms"] = ms(unviewed.other.p99)
+		m["unviewed_flood_p99_while_printing_ms"] = ms(unviewed.whilePrinting.p99)
+		m["unviewed_flood_print_s"] = unviewed.printSeconds
+		return m
+	}
 	rss := benchreport.Record{ID: "abuse", Case: "controller RSS peak, 64 KiB lines to 100 slow viewers", Unit: "MiB", Value: abuse.rssPeak,
 		LowerIsBetter: true, Goal: "≤ 1.5× the well-behaved run", Extra: extra(rssOf(abuse), rssOf(base)), Method: method,
 	}.WithBaseline("well-behaved pod, same viewers", base.rssPeak)
 	lat := benchreport.Record{ID: "abuse", Case: "another pod's viewers, p99 delivery latency", Unit: "ms", Value: ms(abuse.other.p99),
-		LowerIsBetter: true, Goal: "≤ 2× the well-behaved run, no viewer cut", Extra: extra(latOf(abuse), latOf(base)), Method: method,
+		LowerIsBetter: true, Goal: "≤ 2× the well-behaved run, no viewer cut", Extra: floor(extra(latOf(abuse), latOf(base))), Method: method,
 	}.WithBaseline("well-behaved pod, same viewers", ms(base.other.p99))
 	latMet := abuse.other.n > 0 && base.other.n > 0 && abuse.other.cut == 0 && abuse.other.p99 <= 2*base.other.p99
 	for _, rec := range []benchreport.Record{rss.Judged(abuse.rssPeak <= 1.5*base.rssPeak), lat.Judged(latMet)} {
