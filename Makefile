@@ -106,7 +106,7 @@ unit:
 ##        in the same run in bench/results.md and bench/results.json. Each runs 3 times (go test -count 3,
 ##        crucible and its baseline measured together in every run); a row is the median run (met reads it)
 ##        beside the min and max. reconcile, multikueue and placement-multikueue (report only) and
-##        placement-quality (its ratios clear their goals by a tenth) run once. At the last full run's wall
+##        placement-quality (0.98× and 0.96× against 0.9× and 0.83×) run once. At the last full run's wall
 ##        times (bench/results.json "runs"): 3 × (344 s for the light ones + dispatch 637 + fleet 356 +
 ##        fleet-replicas 81) = 71 min, plus 402 + 310 + 405 s = 19 min and placement-multikueue (not yet
 ##        timed, bounded by 15 min) once: 90 to 105 min on 2 cores, where 3 runs of every one would take
