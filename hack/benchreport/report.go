@@ -15,17 +15,19 @@ import (
 
 // Report is bench/results.json.
 type Report struct {
-	Generated string               `json:"generated"`
-	Note      string               `json:"note,omitempty"`
-	Machine   string               `json:"machine"`
-	Runs      []Run                `json:"runs"`
-	Rows      []benchreport.Record `json:"rows"`
+	Generated string `json:"generated"`
+	Note      string `json:"note,omitempty"`
+	Machine   string `json:"machine"`
+	Runs      []Run  `json:"runs"`
+	Rows      []Row  `json:"rows"`
 }
 
-// Run is one benchmark's go test: how long it took and whether it passed.
+// Run is one benchmark's go test: how long it took, how many runs it was
+// asked for (-count) and whether it passed.
 type Run struct {
 	ID      string  `json:"id"`
 	Seconds float64 `json:"seconds"`
+	Count   int     `json:"count,omitempty"`
 	OK      bool    `json:"ok"`
 	Error   string  `json:"error,omitempty"`
 }
@@ -61,28 +63,29 @@ func readRecords(path string) ([]benchreport.Record, error) {
 	return out, sc.Err()
 }
 
-// merge replaces the rows and runs of the benchmarks just run. A benchmark
-// that wrote no row gets a placeholder, so every row of the suite shows.
+// merge replaces the rows and runs of the benchmarks just run, one row per
+// (ID, Case) drawn from its runs' records (medianRows). A benchmark that
+// wrote no row gets a placeholder, so every row of the suite shows.
 func (r *Report) merge(ran []Bench, runs []Run, recs []benchreport.Record, started time.Time, note string) {
-	rerun := map[string]bool{}
+	rerun := map[string]int{} // id: runs asked for, at least 1
 	for _, b := range ran {
-		rerun[b.ID] = true
+		rerun[b.ID] = b.runs()
 	}
-	keep := func(id string) bool { return !rerun[id] }
-	r.Rows = slices.DeleteFunc(r.Rows, func(x benchreport.Record) bool { return !keep(x.ID) })
+	keep := func(id string) bool { return rerun[id] == 0 }
+	r.Rows = slices.DeleteFunc(r.Rows, func(x Row) bool { return !keep(x.ID) })
 	r.Runs = slices.DeleteFunc(r.Runs, func(x Run) bool { return !keep(x.ID) })
-	r.Rows = append(r.Rows, recs...)
+	r.Rows = append(r.Rows, medianRows(recs, func(id string) int { return rerun[id] })...)
 	r.Runs = append(r.Runs, runs...)
 	for _, b := range suite {
-		if !slices.ContainsFunc(r.Rows, func(x benchreport.Record) bool { return x.ID == b.ID }) {
-			r.Rows = append(r.Rows, benchreport.Record{ID: b.ID, Goal: goals[b.ID], Method: "not run: " + runState(r.Runs, b.ID)})
+		if !slices.ContainsFunc(r.Rows, func(x Row) bool { return x.ID == b.ID }) {
+			r.Rows = append(r.Rows, placeholder(r.Runs, b.ID, ""))
 			continue
 		}
 		// A benchmark of several sizes that wrote only some still shows
 		// the sizes it did not reach.
 		for _, c := range b.Cases {
-			if !slices.ContainsFunc(r.Rows, func(x benchreport.Record) bool { return x.ID == b.ID && x.Case == c }) {
-				r.Rows = append(r.Rows, benchreport.Record{ID: b.ID, Case: c, Goal: goals[b.ID], Method: "not run: " + runState(r.Runs, b.ID)})
+			if !slices.ContainsFunc(r.Rows, func(x Row) bool { return x.ID == b.ID && x.Case == c }) {
+				r.Rows = append(r.Rows, placeholder(r.Runs, b.ID, c))
 			}
 		}
 	}
@@ -90,11 +93,15 @@ func (r *Report) merge(ran []Bench, runs []Run, recs []benchreport.Record, start
 	for i, b := range suite {
 		order[b.ID] = i
 	}
-	slices.SortStableFunc(r.Rows, func(a, b benchreport.Record) int { return order[a.ID] - order[b.ID] })
+	slices.SortStableFunc(r.Rows, func(a, b Row) int { return order[a.ID] - order[b.ID] })
 	slices.SortStableFunc(r.Runs, func(a, b Run) int { return order[a.ID] - order[b.ID] })
 	r.Generated = started.UTC().Format(time.RFC3339)
 	r.Note = note
 	r.Machine = fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+}
+
+func placeholder(runs []Run, id, c string) Row {
+	return Row{Record: benchreport.Record{ID: id, Case: c, Goal: goals[id], Method: "not run: " + runState(runs, id)}}
 }
 
 func runState(runs []Run, id string) string {
@@ -125,11 +132,14 @@ func (r Report) markdown() string {
 		fmt.Fprintf(&b, "\n> %s\n", r.Note)
 	}
 	b.WriteString("\nEvery ratio compares crucible with a baseline measured in the same run on the same machine " +
-		"(higher is better; for costs and times the ratio is baseline ÷ crucible). Figures never fail the build.\n\n")
-	b.WriteString("| benchmark | case | crucible | baseline | ratio | goal | met |\n|---|---|---|---|---|---|---|\n")
+		"(higher is better; for costs and times the ratio is baseline ÷ crucible). Figures never fail the build. " +
+		"A benchmark runs several times, each run measuring crucible and its baseline together; a row shows the run whose ratio " +
+		"(without a baseline, whose figure) is the median, the worse of the two middle runs for an even count, and met reads that run; " +
+		"the spread is the lowest and highest over the runs.\n\n")
+	b.WriteString("| benchmark | case | crucible | baseline | ratio | spread | goal | met |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.ID, cell(row.Case), figure(row.Value, row.Unit),
-			baseline(row), ratio(row.Ratio), cell(row.Goal), met(row))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.ID, cell(row.Case), figure(row.Value, row.Unit),
+			baseline(row.Record), ratio(row.Ratio), spreadCell(row), cell(row.Goal), met(row.Record))
 	}
 	b.WriteString("\n## How each figure was measured\n\n")
 	for _, row := range r.Rows {
@@ -154,7 +164,11 @@ func (r Report) markdown() string {
 		if !run.OK {
 			res = "failed: " + cell(run.Error)
 		}
-		fmt.Fprintf(&b, "| %s | %.0fs | %s |\n", run.ID, run.Seconds, res)
+		wall := fmt.Sprintf("%.0fs", run.Seconds)
+		if run.Count > 1 {
+			wall += fmt.Sprintf(" (%d runs)", run.Count)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", run.ID, wall, res)
 	}
 	return b.String()
 }

@@ -14,7 +14,7 @@ import (
 // and run, keeps the others, and every benchmark of the suite has a row.
 func TestMergeReplacesOnlyRerunRows(t *testing.T) {
 	r := Report{
-		Rows: []benchreport.Record{{ID: "dropbox", Value: 1, Unit: "uploads/s"}, {ID: "webhook", Case: "old", Value: 1, Unit: "req/s"}},
+		Rows: []Row{{Record: benchreport.Record{ID: "dropbox", Value: 1, Unit: "uploads/s"}}, {Record: benchreport.Record{ID: "webhook", Case: "old", Value: 1, Unit: "req/s"}}},
 		Runs: []Run{{ID: "dropbox", OK: true}, {ID: "webhook", OK: true}},
 	}
 	webhook, _ := byID("webhook")
