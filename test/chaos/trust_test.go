@@ -40,6 +40,7 @@ func TestChaos15WebhookRestartedControllerDown(t *testing.T) {
 		spread: time.Duration(faultsFor(20, 40)) * time.Second,
 		check: func(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, o *outcome) {
 			total := ackedOn(w, "wharf")
+			o.Notes = append(o.Notes, fmt.Sprintf("pods to wharf accepted: %d in all, %v when the controller was started again", total, restarts))
 			for i, n := range restarts {
 				if total <= n {
 					o.Problems = append(o.Problems, fmt.Sprintf("no pod to wharf was accepted after controller restart %d: its tokens were never used on the webhook's persisted keys", i+1))
@@ -113,6 +114,7 @@ func webhookRestartWithoutController(ctx context.Context, t *testing.T, s *devst
 // webhook, restarted then, fetches the hub's keys from it; the hub back,
 // the mirror serves fresh documents again.
 func TestChaos16ControllerRestartedHubDown(t *testing.T) {
+	var phases [2]int
 	scenario{
 		num: 16, name: "controller restarted while the hub API is down",
 		injected: fmt.Sprintf("the hub's kube-apiserver stopped (mirror TTL 1 s, max stale %s from its last fetch); SIGKILL of crucible-controller, started again; "+
@@ -122,15 +124,24 @@ func TestChaos16ControllerRestartedHubDown(t *testing.T) {
 			"submits may be refused 503 during the outage (the caller submits again); the hub back, the mirror serves fresh documents; every accepted pod completes once with its log and artifact; nothing lost, no orphan; only submits in flight at the kill go unanswered",
 		spread:    time.Duration(faultsFor(20, 40)) * time.Second,
 		transient: []int{http.StatusServiceUnavailable},
+		check: func(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave, o *outcome) {
+			all := len(ackedJobs(w))
+			o.Notes = append(o.Notes, fmt.Sprintf("submits accepted: before the outage %d, hub down %d, after the hub returned %d", phases[0], phases[1]-phases[0], all-phases[1]))
+			if all == phases[1] {
+				o.Problems = append(o.Problems, "no submit was accepted after the hub returned: the wave did not span the fault")
+			}
+		},
 		inject: func(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) (int, error) {
 			between(ctx, r, 3*time.Second, time.Duration(faultsFor(6, 15))*time.Second)
-			return 1, controllerRestartWithoutHub(context.WithoutCancel(ctx), t, s, r, w)
+			return 1, controllerRestartWithoutHub(context.WithoutCancel(ctx), t, s, r, w, &phases)
 		},
 	}.run(t)
 }
 
 // controllerRestartWithoutHub is the fault of scenario 16.
-func controllerRestartWithoutHub(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave) error {
+// phases gets how many submits were accepted when the hub stopped and
+// when it was started again.
+func controllerRestartWithoutHub(ctx context.Context, t *testing.T, s *devstack.Stack, r *rand.Rand, w *wave, phases *[2]int) error {
 	const hook = "crucible-webhook-wharf"
 	mc, err := mirrorClient(s)
 	if err != nil {
@@ -194,7 +205,7 @@ func controllerRestartWithoutHub(ctx context.Context, t *testing.T, s *devstack.
 	}
 	w.note("hub down %s; the restarted webhook had the mirror's kept keys %s after their last fresh fetch (bound: TTL 1s + %s)",
 		back.Sub(fetched).Round(100*time.Millisecond), keysAt.Round(100*time.Millisecond), mirrorMaxStale)
-	w.note("submits accepted: before the outage %d, hub down %d, after the hub returned %d", nStop, nBack-nStop, len(ackedJobs(w))-nBack)
+	*phases = [2]int{nStop, nBack}
 	return nil
 }
 
@@ -234,8 +245,8 @@ func checkKeptDocumentsServed(ctx context.Context, t *testing.T, s *devstack.Sta
 	if err := whoamiAccepted(ctx, s.Spoke("wharf"), hubSigned(t, s.Hub.ServiceAccountKey.Key, "wharf")); err != nil {
 		w.problem("with the hub down, wharf's restarted webhook refused a new token signed by the hub's key: %v", err)
 	}
-	w.note("with the hub down, the restarted mirror answered %v (by document, source) and fetched from the hub %v (by result)",
-		byLabel(nil, m, "crucible_mirror_responses_total", "source"), byLabel(nil, m, "crucible_mirror_upstream_fetches_total", "result"))
+	w.note("with the hub down, the restarted mirror's answers by source: %s; its fetches from the hub by result: %s",
+		counts(byLabel(nil, m, "crucible_mirror_responses_total", "source")), counts(byLabel(nil, m, "crucible_mirror_upstream_fetches_total", "result")))
 }
 
 // keySource is where spoke's webhook has its hub keys from (/readyz).
