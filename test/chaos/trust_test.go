@@ -43,7 +43,7 @@ func TestChaos15WebhookRestartedControllerDown(t *testing.T) {
 			o.Notes = append(o.Notes, fmt.Sprintf("pods to wharf accepted: %d in all, %v when the controller was started again", total, restarts))
 			for i, n := range restarts {
 				if total <= n {
-					o.Problems = append(o.Problems, fmt.Sprintf("no pod to wharf was accepted after controller restart %d: its tokens were never used on the webhook's persisted keys", i+1))
+					o.Problems = append(o.Problems, fmt.Sprintf("no pod to wharf was accepted after controller restart %d: the wave did not span the fault", i+1))
 				}
 			}
 		},
@@ -51,7 +51,7 @@ func TestChaos15WebhookRestartedControllerDown(t *testing.T) {
 			n := faultsFor(1, 2)
 			for i := range n {
 				between(ctx, r, 3*time.Second, time.Duration(faultsFor(6, 15))*time.Second)
-				if err := webhookRestartWithoutController(context.WithoutCancel(ctx), t, s, w); err != nil {
+				if err := webhookRestartWithoutController(context.WithoutCancel(ctx), s, w); err != nil {
 					return i, err
 				}
 				restarts = append(restarts, ackedOn(w, "wharf"))
@@ -62,7 +62,7 @@ func TestChaos15WebhookRestartedControllerDown(t *testing.T) {
 }
 
 // webhookRestartWithoutController is one fault of scenario 15.
-func webhookRestartWithoutController(ctx context.Context, t *testing.T, s *devstack.Stack, w *wave) error {
+func webhookRestartWithoutController(ctx context.Context, s *devstack.Stack, w *wave) error {
 	const hook = "crucible-webhook-wharf"
 	wharf := s.Spoke("wharf")
 	seen := logCount(s, hook, persistedKeysLine)
@@ -315,6 +315,7 @@ func logCount(s *devstack.Stack, proc, line string) int {
 	return strings.Count(string(data), line)
 }
 
+// ackedJobs are the wave's pods accepted so far.
 func ackedJobs(w *wave) []job {
 	w.mu.Lock()
 	defer w.mu.Unlock()
