@@ -214,13 +214,10 @@ type mirrorAnswer struct {
 }
 
 func probeMirror(ctx context.Context, s *devstack.Stack) (*mirrorProbe, error) {
-	pem, err := os.ReadFile(s.CAFile)
+	client, err := mirrorClient(s)
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	ctx, cancel := context.WithCancel(ctx)
 	mp := &mirrorProbe{cancel: cancel, done: make(chan struct{})}
 	url := s.Federation.ControllerExternalURL + "/.well-known/openid-configuration"
@@ -248,6 +245,17 @@ func probeMirror(ctx context.Context, s *devstack.Stack) (*mirrorProbe, error) {
 		}
 	}()
 	return mp, nil
+}
+
+// mirrorClient asks the mirror as the webhooks do: trusting the stack's CA.
+func mirrorClient(s *devstack.Stack) (*http.Client, error) {
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
 }
 
 func (mp *mirrorProbe) stop() {
