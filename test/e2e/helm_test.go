@@ -520,3 +520,29 @@ func TestHelmHubAPIAuth(t *testing.T) {
 		t.Errorf("[api] (-want +got):\n%s", diff)
 	}
 }
+
+// The spoke chart spreads its webhook replicas over nodes by default (a
+// preferred anti-affinity on its own pods), and an affinity in the values
+// replaces that default rather than merging with it.
+func TestHelmSpokeWebhookSpreadsOverNodes(t *testing.T) {
+	_, objs := helmTemplate(t, "crucible-spoke", "crucible-authn")
+	dep := find(t, objs, "Deployment", "crucible-authn-webhook")
+	terms, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	if len(terms) != 1 {
+		t.Fatalf("default affinity has %d preferred anti-affinity terms, want 1: %v", len(terms), terms)
+	}
+	term := terms[0].(map[string]any)
+	key, _, _ := unstructured.NestedString(term, "podAffinityTerm", "topologyKey")
+	sel, _, _ := unstructured.NestedStringMap(term, "podAffinityTerm", "labelSelector", "matchLabels")
+	podSel, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "selector", "matchLabels")
+	if key != "kubernetes.io/hostname" || len(sel) == 0 || !cmp.Equal(sel, podSel) {
+		t.Errorf("anti-affinity on %q over %v, want kubernetes.io/hostname over the Deployment's selector %v", key, sel, podSel)
+	}
+
+	_, objs = helmTemplate(t, "crucible-spoke", "crucible-authn", "--set", "webhook.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=node-role.kubernetes.io/control-plane",
+		"--set", "webhook.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists")
+	affinity, _, _ := unstructured.NestedMap(find(t, objs, "Deployment", "crucible-authn-webhook").Object, "spec", "template", "spec", "affinity")
+	if _, anti := affinity["podAntiAffinity"]; anti || affinity["nodeAffinity"] == nil {
+		t.Errorf("affinity from the values = %v, want the values' nodeAffinity alone", affinity)
+	}
+}
