@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/webhook"
@@ -19,6 +21,8 @@ func newWebhookCmd() *cobra.Command {
 	var (
 		configFile     string
 		stateDir       string
+		stateConfigMap string
+		kubeconfig     string
 		serve          = httpserve.Options{Name: "webhook", WriteTimeout: 40 * time.Second} // kube-apiserver gives up after 30 s
 		ops            = httpserve.Options{Name: "webhook-metrics", InsecureHTTP: true, NoCredentials: true, WriteTimeout: 30 * time.Second}
 		reloadInterval time.Duration
@@ -121,7 +125,12 @@ that file if it names the same provider, issuer and discovery URL and is
 younger than the provider's maxKeyAge (default 24h; 0s turns persistence
 off for the provider); fresh keys replace it as soon as a fetch succeeds.
 Meanwhile a hub key removed from the mirror stays trusted; to revoke at
-once, delete the file and restart. /readyz shows each provider's keySource
+once, delete the file and restart. --state-configmap keeps the same in a
+ConfigMap that must exist (the spoke chart creates it), one key per
+provider; the webhook only gets and updates it, re-reading on a conflict
+between replicas, and a missing or unreadable ConfigMap means starting
+without persisted keys (logged). To revoke, delete the provider's key and
+restart the pods. /readyz shows each provider's keySource
 (fetched or persisted) and keyAgeSeconds. Fields are those of an AuthenticationConfiguration
 jwt entry (apiserver.config.k8s.io/v1) except egressSelectorType; unknown
 fields are errors.`,
@@ -142,7 +151,11 @@ fields are errors.`,
 			if err != nil {
 				return err
 			}
-			srv, err := webhook.NewServer(ctx, cfg, webhook.Options{Logger: log, StateDir: stateDir})
+			state, err := webhookState(stateDir, stateConfigMap, kubeconfig)
+			if err != nil {
+				return err
+			}
+			srv, err := webhook.NewServer(ctx, cfg, webhook.Options{Logger: log, State: state})
 			if err != nil {
 				return err
 			}
@@ -165,6 +178,9 @@ fields are errors.`,
 	f.StringVar(&configFile, "config", "", "the webhook's configuration file (YAML; see above)")
 	f.StringVar(&stateDir, "state-dir", "", "directory where each provider's last fetched discovery document and JWKS are kept (one 0600 file per provider), "+
 		"so that after a restart during which discovery fails the webhook verifies with them while younger than the provider's maxKeyAge; \"\" keeps nothing")
+	f.StringVar(&stateConfigMap, "state-configmap", "", "NAMESPACE/NAME of an existing ConfigMap that keeps the same, one key per provider, for webhook pods that move between nodes; "+
+		"the webhook only gets and updates it (in-cluster credentials, or --kubeconfig); excludes --state-dir")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "with --state-configmap: the kubeconfig of the API server holding it (default: $KUBECONFIG, else the pod's in-cluster service account)")
 	f.StringVar(&serve.Addr, "listen", "127.0.0.1:9443", "host:port to serve on")
 	f.StringVar(&serve.CertFile, "tls-cert", "", "serving certificate (PEM, chain first); re-read when it changes")
 	f.StringVar(&serve.KeyFile, "tls-key", "", "serving key (PEM); re-read when it changes")
@@ -222,4 +238,39 @@ func webhookListenerErrors(serve, ops httpserve.Options, opsHosts []string, noCl
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// webhookState is the store --state-dir or --state-configmap names, or nil
+// for neither.
+func webhookState(dir, configMap, kubeconfig string) (webhook.StateStore, error) {
+	switch {
+	case dir != "" && configMap != "":
+		return nil, errors.New("--state-dir and --state-configmap exclude each other: keep the keys in one place")
+	case kubeconfig != "" && configMap == "":
+		return nil, errors.New("--kubeconfig is only used with --state-configmap")
+	case dir != "":
+		return webhook.StateDir(dir), nil
+	case configMap == "":
+		return nil, nil
+	}
+	ns, name, ok := strings.Cut(configMap, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("--state-configmap %q: want NAMESPACE/NAME", configMap)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--state-configmap: the API server's client: %w", err)
+	}
+	cfg.UserAgent = "crucible-authn-webhook"
+	client, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--state-configmap: %w", err)
+	}
+	store, err := webhook.StateConfigMap(client, ns, name)
+	if err != nil {
+		return nil, fmt.Errorf("--state-configmap: %w", err)
+	}
+	return store, nil
 }

@@ -24,6 +24,11 @@ const (
 	// fetchTimeout bounds one discovery+JWKS fetch. Waiting requests give up
 	// earlier if their own context ends.
 	fetchTimeout = 10 * time.Second
+
+	// stateTimeout bounds one read or write of the state store: a
+	// ConfigMap on an API server that does not answer must neither hold
+	// the start nor a fetch for long.
+	stateTimeout = 10 * time.Second
 )
 
 // errIssuerMismatch marks a discovery document naming another issuer.
@@ -46,7 +51,7 @@ type keySource struct {
 // package's discovery fetch. All cache logic (rate limit, single flight,
 // last good keys, unknown-kid grace) is jwt.KeySet's.
 //
-// With a state dir, every good fetch is persisted, and a new key set starts
+// With a state store, every good fetch is persisted, and a new key set starts
 // from the persisted keys of its provider (jwt.Seed) while they are younger
 // than maxKeyAge: a webhook restarted while the mirror is down still
 // verifies the hub's tokens.
@@ -55,20 +60,20 @@ type keySet struct {
 	src    keySource
 	client *http.Client
 	log    *slog.Logger
-	state  stateDir // "" when src.maxKeyAge is 0
+	state  StateStore // nil when src.maxKeyAge is 0
 	now    func() time.Time
 
 	seedKIDs   []string  // key ids of the persisted keys seeded, for the log
 	seedLogged sync.Once // the use of persisted keys, logged once per key set
 }
 
-func newKeySet(src keySource, state stateDir, now func() time.Time, log *slog.Logger) (*keySet, error) {
+func newKeySet(ctx context.Context, src keySource, state StateStore, now func() time.Time, log *slog.Logger) (*keySet, error) {
 	client, err := fetchClient(src.ca)
 	if err != nil {
 		return nil, err
 	}
 	if src.maxKeyAge <= 0 {
-		state = ""
+		state = nil
 	}
 	k := &keySet{src: src, client: client, log: log, state: state, now: now}
 	opts := jwt.KeySetOptions{
@@ -78,8 +83,8 @@ func newKeySet(src keySource, state stateDir, now func() time.Time, log *slog.Lo
 		FetchTimeout:    fetchTimeout,
 		Now:             now,
 	}
-	if state.on() {
-		opts.Seed = k.loadSeed()
+	if state != nil {
+		opts.Seed = k.loadSeed(ctx)
 		opts.RefreshAfter = refreshAfter(src.maxKeyAge)
 	}
 	k.KeySet = jwt.NewKeySet(opts)
@@ -95,13 +100,13 @@ func refreshAfter(maxKeyAge time.Duration) time.Duration {
 
 // loadSeed is the provider's persisted keys if they are its own and young
 // enough, else nil; a file refused is logged with the reason.
-func (k *keySet) loadSeed() *jwt.Seed {
-	seed, err := k.readSeed()
+func (k *keySet) loadSeed(ctx context.Context) *jwt.Seed {
+	seed, err := k.readSeed(ctx)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		k.log.Warn("ignored persisted provider keys", "provider", k.src.provider, "dir", string(k.state), "reason", err)
+		k.log.Warn("ignored persisted provider keys", "provider", k.src.provider, "store", k.state.String(), "reason", err)
 		return nil
 	}
 	for _, key := range seed.Keys {
@@ -110,8 +115,10 @@ func (k *keySet) loadSeed() *jwt.Seed {
 	return seed
 }
 
-func (k *keySet) readSeed() (*jwt.Seed, error) {
-	data, err := k.state.read(k.src.provider)
+func (k *keySet) readSeed(ctx context.Context) (*jwt.Seed, error) {
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	defer cancel()
+	data, err := k.state.read(ctx, k.src.provider)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +131,10 @@ func (k *keySet) readSeed() (*jwt.Seed, error) {
 
 // persist writes what a fetch returned; a failure costs only the restart
 // case, so it is logged and serving goes on.
-func (k *keySet) persist(f fetched) {
-	err := k.state.write(persisted{
+func (k *keySet) persist(ctx context.Context, f fetched) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stateTimeout)
+	defer cancel()
+	err := k.state.write(ctx, persisted{
 		Version:      stateVersion,
 		Provider:     k.src.provider,
 		Issuer:       k.src.issuer,
@@ -135,7 +144,7 @@ func (k *keySet) persist(f fetched) {
 		JWKS:         f.jwks,
 	})
 	if err != nil {
-		k.log.Warn("persisting provider keys failed", "provider", k.src.provider, "dir", string(k.state), "error", err)
+		k.log.Warn("persisting provider keys failed", "provider", k.src.provider, "store", k.state.String(), "error", err)
 	}
 }
 
@@ -147,7 +156,7 @@ func (k *keySet) logSeedUse(fetchErr error) {
 		return
 	}
 	k.seedLogged.Do(func() {
-		k.log.Warn("verifying with persisted provider keys: fetching failed", "provider", k.src.provider,
+		k.log.Warn("verifying with persisted provider keys: fetching failed", "provider", k.src.provider, "store", k.state.String(),
 			"fetched_at", held.FetchedAt.UTC().Format(time.RFC3339), "age", k.now().Sub(held.FetchedAt).Round(time.Second).String(),
 			"max_key_age", k.src.maxKeyAge.String(), "key_ids", k.seedKIDs, "error", fetchErr)
 	})
@@ -210,8 +219,8 @@ func (k *keySet) fetchCounted(ctx context.Context) ([]jose.JSONWebKey, error) {
 	}
 	metrics.WebhookJWKSFetches.WithLabelValues(k.src.provider, "success").Inc()
 	k.log.Info("fetched provider keys", "provider", k.src.provider, "keys", len(f.keys))
-	if k.state.on() {
-		k.persist(f)
+	if k.state != nil {
+		k.persist(ctx, f)
 	}
 	return f.keys, nil
 }

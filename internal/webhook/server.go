@@ -20,9 +20,10 @@ type Options struct {
 	// Info line a minute counting refused reviews. Default: slog.Default().
 	Logger *slog.Logger
 
-	// StateDir, when set, is where each provider's last fetched keys are
-	// persisted, and read back when its key set is created (--state-dir).
-	StateDir string
+	// State, when set, is where each provider's last fetched keys are
+	// persisted, and read back when its key set is created (--state-dir,
+	// --state-configmap).
+	State StateStore
 
 	// now drives the key-fetch rate limit; tests replace it.
 	now func() time.Time
@@ -34,7 +35,7 @@ type Options struct {
 type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
-	state    stateDir
+	state    StateStore
 	refusals *refusals
 
 	current atomic.Pointer[snapshot]
@@ -53,7 +54,7 @@ type snapshot struct {
 // NewServer builds the authenticators of cfg. It does no I/O: keys are
 // fetched on first use, from /readyz, or by Reloader.Start.
 func NewServer(ctx context.Context, cfg *Config, opts Options) (*Server, error) {
-	s := &Server{log: opts.Logger, now: opts.now, state: stateDir(opts.StateDir)}
+	s := &Server{log: opts.Logger, now: opts.now, state: opts.State}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -107,7 +108,7 @@ func (s *Server) build(ctx context.Context, cfg *Config, old *snapshot) (*snapsh
 		keys, ok := oldKeys[src]
 		if !ok {
 			var err error
-			if keys, err = newKeySet(src, s.state, s.now, s.log); err != nil {
+			if keys, err = newKeySet(ctx, src, s.state, s.now, s.log); err != nil {
 				return nil, err
 			}
 		}
@@ -183,7 +184,7 @@ type ProviderReadiness struct {
 	Name  string `json:"name"`
 	Ready bool   `json:"ready"`
 	// KeySource says where the keys come from when Ready: "fetched" by
-	// this process, or "persisted" by an earlier one (--state-dir) and
+	// this process, or "persisted" by an earlier one (its StateStore) and
 	// used because fetching fails.
 	KeySource string `json:"keySource,omitempty"`
 	// KeyAgeSeconds is the time since the keys were fetched, when Ready.

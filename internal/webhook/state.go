@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +19,8 @@ import (
 )
 
 const (
-	// MaxStateBytes bounds a persisted state file: a discovery document and
-	// a JWKS are a few KiB each, and the file is read whole at start.
+	// MaxStateBytes bounds one provider's persisted state: a discovery
+	// document and a JWKS are a few KiB each, and it is read whole at start.
 	MaxStateBytes = 1 << 20
 
 	// stateVersion is the format written; any other is refused.
@@ -47,36 +48,72 @@ type persisted struct {
 	JWKS         json.RawMessage `json:"jwks"`
 }
 
-// stateDir persists providers' keys under one directory (--state-dir), one
-// file per provider. The zero value persists nothing.
+// StateStore is where each provider's last fetched keys outlive the
+// process: a directory (StateDir) or a ConfigMap (StateConfigMap). Both
+// hold the same bytes per provider, decoded and trusted by the same rules
+// (decodeState, trustState): the store only keeps them.
+type StateStore interface {
+	// read returns what write last stored for provider; nothing stored
+	// yet wraps fs.ErrNotExist.
+	read(ctx context.Context, provider string) ([]byte, error)
+	write(ctx context.Context, p persisted) error
+	// String names the store in log lines.
+	String() string
+}
+
+// StateDir is a StateStore of one file per provider under dir
+// (--state-dir).
+func StateDir(dir string) StateStore { return stateDir(dir) }
+
+// stateDir persists providers' keys under one directory, one file per
+// provider.
 type stateDir string
 
-// on reports whether state is kept.
-func (d stateDir) on() bool { return d != "" }
+func (d stateDir) String() string { return "dir " + string(d) }
 
 // path is the provider's file. Config validation makes every name a DNS
 // label; anything else could name a path elsewhere and is refused.
 func (d stateDir) path(provider string) (string, error) {
+	name, err := stateName(provider)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(string(d), name), nil
+}
+
+// stateName is the provider's file name, and its key in a ConfigMap.
+// Config validation makes every provider name a DNS label; anything else
+// could name a path elsewhere and is refused.
+func stateName(provider string) (string, error) {
 	if msgs := validation.IsDNS1123Label(provider); len(msgs) > 0 {
 		return "", fmt.Errorf("provider name %q cannot name a state file: %s", provider, msgs[0])
 	}
-	return filepath.Join(string(d), "provider-"+provider+".json"), nil
+	return "provider-" + provider + ".json", nil
+}
+
+// encodeState is p as stored, refused over MaxStateBytes.
+func encodeState(p persisted) ([]byte, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxStateBytes {
+		return nil, fmt.Errorf("state of provider %s is %d bytes, more than %d", p.Provider, len(data), MaxStateBytes)
+	}
+	return data, nil
 }
 
 // write replaces the provider's file atomically: a temp file in the same
 // directory (0600), fsynced, renamed over it, the directory fsynced. A
 // crash leaves the old file or the new one, never a mix.
-func (d stateDir) write(p persisted) error {
+func (d stateDir) write(_ context.Context, p persisted) error {
 	path, err := d.path(p.Provider)
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(p)
+	data, err := encodeState(p)
 	if err != nil {
 		return err
-	}
-	if len(data) > MaxStateBytes {
-		return fmt.Errorf("state of provider %s is %d bytes, more than %d", p.Provider, len(data), MaxStateBytes)
 	}
 	if err := os.MkdirAll(string(d), 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
@@ -114,7 +151,7 @@ func writeSynced(f *os.File, data []byte) error {
 // read returns the provider's file, refusing anything but a regular file
 // (a symlink could point at any file the process may read) of at most
 // MaxStateBytes. A missing file wraps fs.ErrNotExist.
-func (d stateDir) read(provider string) ([]byte, error) {
+func (d stateDir) read(_ context.Context, provider string) ([]byte, error) {
 	path, err := d.path(provider)
 	if err != nil {
 		return nil, err

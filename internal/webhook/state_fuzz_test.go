@@ -11,8 +11,9 @@ import (
 	"crucible.dev/crucible/internal/jwt/jwttest"
 )
 
-// fuzzState is a well-formed state file for the fuzz seeds.
-func fuzzState(f *testing.F) []byte {
+// fuzzState is a well-formed state file, for the fuzz seeds and the
+// stores' tests.
+func fuzzState(f testing.TB) []byte {
 	f.Helper()
 	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwttest.PublicJWK(testKeys()[0], "k1", jose.RS256)}})
 	if err != nil {

@@ -34,8 +34,14 @@ func stateConfig(t *testing.T, iss *testIssuer, maxKeyAge string) *Config {
 // on clock, logging into its own buffer.
 func startWebhook(t *testing.T, iss *testIssuer, cfg *Config, dir string, clock *testingclock.FakeClock) *fixture {
 	t.Helper()
+	return startWebhookWith(t, iss, cfg, StateDir(dir), clock)
+}
+
+// startWebhookWith is startWebhook persisting in store.
+func startWebhookWith(t *testing.T, iss *testIssuer, cfg *Config, store StateStore, clock *testingclock.FakeClock) *fixture {
+	t.Helper()
 	f := &fixture{iss: iss, clock: clock, logs: &syncBuffer{}}
-	srv, err := NewServer(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(f.logs, nil)), StateDir: dir, now: clock.Now})
+	srv, err := NewServer(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(f.logs, nil)), State: store, now: clock.Now})
 	if err != nil {
 		t.Fatalf("new server: %v", err)
 	}
