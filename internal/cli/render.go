@@ -250,7 +250,10 @@ are named crucible-federated:NS:SA.`,
 		Example: `  crucible render spoke --config examples/crucible.toml | kubectl --context wharf apply -f -
 
   # the spoke's authn-webhook configuration (shared issuer, ADR-0048), or kube-apiserver's own
-  # AuthenticationConfiguration for a spoke whose issuer differs from the hub's
+  # AuthenticationConfiguration for a spoke whose issuer differs from the hub's. Run the webhook as
+  # two or more replicas on different nodes, ready on /readyz, each with --state-dir on storage
+  # that outlives the pod or --state-configmap NS/NAME (docs/install.md), so that one restarted
+  # while the hub's mirror is unreachable still verifies with the keys it last fetched
   crucible render spoke --config crucible.toml --authn webhook > webhook.yaml
   crucible render spoke --config crucible.toml --authn builtin > authentication-config.yaml
 

@@ -153,11 +153,7 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 			}
 			var wantMap, gotMap map[string]any
 			mustYAML(t, wantCfg, &wantMap)
-			mustYAML(t, []byte(configMapData(t, objs, "crucible-authn-webhook", "webhook.yaml")), &gotMap)
-			if gotMap["jwksMinRefreshInterval"] != "10s" {
-				t.Errorf("jwksMinRefreshInterval = %v", gotMap["jwksMinRefreshInterval"])
-			}
-			delete(gotMap, "jwksMinRefreshInterval")
+			gotMap = chartWebhookConfig(t, objs)
 			if diff := cmp.Diff(wantMap, gotMap, dropEmptyMaps); diff != "" {
 				t.Errorf("webhook config vs render spoke --authn webhook (-render +chart):\n%s", diff)
 			}
@@ -185,11 +181,39 @@ func TestHelmSpokeChartMatchesRender(t *testing.T) {
 // renderedObjects decodes render's YAML as helm's output is decoded.
 // wantChartRBAC: the chart's RBAC and Namespace objects among objs are
 // exactly render's (what names the comparison in the failure).
+// webhookAppName labels the objects of the spoke chart's webhook.
+const webhookAppName = "crucible-authn-webhook"
+
+// chartWebhookConfig is the spoke chart's webhook configuration without
+// the settings only the chart sets (render spoke leaves them at the
+// webhook's defaults), after checking that they are those defaults.
+func chartWebhookConfig(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	var cfg map[string]any
+	mustYAML(t, []byte(configMapData(t, objs, "crucible-authn-webhook", "webhook.yaml")), &cfg)
+	if cfg["jwksMinRefreshInterval"] != "10s" {
+		t.Errorf("jwksMinRefreshInterval = %v, want 10s", cfg["jwksMinRefreshInterval"])
+	}
+	delete(cfg, "jwksMinRefreshInterval")
+	providers, _ := cfg["providers"].([]any)
+	for i, p := range providers {
+		provider, _ := p.(map[string]any)
+		if provider["maxKeyAge"] != "24h" {
+			t.Errorf("providers[%d].maxKeyAge = %v, want 24h", i, provider["maxKeyAge"])
+		}
+		delete(provider, "maxKeyAge")
+	}
+	return cfg
+}
+
 func wantChartRBAC(t *testing.T, what string, objs []*unstructured.Unstructured, rendered ...runtime.Object) {
 	t.Helper()
 	want := renderedObjects(t, rendered...)
 	var got []*unstructured.Unstructured
 	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/name"] == webhookAppName {
+			continue // the webhook's own, the chart's alone: TestHelmSpokeWebhookState
+		}
 		if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") || o.GetKind() == "Namespace" {
 			got = append(got, o)
 		}
