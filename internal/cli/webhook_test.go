@@ -214,3 +214,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestWebhookStateFlags: --state-dir and --state-configmap are checked
+// before the webhook starts, each error naming the flag.
+func TestWebhookStateFlags(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		dir, configMap, kubeconfig string
+		want                       string // "" for a store
+	}{
+		{"", "", "", ""},
+		{t.TempDir(), "", "", ""},
+		{"", "ns/name", kubeconfig, ""},
+		{t.TempDir(), "ns/name", kubeconfig, "exclude each other"},
+		{"", "", kubeconfig, "only used with --state-configmap"},
+		{"", "name", kubeconfig, `--state-configmap "name": want NAMESPACE/NAME`},
+		{"", "ns/", kubeconfig, "want NAMESPACE/NAME"},
+		{"", "ns/a/b", kubeconfig, "want NAMESPACE/NAME"},
+		{"", "Bad_NS/name", kubeconfig, `namespace "Bad_NS"`},
+		{"", "ns/name", filepath.Join(t.TempDir(), "missing"), "--state-configmap: the API server's client"},
+	} {
+		_, err := webhookState(tt.dir, tt.configMap, tt.kubeconfig)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("webhookState(%q, %q, %q) = %v, want %q", tt.dir, tt.configMap, tt.kubeconfig, err, tt.want)
+		}
+	}
+}
