@@ -372,13 +372,22 @@ func (l loops) followThenLead(ctx context.Context) error {
 	})
 }
 
+// leaseClientSpokes is how many spokes one replica's lease client renews
+// without its rate limit holding a renewal back: a fleet ten times the
+// hundred spokes measured (TestHundredSpokes, make fleet), all on one
+// replica.
+const leaseClientSpokes = 1000
+
 // newAssigner shares the spokes out over the replicas through a Lease
 // per spoke on the hub, with [leader_election]'s durations.
 func newAssigner(hub *rest.Config, le profile.LeaderElection, log *slog.Logger) (*shard.Assigner, error) {
 	cfg := rest.CopyConfig(hub)
 	// A renewal held back by the client's rate limiter counts against
-	// renew_deadline: every held spoke renews each retry_period.
-	cfg.QPS, cfg.Burst = 50, 100
+	// renew_deadline: every held spoke renews each retry_period, so a limit
+	// below (spokes held + 2) per retry_period makes the queue grow until
+	// every lease lapses. Sized for leaseClientSpokes on one replica.
+	cfg.QPS = float32(leaseClientSpokes+2) / float32(le.RetryPeriod.Seconds())
+	cfg.Burst = 2 * (leaseClientSpokes + 2)
 	_, kube, err := fleet.NewClientset("hub", cfg) // refuses redirects, as every hub client
 	if err != nil {
 		return nil, fmt.Errorf("spoke lease client: %w", err)

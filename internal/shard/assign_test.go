@@ -187,3 +187,20 @@ func TestRunOnce(t *testing.T) {
 		t.Errorf("second Run = %v, want already running", err)
 	}
 }
+
+// TestHundredSpokes: three replicas share a hundred spokes 33–34 each;
+// one cut off from the hub has all its spokes owned again by the others
+// once its leases have run out, each at a higher epoch.
+func TestHundredSpokes(t *testing.T) {
+	e := newEnv(t, "shard-hundred", spokeNames(100))
+	r1, r2, r3 := e.start("host-a"), e.start("host-b"), e.start("host-c")
+	waitFor(t, "three replicas share a hundred spokes", e.balanced(33, 34, r1, r2, r3))
+
+	lost := r1.a.Owned()
+	before := e.epochs(lost)
+	cut := time.Now()
+	r1.gate.shut()
+	waitFor(t, "the others take its spokes", e.balanced(50, 50, r2, r3))
+	t.Logf("%d spokes owned again %s after their replica was cut off (lease duration %s)", len(lost), time.Since(cut).Round(10*time.Millisecond), leaseDuration)
+	e.wantHigher(before, r2, r3)
+}
