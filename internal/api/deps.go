@@ -22,6 +22,7 @@ type Store interface {
 	GetWorkPod(ctx context.Context, id string) (store.WorkPod, error)
 	GetWorkPodByKey(ctx context.Context, submitter, key string) (store.WorkPod, error)
 	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
+	CountLive(ctx context.Context) (map[string]store.LiveCounts, error)
 	UpdateWorkPod(ctx context.Context, id string, fn func(*store.WorkPod) error) (store.WorkPod, error)
 	TransitionWorkPod(ctx context.Context, id string, t store.Transition) (store.WorkPod, error)
 	MoveWorkPod(ctx context.Context, id string, m store.Move) (store.WorkPod, error)

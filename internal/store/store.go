@@ -251,6 +251,9 @@ type Store interface {
 	GetWorkPods(ctx context.Context, ids []string) (map[string]WorkPod, error)
 	// ListWorkPods returns the pods matching f, newest first.
 	ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error)
+	// CountLive returns, for every cluster with live pods, how many are in
+	// each live state: the fleet's table in one query.
+	CountLive(ctx context.Context) (map[string]LiveCounts, error)
 	// UpdateWorkPod reads the row, calls fn, and writes the result in one
 	// transaction, so concurrent updates (also from other replicas on
 	// PostgreSQL) never lose each other's changes. fn returning an error

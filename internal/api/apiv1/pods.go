@@ -110,4 +110,14 @@ type Cluster struct {
 	// loops, with leader election; "" while nobody does (or without one).
 	Owner  string       `json:"owner,omitempty"`
 	Health fleet.Health `json:"health"`
+	// Live is how many of the cluster's work pods are pending, dispatched
+	// and running; absent when the store could not count them.
+	Live *LiveCounts `json:"live,omitempty"`
+}
+
+// LiveCounts is a cluster's live work pods by state.
+type LiveCounts struct {
+	Pending    int64 `json:"pending"`
+	Dispatched int64 `json:"dispatched"`
+	Running    int64 `json:"running"`
 }

@@ -33,7 +33,7 @@ func SQLite(tb testing.TB) store.Store {
 // calls are the Store methods Faulty can fail: all but Close, which always
 // reaches the store so that a test's cleanup closes it.
 var calls = []string{"CreateWorkPod", "GetWorkPodByKey", "GetWorkPod", "GetWorkPods", "ListWorkPods",
-	"UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "MoveWorkPod", "KeepMirrorDocument", "MirrorDocument", "PodHistory", "ClaimEpoch", "DigestKey"}
+	"CountLive", "UpdateWorkPod", "TransitionWorkPod", "PutArtifact", "ArtifactBytes", "BudgetBytes", "GetArtifact", "ListArtifacts", "ObservePod", "MoveWorkPod", "KeepMirrorDocument", "MirrorDocument", "PodHistory", "ClaimEpoch", "DigestKey"}
 
 // Faulty is a store whose chosen calls fail, for testing what a caller does
 // when the database cannot serve it (a store that is down, one call that
@@ -127,6 +127,13 @@ func (f *Faulty) PutArtifact(ctx context.Context, a store.Artifact, q store.Quot
 		return false, err
 	}
 	return f.Store.PutArtifact(ctx, a, q)
+}
+
+func (f *Faulty) CountLive(ctx context.Context) (map[string]store.LiveCounts, error) {
+	if err := f.fault("CountLive"); err != nil {
+		return nil, err
+	}
+	return f.Store.CountLive(ctx)
 }
 
 func (f *Faulty) ArtifactBytes(ctx context.Context) (int64, error) {

@@ -49,6 +49,7 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 			_, err := s.PutArtifact(ctx, art("p", "log", 1, "log"), noQuota)
 			return err
 		},
+		"CountLive":     func(ctx context.Context, s store.Store) error { _, err := s.CountLive(ctx); return err },
 		"ArtifactBytes": func(ctx context.Context, s store.Store) error { _, err := s.ArtifactBytes(ctx); return err },
 		"BudgetBytes": func(ctx context.Context, s store.Store) error {
 			_, _, err := s.BudgetBytes(ctx, "p", store.BudgetSubmitter)

@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListNegativeLimit", testListNegativeLimit},
 		{"ListPages", testListPages},
 		{"ListWithoutSpec", testListWithoutSpec},
+		{"CountLive", testCountLive},
 		{"Submitter", testSubmitter},
 		{"IdempotencyKey", testIdempotencyKey},
 		{"IdempotencyKeyScope", testIdempotencyKeyScope},

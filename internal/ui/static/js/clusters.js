@@ -1,16 +1,16 @@
-// Clusters: one table row a spoke, from GET /api/clusters (health probed by
-// the controller) and its live pods by state (GET /api/pods?cluster=…&state=
-// pending,dispatched,running, one page each, so past it "N+"). A fleet of
+// Clusters: one table row a spoke, from GET /api/clusters: health probed by
+// the controller, and live pods by state, counted by the server for the
+// whole fleet in one query (a request per spoke would cost a hundred
+// spokes a hundred requests every reload, each listing a page). A fleet of
 // 20 or more spokes is read by sorting and filtering, not by scanning cards:
 // any column sorts, the filter keeps names or servers with its text, and
 // both live in the URL (#/clusters?sort=running&dir=desc&q=gpu), so that a
 // shared link shows the same view and the reload every 10 s keeps it. A
 // row's name opens all a card used to show, the last error in full.
-import { get, request } from './api.js';
+import { get } from './api.js';
 import { h, replace, fmtAge, fmtTime, fmtDuration } from './dom.js';
 
 const LIVE = ['pending', 'dispatched', 'running'];
-const COUNT_LIMIT = 500;
 const RELOAD_MS = 10000;
 
 // HEALTH ranks a probe's outcome from best to worst: descending, the spokes
@@ -104,10 +104,9 @@ export function clustersPage(main, _params, signal, query) {
     if (loading) return; // a slow API: one load at a time
     loading = true;
     try {
-      const clusters = await get('/api/clusters', signal);
-      const [counts, capacity] = await Promise.all([Promise.all(clusters.map((c) => liveCounts(c.name, signal))), capacityOf(signal)]);
+      const [clusters, capacity] = await Promise.all([get('/api/clusters', signal), capacityOf(signal)]);
       if (signal.aborted) return;
-      rows = clusters.map((c, i) => rowOf(c, counts[i], capacity.get(c.name)));
+      rows = clusters.map((c) => rowOf(c, liveCounts(c), capacity.get(c.name)));
       err.textContent = '';
       render();
     } catch (e) {
@@ -214,18 +213,11 @@ function gpusCell(r) {
   return h('td', { class: r.gpus.free === null ? 'num muted' : 'num', 'data-testid': 'gpus-free', text: r.gpus.text });
 }
 
-// liveCounts counts a cluster's live pods by state; more than one page is
-// shown as "N+".
-async function liveCounts(cluster, signal) {
-  try {
-    const q = new URLSearchParams({ cluster, state: LIVE.join(','), limit: String(COUNT_LIMIT) });
-    const { body, headers } = await request('GET', '/api/pods?' + q, undefined, signal);
-    const n = Object.fromEntries(LIVE.map((s) => [s, 0]));
-    for (const p of body) n[p.state] = (n[p.state] || 0) + 1;
-    return { n, more: Boolean(headers.get('Crucible-Continue')) };
-  } catch (e) {
-    return { error: e.message };
-  }
+// liveCounts is a cluster's live pods by state as the server counted them,
+// or why they are unknown (the store could not count).
+function liveCounts(c) {
+  if (!c.live) return { error: 'not counted: the store did not answer' };
+  return { n: Object.fromEntries(LIVE.map((s) => [s, c.live[s] || 0])) };
 }
 
 const detailId = (name) => 'cl-detail-' + name;
@@ -277,7 +269,7 @@ function countCell(r, state) {
   if (!r.counts.n) return h('td', { class: 'num muted', text: '—' });
   const q = new URLSearchParams({ cluster: r.c.name, state });
   return h('td', { class: 'num' }, h('a', { href: '#/pods?' + q, 'data-focus': r.c.name + ':' + state,
-    text: r.counts.n[state] + (r.counts.more ? '+' : '') }));
+    text: String(r.counts.n[state]) }));
 }
 
 function yesNo(v) { return h('span', { class: v ? 'ok' : 'bad', text: v ? 'yes' : 'no' }); }
@@ -288,7 +280,7 @@ function detailRow(r, ctx) {
   let expiry = h('span', { class: 'muted', text: 'unknown' });
   if (r.expiry !== null) expiry = h('span', {}, countdown(r, ctx), h('span', { class: 'muted', text: ' (' + fmtTime(hl.token_expiry) + ')' }));
   const pods = counts.error ? h('span', { class: 'bad', text: counts.error })
-    : LIVE.map((s, i) => [i ? ', ' : '', h('span', { class: 'state-' + s, text: s }), ' ' + counts.n[s] + (counts.more ? '+' : '')]);
+    : LIVE.map((s, i) => [i ? ', ' : '', h('span', { class: 'state-' + s, text: s }), ' ' + counts.n[s]]);
   return h('tr', { class: 'cl-detail', id: detailId(c.name), 'data-detail': c.name, hidden: !ctx.open.has(c.name) },
     h('td', { colspan: COLUMNS.length }, h('dl', { class: 'kv' },
       h('dt', { text: 'API server' }), h('dd', { class: 'mono', text: c.server }),
