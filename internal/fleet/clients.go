@@ -75,6 +75,11 @@ type Clients struct {
 	opts clientsOptions
 	log  *slog.Logger
 
+	// updateMu makes Update one at a time; it builds the new clients
+	// holding it alone, so that readers (every API request, every loop)
+	// wait for mu only while the lists are swapped.
+	updateMu sync.Mutex
+
 	mu     sync.RWMutex
 	list   []*Client // the profile's order, then the draining ones
 	byName map[string]*Client
@@ -151,12 +156,18 @@ func (c Changes) Empty() bool {
 // and the clients stay as they were. opts add to NewClient's (a hub
 // account once an entry asks for requested tokens).
 func (cs *Clients) Update(entries []profile.ClusterEntry, opts ...Option) (Changes, error) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	o := cs.opts
+	cs.updateMu.Lock()
+	defer cs.updateMu.Unlock()
+	cs.mu.RLock()
+	o, byName, draining := cs.opts, cs.byName, cs.draining
+	cs.mu.RUnlock()
 	for _, opt := range opts {
 		opt(&o)
 	}
+	// Building a client reads its token file: done before mu is taken, so
+	// that a reload adding fifty spokes holds no reader up. Only Update
+	// adds or replaces clients, and Forget drops draining ones alone, so
+	// what was read above still holds for every entry listed.
 	var ch Changes
 	next := make(map[string]*Client, len(entries))
 	list := make([]*Client, 0, len(entries))
@@ -164,9 +175,9 @@ func (cs *Clients) Update(entries []profile.ClusterEntry, opts ...Option) (Chang
 		if _, dup := next[e.Name]; dup {
 			return Changes{}, fmt.Errorf("cluster %s: defined twice", e.Name)
 		}
-		old, had := cs.byName[e.Name]
+		old, had := byName[e.Name]
 		c := old
-		if !had || cs.draining[e.Name] || !reflect.DeepEqual(old.Entry, e) {
+		if !had || draining[e.Name] || !reflect.DeepEqual(old.Entry, e) {
 			var err error
 			if c, err = newClient(e, o); err != nil {
 				return Changes{}, fmt.Errorf("cluster %s: %w", e.Name, err)
@@ -175,7 +186,7 @@ func (cs *Clients) Update(entries []profile.ClusterEntry, opts ...Option) (Chang
 		switch {
 		case !had:
 			ch.Added = append(ch.Added, e.Name)
-		case cs.draining[e.Name]:
+		case draining[e.Name]:
 			ch.Returned = append(ch.Returned, e.Name)
 		case c != old:
 			ch.Changed = append(ch.Changed, e.Name)
@@ -183,7 +194,11 @@ func (cs *Clients) Update(entries []profile.ClusterEntry, opts ...Option) (Chang
 		next[e.Name] = c
 		list = append(list, c)
 	}
-	draining := map[string]bool{}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	// The clusters no longer listed drain, from the lists as they are now:
+	// one Forget dropped meanwhile stays dropped.
+	nowDraining := map[string]bool{}
 	for _, c := range cs.list {
 		name := c.Entry.Name
 		if _, listed := next[name]; listed {
@@ -192,11 +207,11 @@ func (cs *Clients) Update(entries []profile.ClusterEntry, opts ...Option) (Chang
 		if !cs.draining[name] {
 			ch.Removed = append(ch.Removed, name)
 		}
-		draining[name] = true
+		nowDraining[name] = true
 		next[name] = c
 		list = append(list, c)
 	}
-	cs.opts, cs.list, cs.byName, cs.draining = o, list, next, draining
+	cs.opts, cs.list, cs.byName, cs.draining = o, list, next, nowDraining
 	return ch, nil
 }
 

@@ -1,9 +1,12 @@
 package fleet
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -97,5 +100,59 @@ func TestClientsUpdate(t *testing.T) {
 	}
 	if _, err := cs.Update([]profile.ClusterEntry{wharf2, wharf2}); err == nil || !strings.Contains(err.Error(), "cluster wharf: defined twice") {
 		t.Errorf("Update with wharf twice: %v", err)
+	}
+}
+
+// Update builds its new clients without holding readers up: while a new
+// entry's token file cannot be read yet (a FIFO nobody writes), Get, All
+// and Draining answer with the clients as they were, and once it can be
+// read the update lands whole.
+func TestClientsUpdateDoesNotBlockReaders(t *testing.T) {
+	s := newFakeSpoke(t)
+	wharf, pier := entryFor(t, "wharf", s, "w"), entryFor(t, "pier", s, "p")
+	cs := newClientsT(t, wharf)
+	pier.TokenFile = filepath.Join(t.TempDir(), "token-fifo")
+	if err := syscall.Mkfifo(pier.TokenFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	updated := make(chan error, 1)
+	go func() {
+		_, err := cs.Update([]profile.ClusterEntry{wharf, pier})
+		updated <- err
+	}()
+	read := make(chan []string, 1)
+	go func() {
+		var names []string
+		for _, c := range cs.All() {
+			names = append(names, c.Entry.Name)
+		}
+		_, ok := cs.Get("wharf")
+		if ok && !cs.Draining("wharf") {
+			read <- names
+		}
+	}()
+	select {
+	case names := <-read:
+		if diff := cmp.Diff([]string{"wharf"}, names); diff != "" {
+			t.Errorf("clients read during the update (-want +got):\n%s", diff)
+		}
+	case err := <-updated:
+		t.Fatalf("the update returned (%v) before its token file was written", err)
+	case <-time.After(30 * time.Second): // a deadlock, not a slow machine
+		t.Fatal("readers were held up while the update built its clients")
+	}
+	f, err := os.OpenFile(pier.TokenFile, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("pier-token"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := <-updated; err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if _, ok := cs.Get("pier"); !ok {
+		t.Error("pier not added once its token could be read")
 	}
 }
