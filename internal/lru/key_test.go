@@ -3,6 +3,7 @@ package lru
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +27,15 @@ func TestTokenKey(t *testing.T) {
 	}
 	if _, err := hex.DecodeString(a); err != nil {
 		t.Errorf("key %q is not hex: %v", a, err)
+	}
+}
+
+// BenchmarkTokenKey keys a projected-token-sized token, as every review,
+// upload and API request does once.
+func BenchmarkTokenKey(b *testing.B) {
+	token := strings.Repeat("eyJhbGciOiJSUzI1NiJ9.", 50)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = TokenKey(token)
 	}
 }
