@@ -21,6 +21,7 @@ import (
 
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/jwt"
+	"crucible.dev/crucible/internal/serverpin"
 )
 
 // execInfoEnv is the variable client-go's exec authenticator describes the
@@ -172,9 +173,9 @@ func credential(execInfo string, fl credentialFlags, now time.Time) ([]byte, err
 type execRequest struct {
 	present    bool // the variable was set (client-go always sets it)
 	apiVersion string
-	hasCluster bool        // spec.cluster, sent only with provideClusterInfo: true
-	cluster    execCluster // spec.cluster's connection, checked against the pin
-	config     []byte      // spec.cluster.config; nil when absent or null
+	hasCluster bool              // spec.cluster, sent only with provideClusterInfo: true
+	cluster    serverpin.Cluster // spec.cluster's connection, checked against the pin
+	config     []byte            // spec.cluster.config; nil when absent or null
 }
 
 // parseExecInfo reads env (v1 when empty, as when run by hand) with
@@ -197,16 +198,16 @@ func parseExecInfo(env string) (execRequest, error) {
 		err = json.Unmarshal([]byte(env), &info)
 		if c := info.Spec.Cluster; c != nil {
 			req.hasCluster, req.config = true, c.Config.Raw
-			req.cluster = execCluster{server: c.Server, tlsServerName: c.TLSServerName, proxyURL: c.ProxyURL,
-				insecure: c.InsecureSkipTLSVerify, caData: c.CertificateAuthorityData}
+			req.cluster = serverpin.Cluster{Server: c.Server, TLSServerName: c.TLSServerName, ProxyURL: c.ProxyURL,
+				Insecure: c.InsecureSkipTLSVerify, CAData: c.CertificateAuthorityData}
 		}
 	case clientauthv1beta1.SchemeGroupVersion.String():
 		var info clientauthv1beta1.ExecCredential
 		err = json.Unmarshal([]byte(env), &info)
 		if c := info.Spec.Cluster; c != nil {
 			req.hasCluster, req.config = true, c.Config.Raw
-			req.cluster = execCluster{server: c.Server, tlsServerName: c.TLSServerName, proxyURL: c.ProxyURL,
-				insecure: c.InsecureSkipTLSVerify, caData: c.CertificateAuthorityData}
+			req.cluster = serverpin.Cluster{Server: c.Server, TLSServerName: c.TLSServerName, ProxyURL: c.ProxyURL,
+				Insecure: c.InsecureSkipTLSVerify, CAData: c.CertificateAuthorityData}
 		}
 	default:
 		return execRequest{}, fmt.Errorf("%s: %w %q (want %s or %s)", execInfoEnv, ErrExecInfoVersion, meta.APIVersion,
@@ -317,7 +318,7 @@ func pickToken(req execRequest, fl credentialFlags) (tokenSource, error) {
 	if err != nil {
 		return tokenSource{}, err
 	}
-	pins, err := loadServerPins(fl.serverPins)
+	pins, err := serverpin.Load(fl.serverPins)
 	if err != nil {
 		return tokenSource{}, err
 	}
@@ -325,10 +326,10 @@ func pickToken(req execRequest, fl credentialFlags) (tokenSource, error) {
 	if !ok {
 		return tokenSource{}, fmt.Errorf("%w: cluster %s has no pin in --server-pins %s", ErrServerPin, cfg.Cluster, fl.serverPins)
 	}
-	if err := checkServerPin(pin, req.cluster); err != nil {
+	if err := serverpin.Check(pin, req.cluster); err != nil {
 		return tokenSource{}, err
 	}
-	src := tokenSource{file: fl.tokenFile, cluster: cfg.Cluster, audience: pinAudience(pin)}
+	src := tokenSource{file: fl.tokenFile, cluster: cfg.Cluster, audience: serverpin.Audience(pin)}
 	if cfg.Audience != nil && *cfg.Audience != src.audience {
 		return tokenSource{}, fmt.Errorf("%w: cluster %s: spec.cluster.config.audience %q is not the pinned audience %q",
 			ErrAudiencePin, cfg.Cluster, httperr.Truncate(*cfg.Audience, 200), src.audience)

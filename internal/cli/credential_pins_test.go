@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/render"
+	"crucible.dev/crucible/internal/serverpin"
 )
 
 // testCA is a self-signed CA certificate's PEM.
@@ -264,7 +265,7 @@ func FuzzCredentialServerPin(f *testing.F) {
 	}
 	pin := render.ServerPin{Name: "wharf", Server: "https://api.wharf.example.com:6443"}
 	f.Fuzz(func(t *testing.T, server string) {
-		err := checkServerPin(pin, execCluster{server: server})
+		err := serverpin.Check(pin, serverpin.Cluster{Server: server})
 		if err != nil {
 			if !errors.Is(err, ErrServerPin) {
 				t.Fatalf("server %q: error %v is not the server pin check", server, err)
