@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,6 +21,8 @@ func TestRenderHubTokenRequest(t *testing.T) {
 	}{
 		{nil, base},
 		{[]string{"--token-request"}, append(render.HubRBAC("ops", "ctl"), render.HubTokenRequestRBAC("ops", "ctl")...)},
+		{[]string{"--token-request", "--cluster-profiles", "fleet"},
+			append(append(render.HubRBAC("ops", "ctl"), render.HubTokenRequestRBAC("ops", "ctl")...), render.HubClusterProfilesRBAC("fleet", "ops", "ctl")...)},
 	} {
 		want, err := render.YAML(tc.want...)
 		if err != nil {
@@ -33,5 +36,15 @@ func TestRenderHubTokenRequest(t *testing.T) {
 		if diff := cmp.Diff(string(want), out.String()); diff != "" {
 			t.Errorf("%v (-want +got):\n%s", args, diff)
 		}
+	}
+}
+
+// A --cluster-profiles namespace that is no DNS label is refused, naming
+// the flag, before anything is printed.
+func TestRenderHubClusterProfilesNamespace(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := Run(t.Context(), []string{"render", "hub", "--cluster-profiles", "Fleet/NS"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `--cluster-profiles "Fleet/NS"`) || out.Len() != 0 {
+		t.Errorf("err %v, out %q: want a refusal naming the flag and nothing printed", err, out.String())
 	}
 }

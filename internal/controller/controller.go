@@ -29,6 +29,7 @@ import (
 	"crucible.dev/crucible/internal/httperr"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/ingest"
+	"crucible.dev/crucible/internal/inventory"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/mirror"
 	"crucible.dev/crucible/internal/profile"
@@ -56,11 +57,11 @@ func hubRESTConfig(h profile.Hub) (*rest.Config, string, error) {
 	return cfg, in.BearerTokenFile, err
 }
 
-// clientOptions lets spokes with token_source = "request" ask the hub for
-// their tokens as the service account of the hub token in tokenFile; only
+// clientOptions lets spokes with token_source = "request" (every spoke a
+// ClusterProfile makes among them) ask the hub for their tokens as the service account of the hub token in tokenFile; only
 // then is the hub token read for its account.
 func clientOptions(p *profile.Profile, hubCfg *rest.Config, tokenFile string, log *slog.Logger) ([]fleet.Option, error) {
-	if !slices.ContainsFunc(p.Clusters, func(e profile.ClusterEntry) bool { return e.TokenSource == profile.TokenSourceRequest }) {
+	if p.Fleet.ClusterProfiles == "" && !slices.ContainsFunc(p.Clusters, func(e profile.ClusterEntry) bool { return e.TokenSource == profile.TokenSourceRequest }) {
 		return nil, nil
 	}
 	_, kube, err := fleet.NewClientset("hub", rest.CopyConfig(hubCfg)) // refuses redirects, as every hub client
@@ -112,10 +113,15 @@ type parts struct {
 	// has run with a TokenRequest spoke).
 	requestTokens bool
 	clients       *fleet.Clients
-	rec           *reconcile.Reconciler
-	drop          *ingest.Handler
-	dropMu        sync.Mutex // one validator map at a time: a reload's, a drained spoke's
-	spokes        *spokeLoops
+	// sources are the profile file and the ClusterProfiles the fleet is
+	// made of (inventory.go).
+	sources fleetSources
+	// inventory follows [fleet] cluster_profiles; nil without it.
+	inventory *inventory.Watcher
+	rec       *reconcile.Reconciler
+	drop      *ingest.Handler
+	dropMu    sync.Mutex // one validator map at a time: a reload's, a drained spoke's
+	spokes    *spokeLoops
 	// capacity is the views of the spokes with capacity = true, which
 	// placement judges pods against (capacity.go).
 	capacity *capacity.Fleet
@@ -136,7 +142,7 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 	if err := checkProxyClientCA(p); err != nil {
 		return nil, err
 	}
-	c = &parts{p: p, current: profile.NewCurrent(p), log: log}
+	c = &parts{p: p, current: profile.NewCurrent(p), log: log, sources: fleetSources{file: p}}
 	opened := c // every "return nil, err" below sets c to nil before this runs
 	defer func() {
 		if err != nil {
@@ -144,6 +150,9 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 		}
 	}()
 	if c.hubCfg, c.hubToken, err = hubRESTConfig(p.Hub); err != nil {
+		return nil, err
+	}
+	if c.sources.pins, err = loadPins(p.Fleet); err != nil {
 		return nil, err
 	}
 	raw, err := store.Open(ctx, p.Controller.Store)
@@ -203,6 +212,11 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 	})
 	c.rec.Placer = apiSrv // a spilled pod is placed again as a submit is
 	c.placements = apiSrv
+	if p.Fleet.ClusterProfiles != "" {
+		if c.inventory, err = inventoryWatcher(c); err != nil {
+			return nil, err
+		}
+	}
 	c.external = externalHandler(c.drop, m)
 	c.internal = internalHandler(apiSrv, m, log)
 	return c, nil
@@ -311,6 +325,9 @@ func (c *parts) runnables() []runnable {
 	}
 	if ctl.MetricsListen != profile.MetricsListenOff {
 		rs = append(rs, metricsListener(ctl, c.log))
+	}
+	if c.inventory != nil {
+		rs = append(rs, c.inventory)
 	}
 	return rs
 }

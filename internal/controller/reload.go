@@ -63,7 +63,7 @@ func (r reloader) apply(ctx context.Context, _ []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ch, err := r.c.reload(ctx, next)
+	ch, err := r.c.reloadFile(ctx, next)
 	switch {
 	case err != nil:
 		return false, err

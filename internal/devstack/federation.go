@@ -155,6 +155,9 @@ func (s *Stack) startFederation(ctx context.Context) error {
 	if err := s.grantTokenRequest(ctx); err != nil {
 		return err
 	}
+	if err := s.serveClusterProfiles(ctx); err != nil {
+		return err
+	}
 	profile := filepath.Join(dir, "crucible.toml")
 	main := replicaPorts{internal: f.internalPort, external: f.externalPort, metrics: f.metricsPort, externalURL: f.ControllerExternalURL}
 	if err := os.WriteFile(profile, []byte(s.profile(dir, main, s.listed())), 0o644); err != nil {
@@ -420,6 +423,7 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 		b.WriteString(" }\n")
 	}
 	b.WriteString(podClasses)
+	b.WriteString(s.fleetSection(rp.externalURL))
 	for _, c := range spokes {
 		e := s.ClusterEntry(c)
 		e.IngestURL = rp.externalURL // a replica's pods push through it

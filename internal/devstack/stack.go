@@ -86,6 +86,12 @@ type Options struct {
 	// small volume set it low.
 	IngestMinFreeBytes int64
 
+	// ClusterProfiles, when set, is the hub namespace whose ClusterProfiles
+	// the controller's profile reads as spokes ([fleet] cluster_profiles):
+	// the hub serves the CRD and grants the controller what it needs
+	// (clusterprofiles.go). ClusterProfileSelector narrows them by label.
+	ClusterProfiles, ClusterProfileSelector string
+
 	// DefaultCluster is the profile's default_cluster; empty: the first
 	// spoke (the tests name where their pods go). `crucible dev up` says
 	// "auto": a submit that names no cluster is placed.

@@ -354,6 +354,9 @@ func (redirectError) Permanent() bool { return true }
 // token forever.
 func restConfig(e profile.ClusterEntry, tokens transport.ResettableTokenSource) *rest.Config {
 	cfg := tokenConfig(e.Server, e.CAFile, tokens)
+	if len(e.CAData) > 0 { // a ClusterProfile's (package inventory)
+		cfg.TLSClientConfig = rest.TLSClientConfig{CAData: e.CAData}
+	}
 	cfg.QPS, cfg.Burst, cfg.UserAgent = e.QPS, e.Burst, "crucible/"+e.Name
 	SpeakProtobuf(cfg)
 	return cfg

@@ -29,6 +29,14 @@ var (
 		Help: "Clusters removed from the profile whose live work pods are still followed until they end or the drain timeout.",
 	})
 
+	// ClusterProfiles counts the ClusterProfiles [fleet] cluster_profiles
+	// reads, by what each made at the last change: spoke, refused (logged
+	// with why) or not_listed (no access provider of crucible's).
+	ClusterProfiles = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "crucible_cluster_profiles",
+		Help: "ClusterProfiles in [fleet] cluster_profiles by outcome: spoke, refused (logged with the reason), not_listed (no crucible access provider).",
+	}, []string{"outcome"})
+
 	// SpokeLoops is 1 for each cluster whose reconcile loops run on this
 	// replica: with leader_elect, the spokes whose Lease it holds. Summed
 	// over the replicas it is 1 per cluster; 0 for longer than the lease
@@ -39,4 +47,6 @@ var (
 	}, []string{"cluster"})
 )
 
-func init() { Registry.MustRegister(ProfileReloads, ConfigReloads, ClustersDraining, SpokeLoops) }
+func init() {
+	Registry.MustRegister(ProfileReloads, ConfigReloads, ClustersDraining, ClusterProfiles, SpokeLoops)
+}

@@ -265,6 +265,7 @@ func setDefaults(p *Profile) {
 
 	setClassDefaults(&p.Pods)
 	setClusterDefaults(p.Clusters)
+	setFleetDefaults(&p.Fleet)
 	if p.DefaultCluster == "" && len(p.Clusters) == 1 {
 		p.DefaultCluster = p.Clusters[0].Name
 	}

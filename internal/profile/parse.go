@@ -400,7 +400,7 @@ func (s *shape) number(v any, path *field.Path) bool {
 func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("toml"), ","); name == key {
+		if name, _, _ := strings.Cut(f.Tag.Get("toml"), ","); name == key && name != "-" {
 			return f, true
 		}
 	}

@@ -43,6 +43,34 @@ type Profile struct {
 	DefaultCluster string `toml:"default_cluster"`
 	// Clusters are the spokes, in the order the API lists them.
 	Clusters []ClusterEntry `toml:"clusters"`
+	// Fleet adds the spokes a cluster manager publishes as ClusterProfiles
+	// on the hub (package inventory) to Clusters.
+	Fleet Fleet `toml:"fleet"`
+}
+
+// Fleet is where spokes come from besides [[clusters]]: the ClusterProfiles
+// (KEP-4322) of one hub namespace that list crucible's access provider.
+// Whoever may write ClusterProfiles there chooses, for each spoke it makes,
+// the server that receives the controller's tokens of that spoke's
+// audience; ServerPins takes that choice back.
+type Fleet struct {
+	// ClusterProfiles is the hub namespace whose ClusterProfiles become
+	// spokes; empty: none do.
+	ClusterProfiles string `toml:"cluster_profiles"`
+	// Selector narrows them by label (a label selector, "a=b,c").
+	Selector string `toml:"cluster_profile_selector"`
+	// AccessProvider is the status.accessProviders entry that makes a
+	// ClusterProfile a spoke: its server and CA are the spoke's.
+	AccessProvider string `toml:"access_provider"`
+	// ServerPins is a pins file (`crucible render clusterprofile
+	// --server-pins`): with it, a ClusterProfile becomes a spoke only if
+	// its server and CA are those pinned for its name.
+	ServerPins string `toml:"server_pins"`
+	// ClusterDefaults are every such spoke's other keys (loop namespace,
+	// service account, ingest URL, limits), as in a [[clusters]] entry; a
+	// ClusterProfile's properties crucible.dev/loop-namespace and
+	// crucible.dev/turn-service-account override the first two.
+	ClusterDefaults ClusterEntry `toml:"cluster_defaults"`
 }
 
 // Controller is the controller process: its listeners, store and limits.
@@ -313,6 +341,9 @@ type ClusterEntry struct {
 	Server string `toml:"server"`
 	// CAFile verifies the spoke API's serving certificate.
 	CAFile string `toml:"ca_file"`
+	// CAData is the PEM bundle a ClusterProfile brings instead of CAFile;
+	// never read from the file.
+	CAData []byte `toml:"-"`
 	// TokenSource is where the controller's token for this spoke comes
 	// from: TokenSourceFile (TokenFile) or TokenSourceRequest (the hub's
 	// TokenRequest API, for a spoke added to a running controller, whose pod

@@ -64,7 +64,10 @@ func validateProfile(p *Profile) field.ErrorList {
 	errs = append(errs, validateEvents(&p.Events, field.NewPath("events"))...)
 	errs = append(errs, validateRunLive(&p.RunLive, field.NewPath("run_live"))...)
 	errs = append(errs, validateLeader(p)...)
-	errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
+	if len(p.Clusters) > 0 || p.Fleet.ClusterProfiles == "" {
+		errs = append(errs, validateClusters(p.Clusters, field.NewPath("clusters"))...)
+	}
+	errs = append(errs, validateFleet(&p.Fleet, p.Pods.Classes, field.NewPath("fleet"))...)
 	for i := range p.Clusters {
 		errs = append(errs, validateClusterClasses(&p.Clusters[i], p.Pods.Classes, field.NewPath("clusters").Index(i))...)
 	}
@@ -84,7 +87,7 @@ func validateProfile(p *Profile) field.ErrorList {
 
 func validateClusters(clusters []ClusterEntry, path *field.Path) field.ErrorList {
 	if len(clusters) == 0 {
-		return field.ErrorList{field.Required(path, "at least one cluster is required")}
+		return field.ErrorList{field.Required(path, "at least one cluster is required (or [fleet] cluster_profiles)")}
 	}
 	var errs field.ErrorList
 	first := map[string]int{}
@@ -346,7 +349,9 @@ func validateCluster(c *ClusterEntry, path *field.Path) field.ErrorList {
 	if required("server", c.Server) {
 		errs = append(errs, checkURL(path.Child("server"), c.Server, false, true)...)
 	}
-	required("ca_file", c.CAFile)
+	if len(c.CAData) == 0 {
+		required("ca_file", c.CAFile)
+	}
 	errs = append(errs, validateTokenSource(c, path)...)
 	if required("loop_namespace", c.LoopNamespace) {
 		errs = append(errs, dnsLabel(path.Child("loop_namespace"), c.LoopNamespace)...)

@@ -4,6 +4,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"crucible.dev/crucible/internal/apiauth"
 	"crucible.dev/crucible/internal/workpod"
@@ -130,6 +131,38 @@ func HubTokenRequestRBAC(namespace, serviceAccount string) []runtime.Object {
 			ObjectMeta: *meta.DeepCopy(),
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubTokenRequestName},
+		},
+	}
+}
+
+// HubClusterProfilesRBACName names the Role (in the ClusterProfiles'
+// namespace) that lets the controller read them, and its RoleBinding.
+const HubClusterProfilesRBACName = "crucible-controller-cluster-profiles"
+
+// HubClusterProfilesRBAC is what [fleet] cluster_profiles needs on the hub:
+// Role crucible-controller-cluster-profiles in profilesNamespace, get, list
+// and watch on clusterprofiles.multicluster.x-k8s.io there and nothing
+// else, bound to the controller's account in namespace. Reading is all the
+// controller does with them; writing them is the cluster manager's, and who
+// may do it chooses where spoke tokens go (docs/config.md, [fleet]).
+func HubClusterProfilesRBAC(profilesNamespace, namespace, serviceAccount string) []runtime.Object {
+	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
+	meta := metav1.ObjectMeta{Name: HubClusterProfilesRBACName, Namespace: profilesNamespace, Labels: labels}
+	typeMeta := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
+	}
+	return []runtime.Object{
+		&rbacv1.Role{
+			TypeMeta:   typeMeta("Role"),
+			ObjectMeta: meta,
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{cpv1alpha1.GroupVersion.Group}, Resources: []string{"clusterprofiles"},
+				Verbs: []string{"get", "list", "watch"}}},
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   typeMeta("RoleBinding"),
+			ObjectMeta: *meta.DeepCopy(),
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubClusterProfilesRBACName},
 		},
 	}
 }
