@@ -19,6 +19,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "crucible-hub.defaultCluster" -}}
 {{- if .Values.defaultCluster -}}
 {{ .Values.defaultCluster }}
+{{- else if not .Values.spokes -}}
+auto
 {{- else -}}
 {{ (first .Values.spokes).name }}
 {{- end }}
@@ -26,6 +28,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* "true" when a spoke's token comes from the TokenRequest API, else empty. */}}
 {{- define "crucible-hub.anyTokenRequest" -}}
+{{- if .Values.fleet.clusterProfiles.namespace -}}true{{- end -}}
 {{- range .Values.spokes -}}
 {{- if eq (.tokenSource | default "file") "request" -}}true{{- break -}}{{- end -}}
 {{- end -}}
@@ -36,6 +39,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (gt (int .Values.replicas) 1) (not .Values.store.postgres.enabled) -}}
 {{- fail "replicas > 1 needs store.postgres.enabled: SQLite is one replica's database (R-C10)" -}}
 {{- end -}}
+{{- if and (not .Values.spokes) (not .Values.fleet.clusterProfiles.namespace) -}}
+{{- fail "spokes is empty and fleet.clusterProfiles.namespace is not set: the controller would have no spoke" -}}
+{{- end -}}
 {{- $names := dict -}}
 {{- range .Values.spokes -}}
 {{- if hasKey $names .name -}}
@@ -43,7 +49,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- $_ := set $names .name true -}}
 {{- end -}}
-{{- if and .Values.defaultCluster (not (hasKey $names .Values.defaultCluster)) -}}
+{{- if and .Values.defaultCluster (ne .Values.defaultCluster "auto") (not (hasKey $names .Values.defaultCluster)) -}}
 {{- fail (printf "defaultCluster %q is not one of spokes" .Values.defaultCluster) -}}
 {{- end -}}
 {{- /* Without pods.classes the controller's one class is standard. */ -}}
