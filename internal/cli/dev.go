@@ -38,15 +38,16 @@ serve their logs. The binaries come from "make tools".`,
 
 func newDevUpCmd() *cobra.Command {
 	var (
-		dir      string
-		spokes   []string
-		detach   bool
-		toolsDir string
-		crucible string
-		noFed    bool
-		sample   bool
-		noMntNS  bool
-		gpuNodes string
+		dir       string
+		spokes    []string
+		detach    bool
+		toolsDir  string
+		crucible  string
+		noFed     bool
+		sample    bool
+		noMntNS   bool
+		gpuNodes  string
+		perServer int
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -76,6 +77,17 @@ the stack is ready, up prints the resident memory of each spoke's processes
 and of the shared ones (etcd, the hub, the controller): what one more spoke
 costs on this machine.
 
+--spokes-per-server K (default 1) lets K spokes share one API server, so that a
+fleet of a hundred fits on this machine: --spokes 100 --spokes-per-server 25
+runs 4 API servers (wharf, jetty, spoke-11 ... every 25th spoke runs one, the
+next 24 are its guests), up to 30 API servers. To the controller each spoke is
+a cluster of its own: its own audience and token, its own loop namespace
+loops-<spoke> with its own turn service account and RBAC, its own provider in
+the webhook of the server it shares. A guest has no nodes, no capacity view
+and no --gpu-nodes of its own (it shares its host's); all spokes of a server
+map to one user there, so this is a rig for measuring crucible's cost per spoke
+(docs/dev-runtime.md), not tenancy.
+
 --gpu-nodes gives spokes GPU nodes: SPOKE=NODESxGPUS[:PRODUCT], comma-separated,
 e.g. wharf=1x4,dock=2x8:NVIDIA-H100-80GB-HBM3 (NODES from 1 to 64, GPUS per node
 from 1 to 16, PRODUCT the nodes' nvidia.com/gpu.product label, as NVIDIA's GPU
@@ -90,10 +102,14 @@ and every spoke has capacity = true.`,
 		Example: `  crucible dev up
   crucible dev up --spokes wharf,dock --detach --dir /tmp/stack && source /tmp/stack/env
   crucible dev up --spokes 10 --detach --dir /tmp/fleet    # wharf, dock, pier, ... haven
+  crucible dev up --spokes 100 --spokes-per-server 25 --detach --dir /tmp/fleet100
   crucible dev up --spokes 3 --gpu-nodes wharf=1x4,dock=2x8:NVIDIA-H100-80GB-HBM3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			names, err := parseSpokes(spokes)
+			if perServer < 1 {
+				return fmt.Errorf("--spokes-per-server %d: at least 1 (each spoke its own API server)", perServer)
+			}
+			names, err := parseSpokes(spokes, perServer)
 			if err != nil {
 				return err
 			}
@@ -132,6 +148,7 @@ and every spoke has capacity = true.`,
 				opts.Crucible = crucible
 			}
 			opts.Spokes = devstack.NamedSpokes(names...)
+			opts.SpokesPerServer = perServer
 			if pools != nil {
 				devstack.WithGPUNodes(opts.Spokes, pools)
 			}
@@ -161,6 +178,7 @@ and every spoke has capacity = true.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultDevDir, "directory for the stack's kubeconfigs, certificates, logs and data")
 	cmd.Flags().StringSliceVar(&spokes, "spokes", []string{devstack.DefaultSpokeName}, "spoke clusters to run: a count N (1-"+strconv.Itoa(maxSpokeCount)+"; wharf, dock, pier, ...) or names (DNS labels)")
+	cmd.Flags().IntVar(&perServer, "spokes-per-server", 1, "spokes sharing one API server (the first of each group runs it); above 1 each spoke's loop namespace is loops-<spoke>")
 	cmd.Flags().StringVar(&gpuNodes, "gpu-nodes", "", "GPU nodes per spoke: SPOKE=NODESxGPUS[:PRODUCT],... e.g. wharf=1x4,dock=2x8:NVIDIA-H100-80GB-HBM3 (default: wharf=1x4)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stack is ready and leave it running")
 	cmd.Flags().BoolVar(&sample, "sample", false, "once the stack is ready, run a sample turn: follow its log live, then show its state, collected log and artifacts")
@@ -210,15 +228,19 @@ var countPattern = regexp.MustCompile(`^[+-]?[0-9]+$`)
 
 // parseSpokes reads --spokes: one count, which devstack.SpokeNames turns
 // into names, or a list of names. It reports every bad value at once.
-func parseSpokes(values []string) ([]string, error) {
+func parseSpokes(values []string, perServer int) ([]string, error) {
 	flag := "--spokes " + strconv.Quote(strings.Join(values, ","))
 	if len(values) == 0 {
 		return nil, fmt.Errorf("%s: give a count (--spokes 3) or names (--spokes wharf,dock)", flag)
 	}
 	if len(values) == 1 && countPattern.MatchString(values[0]) {
 		n, err := strconv.Atoi(values[0])
-		if err != nil || n < 1 || n > maxSpokeCount {
-			return nil, fmt.Errorf("%s: a count of spokes is from 1 to %d", flag, maxSpokeCount)
+		if err != nil || n < 1 || n > maxSpokeCount*perServer {
+			shared := ""
+			if perServer > 1 {
+				shared = fmt.Sprintf(" (%d API servers of %d spokes)", maxSpokeCount, perServer)
+			}
+			return nil, fmt.Errorf("%s: a count of spokes is from 1 to %d%s", flag, maxSpokeCount*perServer, shared)
 		}
 		return devstack.SpokeNames(n), nil
 	}
@@ -248,14 +270,18 @@ func parseSpokes(values []string) ([]string, error) {
 func printCosts(out io.Writer, costs []devstack.Cost) {
 	fmt.Fprintln(out, "\nmemory at start: resident (RSS), of it private (anonymous: what one more spoke adds)")
 	var spokes, private, shared int64
-	n := 0
+	n, servers := 0, 0
 	for _, c := range costs {
 		label := "shared"
 		if c.Spoke != "" {
 			label = c.Spoke
+			if len(c.Guests) > 0 {
+				label += " +" + strconv.Itoa(len(c.Guests))
+			}
 			spokes += c.RSS()
 			private += c.Anon()
-			n++
+			n += 1 + len(c.Guests)
+			servers++
 		} else {
 			shared += c.RSS()
 		}
@@ -272,6 +298,11 @@ func printCosts(out io.Writer, costs []devstack.Cost) {
 			parts[i] = name + " " + strconv.FormatInt(p.RSS>>20, 10)
 		}
 		fmt.Fprintf(out, "  %-10s %8s, private %8s  (RSS MiB: %s)\n", label, mib(c.RSS()), mib(c.Anon()), strings.Join(parts, ", "))
+	}
+	if servers > 0 && servers != n {
+		fmt.Fprintf(out, "  %-10s %8s  (%d API servers %s for %d spokes: a server %s, private %s; a spoke %s; shared %s)\n",
+			"total", mib(spokes+shared), servers, mib(spokes), n, mib(spokes/int64(servers)), mib(private/int64(servers)), mib(spokes/int64(n)), mib(shared))
+		return
 	}
 	if n > 0 {
 		fmt.Fprintf(out, "  %-10s %8s  (%d spokes %s, a spoke %s, private %s; shared %s)\n",

@@ -27,7 +27,7 @@ func TestParseSpokes(t *testing.T) {
 		{"the cap", []string{"30"}, devstack.SpokeNames(30)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseSpokes(tc.values)
+			got, err := parseSpokes(tc.values, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestParseSpokesRefuses(t *testing.T) {
 		{"a number with a unit", []string{"3x", "dock_2"}, `--spokes "3x,dock_2": "dock_2" is no spoke name: ` + dnsLabel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseSpokes(tc.values)
+			got, err := parseSpokes(tc.values, 1)
 			if err == nil {
 				t.Fatalf("parseSpokes(%q) = %q, want an error", tc.values, got)
 			}
@@ -104,6 +104,41 @@ memory at start: resident (RSS), of it private (anonymous: what one more spoke a
   dock        100 MiB, private   80 MiB  (RSS MiB: kube-apiserver 100)
   shared      300 MiB, private  180 MiB  (RSS MiB: etcd 50, kube-apiserver-hub 250)
   total       600 MiB  (2 spokes 300 MiB, a spoke 150 MiB, private 100 MiB; shared 300 MiB)
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("printCosts (-want +got):\n%s", diff)
+	}
+}
+
+// With spokes sharing API servers the cap counts servers: thirty of them.
+func TestParseSpokesPerServer(t *testing.T) {
+	names, err := parseSpokes([]string{"100"}, 25)
+	if err != nil || len(names) != 100 || names[99] != "spoke-100" {
+		t.Fatalf("parseSpokes(100, 25) = %d names (last %q), %v", len(names), names[len(names)-1], err)
+	}
+	_, err = parseSpokes([]string{"751"}, 25)
+	if want := `--spokes "751": a count of spokes is from 1 to 750 (30 API servers of 25 spokes)`; err == nil || err.Error() != want {
+		t.Errorf("parseSpokes(751, 25): %v, want %s", err, want)
+	}
+}
+
+// A server's guests are named on its line; the total says servers and
+// spokes apart.
+func TestPrintCostsSharedServers(t *testing.T) {
+	const mi = 1 << 20
+	costs := []devstack.Cost{
+		{Spoke: "wharf", Guests: []string{"dock", "pier", "quay"}, Processes: []devstack.ProcessCost{{Name: "kube-apiserver-wharf", PID: 10, RSS: 200 * mi, Anon: 120 * mi}}},
+		{Spoke: "jetty", Guests: []string{"berth", "slip", "mole"}, Processes: []devstack.ProcessCost{{Name: "kube-apiserver-jetty", PID: 11, RSS: 200 * mi, Anon: 100 * mi}}},
+		{Processes: []devstack.ProcessCost{{Name: "etcd", PID: 1, RSS: 50 * mi, Anon: 30 * mi}}},
+	}
+	var out bytes.Buffer
+	printCosts(&out, costs)
+	want := `
+memory at start: resident (RSS), of it private (anonymous: what one more spoke adds)
+  wharf +3    200 MiB, private  120 MiB  (RSS MiB: kube-apiserver 200)
+  jetty +3    200 MiB, private  100 MiB  (RSS MiB: kube-apiserver 200)
+  shared       50 MiB, private   30 MiB  (RSS MiB: etcd 50)
+  total       450 MiB  (2 API servers 400 MiB for 8 spokes: a server 200 MiB, private 110 MiB; a spoke 50 MiB; shared 50 MiB)
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("printCosts (-want +got):\n%s", diff)

@@ -49,7 +49,8 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 	}
 	s.Hub = &Cluster{Name: hubName}
 	for _, so := range s.opts.Spokes {
-		s.Spokes = append(s.Spokes, &Cluster{Name: so.Name, Nodes: so.Nodes, NodeName: so.Nodes[0].Name, RunLive: s.PodNetwork && !so.NoRunLive})
+		s.Spokes = append(s.Spokes, &Cluster{Name: so.Name, Nodes: so.Nodes, NodeName: so.Nodes[0].Name, RunLive: s.PodNetwork && !so.NoRunLive,
+			LoopNamespace: s.loopNamespace(so.Name)})
 	}
 	all := append([]*Cluster{s.Hub}, s.Spokes...)
 	for i, c := range all {
@@ -68,7 +69,7 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 			return err
 		}
 	}
-	return each(all, func(c *Cluster) error {
+	if err := each(all, func(c *Cluster) error {
 		p := s.proc("kube-apiserver-" + c.Name)
 		began := time.Now()
 		err := p.waitReady(ctx, startTimeout, c.Ready)
@@ -77,7 +78,11 @@ func (s *Stack) startAPIServers(ctx context.Context) error {
 		}
 		s.opts.Progress("%s kube-apiserver ready at %s (%s)", c.Name, c.Server, time.Since(began).Round(100*time.Millisecond))
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	s.addGuests()
+	return nil
 }
 
 func (s *Stack) prepareCluster(c *Cluster, certs pki) error {

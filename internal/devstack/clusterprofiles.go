@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"crucible.dev/crucible/internal/inventory"
+	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/render"
 )
 
@@ -104,14 +105,22 @@ func (s *Stack) ClusterProfiles() (cpclient.Interface, error) {
 
 // ClusterProfile is spoke c's ClusterProfile in namespace, as `crucible
 // render clusterprofile` writes it: its server and the stack's CA under
-// crucible's access provider.
+// crucible's access provider, and a shared server's spoke's loop namespace
+// as the crucible.dev/loop-namespace property.
 func (s *Stack) ClusterProfile(c *Cluster, namespace string) (*cpv1alpha1.ClusterProfile, error) {
 	ca, err := os.ReadFile(s.CAFile)
 	if err != nil {
 		return nil, err
 	}
-	return render.ClusterProfile(render.AccessCluster{Name: c.Name, Server: c.Server, CAPEM: ca},
+	cp, err := render.ClusterProfile(render.AccessCluster{Name: c.Name, Server: c.Server, CAPEM: ca},
 		render.ProfileOptions{Namespace: namespace, Provider: render.AccessProviderName, ClusterManager: render.ClusterManagerName})
+	if err != nil {
+		return nil, err
+	}
+	if c.LoopNamespace != "" && c.LoopNamespace != SpokeNamespace { // a shared server's spoke (guests.go)
+		cp.Status.Properties = append(cp.Status.Properties, cpv1alpha1.Property{Name: profile.PropertyLoopNamespace, Value: c.LoopNamespace})
+	}
+	return cp, nil
 }
 
 // PublishClusterProfile creates cp on the hub, or updates the one of its

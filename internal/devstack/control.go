@@ -243,7 +243,7 @@ func (s *Stack) restartStaleAgents(ctx context.Context, c *Cluster) error {
 // settleNode runs a probe pod on node n of spoke c — through the scheduler,
 // pinned by hostname and tolerating the node's taints — and reads its log.
 func (s *Stack) settleNode(ctx context.Context, c *Cluster, n NodeSpec) error {
-	pods := c.Client.CoreV1().Pods(SpokeNamespace)
+	pods := c.Client.CoreV1().Pods(c.LoopNamespace)
 	probe, err := pods.Create(ctx, settleProbe(n), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("settle %s: create probe pod for node %s: %w", c.Name, n.Name, err)
@@ -341,7 +341,7 @@ func (s *Stack) controllerServed(ctx context.Context, c *Cluster) error {
 	controller, _ := clients.Get(c.Name)
 	var last error
 	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, last = controller.Kube.CoreV1().Pods(SpokeNamespace).List(ctx, metav1.ListOptions{Limit: 1})
+		_, last = controller.Kube.CoreV1().Pods(c.LoopNamespace).List(ctx, metav1.ListOptions{Limit: 1})
 		return last == nil, nil
 	})
 	if err != nil {

@@ -27,6 +27,9 @@ type Cost struct {
 	// started.
 	Spoke     string
 	Processes []ProcessCost
+	// Guests are the spokes that share this spoke's API server
+	// (Options.SpokesPerServer), whose processes these are too.
+	Guests []string
 }
 
 // ProcessCost is one process of the stack.
@@ -62,14 +65,16 @@ func (c Cost) Anon() int64 {
 }
 
 // Costs returns the resident memory of the stack's processes: one Cost per
-// spoke, in the order of Spokes, then the shared parts. A process that has
+// spoke that runs an API server, in the order of Spokes (a guest's cost is
+// its host's, which names it), then the shared parts. A process that has
 // exited is reported as such, with no memory. An attached stack's dev
 // runtime and token writer run in the caller's process and are not counted.
 func (s *Stack) Costs() ([]Cost, error) {
 	owner := map[string]int{}
-	costs := make([]Cost, len(s.Spokes)+1)
-	for i, c := range s.Spokes {
-		costs[i].Spoke = c.Name
+	servers := s.servers()
+	costs := make([]Cost, len(servers)+1)
+	for i, c := range servers {
+		costs[i].Spoke, costs[i].Guests = c.Name, s.guestsOf(c.Name)
 		for _, prefix := range spokeProcesses {
 			owner[prefix+c.Name] = i
 		}
@@ -88,7 +93,7 @@ func (s *Stack) Costs() ([]Cost, error) {
 		}
 		i, ok := owner[p.Name]
 		if !ok {
-			i = len(s.Spokes)
+			i = len(servers)
 		}
 		costs[i].Processes = append(costs[i].Processes, pc)
 	}

@@ -204,11 +204,15 @@ func (s *Stack) startWebhooks(ctx context.Context, dir string) ([]*Cluster, erro
 	f := s.Federation
 	serving := filepath.Join(s.Dir, "pki", "serving")
 	var hooked []*Cluster
-	for i, c := range s.Spokes {
+	for _, c := range s.Spokes {
 		if err := s.applySpokeRBAC(ctx, c); err != nil {
 			return nil, err
 		}
-		if s.opts.Spokes[i].BuiltinHubAuthn {
+		if c.Host != "" { // its provider is in its host's webhook
+			f.WebhookConfigFiles[c.Name], f.WebhookStateDirs[c.Name] = f.WebhookConfigFiles[c.Host], f.WebhookStateDirs[c.Host]
+			continue
+		}
+		if s.spokeOptions(c.Name).BuiltinHubAuthn {
 			continue
 		}
 		hooked = append(hooked, c)
@@ -284,7 +288,7 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
 	e := profile.ClusterEntry{
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: profile.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
-		LoopNamespace: SpokeNamespace, TurnServiceAccount: SpokeServiceAccount,
+		LoopNamespace: c.LoopNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
 		RunLive: c.RunLive, Capacity: !s.noCapacity(c),
 	}
@@ -296,22 +300,12 @@ func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
 
 // noCapacity reports whether spoke c's options leave capacity off.
 func (s *Stack) noCapacity(c *Cluster) bool {
-	for _, so := range s.opts.Spokes {
-		if so.Name == c.Name {
-			return so.NoCapacity
-		}
-	}
-	return false
+	return s.spokeOptions(c.Name).NoCapacity || c.Host != "" // a guest's view would count its host's nodes again
 }
 
 // tokenRequest reports whether spoke c's options ask for TokenRequest.
 func (s *Stack) tokenRequest(c *Cluster) bool {
-	for _, so := range s.opts.Spokes {
-		if so.Name == c.Name {
-			return so.TokenRequest
-		}
-	}
-	return false
+	return s.spokeOptions(c.Name).TokenRequest
 }
 
 // grantTokenRequest gives the controller's hub identity what its spokes
@@ -332,8 +326,8 @@ func (s *Stack) grantTokenRequest(ctx context.Context) error {
 // Unlisted ones.
 func (s *Stack) listed() []*Cluster {
 	var out []*Cluster
-	for i, c := range s.Spokes {
-		if !s.opts.Spokes[i].Unlisted {
+	for _, c := range s.Spokes {
+		if !s.spokeOptions(c.Name).Unlisted {
 			out = append(out, c)
 		}
 	}
@@ -518,7 +512,9 @@ func (c *Cluster) hasGPUs() bool {
 // hub: so they can never pass for the spoke's own identities. Keys refresh
 // within a second here so that tests see a rotation quickly.
 func (s *Stack) WebhookConfig(spoke string, allowedSubjects []string) string {
-	data, err := render.WebhookConfig(s.hubTrust(spoke, allowedSubjects))
+	trust := s.hubTrust(spoke, allowedSubjects)
+	trust.SharedWith = s.guestsOf(spoke) // one provider: the webhook routes by issuer
+	data, err := render.WebhookConfig(trust)
 	if err != nil {
 		panic(err) // a struct of strings always marshals
 	}

@@ -17,7 +17,7 @@ func (s *Stack) createIdentities(ctx context.Context) error {
 		return err
 	}
 	return each(s.Spokes, func(c *Cluster) error {
-		return ensureServiceAccount(ctx, c, SpokeNamespace, SpokeServiceAccount)
+		return ensureServiceAccount(ctx, c, c.LoopNamespace, SpokeServiceAccount)
 	})
 }
 

@@ -38,7 +38,7 @@ func createNodes(ctx context.Context, c *Cluster) error {
 
 // serves pods/log on the one kubelet port all of the spoke's nodes name).
 func (s *Stack) startNodes(ctx context.Context) error {
-	kubeletPorts, err := s.freePorts(len(s.Spokes))
+	kubeletPorts, err := s.freePorts(len(s.servers()))
 	if err != nil {
 		return err
 	}
@@ -48,12 +48,12 @@ func (s *Stack) startNodes(ctx context.Context) error {
 	if err := s.startRuntime(ctx, kubeletPorts); err != nil {
 		return err
 	}
-	for i, c := range s.Spokes {
+	for i, c := range s.servers() {
 		if err := s.startSpokeAgents(ctx, c, kubeletPorts[i]); err != nil {
 			return err
 		}
 	}
-	return each(s.Spokes, func(c *Cluster) error { return s.waitSpokeReady(ctx, c) })
+	return each(s.servers(), func(c *Cluster) error { return s.waitSpokeReady(ctx, c) })
 }
 
 func (s *Stack) startSpokeAgents(ctx context.Context, c *Cluster, kubeletPort int) error {

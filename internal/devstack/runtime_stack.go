@@ -24,7 +24,7 @@ func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 	}
 	cfg.Crucible = s.crucibleBinary()
 	cfg.Isolation, cfg.PodNetwork = s.PodIsolation, s.PodNetwork
-	for i, c := range s.Spokes {
+	for i, c := range s.servers() {
 		cfg.Spokes = append(cfg.Spokes, RuntimeSpoke{Name: c.Name, Kubeconfig: c.KubeconfigFile, Nodes: nodeNames(c.Nodes), Port: ports[i]})
 	}
 	if !s.opts.Detached {

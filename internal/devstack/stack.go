@@ -92,6 +92,12 @@ type Options struct {
 	// (clusterprofiles.go). ClusterProfileSelector narrows them by label.
 	ClusterProfiles, ClusterProfileSelector string
 
+	// SpokesPerServer, above 1, lets that many spokes share one API server
+	// (guests.go): Spokes are taken in order, the first of every group runs
+	// the server and the others are its guests, each with its own audience,
+	// token, loop namespace and webhook provider. 0 or 1: a server each.
+	SpokesPerServer int
+
 	// DefaultCluster is the profile's default_cluster; empty: the first
 	// spoke (the tests name where their pods go). `crucible dev up` says
 	// "auto": a submit that names no cluster is placed.
@@ -190,9 +196,12 @@ type Stack struct {
 	kubelet     *kubelet
 	stopKubelet context.CancelFunc
 	runtime     *runtimeHandle
-	procs       []*process
-	removeDir   bool
-	stopOnce    sync.Once
+	// guests are the spokes without a server of their own, by the order
+	// of Options.Spokes (whose place opts.Spokes, the servers, takes).
+	guests    []guestSpoke
+	procs     []*process
+	removeDir bool
+	stopOnce  sync.Once
 	// ports are the ports this stack claimed (freePorts), released by Stop.
 	portsMu sync.Mutex
 	ports   []int
@@ -219,6 +228,12 @@ type Cluster struct {
 	// RunLive: the controller's profile sets run_live for this spoke, and
 	// its RBAC here grants pods/portforward.
 	RunLive bool
+	// Host is the spoke whose API server and nodes this one shares
+	// (Options.SpokesPerServer); "" for a spoke that runs its own.
+	Host string
+	// LoopNamespace is where the controller runs this spoke's pods:
+	// SpokeNamespace, or loops-<name> on a shared server.
+	LoopNamespace string
 
 	dir string
 }
@@ -242,6 +257,9 @@ func (o *Options) setDefaults() {
 		if len(o.Spokes[i].Nodes) == 0 {
 			o.Spokes[i].Nodes = DefaultNodes(o.Spokes[i].Name)
 		}
+	}
+	if o.SpokesPerServer == 0 {
+		o.SpokesPerServer = 1
 	}
 	if o.Tools.Dir == "" {
 		o.Tools = FindTools()
@@ -289,6 +307,7 @@ func (o *Options) validate() error {
 		}
 		errs = append(errs, validateNodes(fmt.Sprintf("spokes[%d]", i), s.Nodes)...)
 	}
+	errs = append(errs, validateGuests(o)...)
 	if o.Detached && o.RuntimeBinary == "" && o.Crucible == "" {
 		errs = append(errs, errors.New("runtimeBinary: a detached stack needs a crucible binary to run its dev runtime"))
 	}
@@ -307,6 +326,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s := &Stack{opts: opts}
+	s.opts.Spokes, s.guests = groupSpokes(opts.Spokes, opts.SpokesPerServer)
 	if opts.Dir == "" {
 		dir, err := os.MkdirTemp("", "crucible-devstack-")
 		if err != nil {

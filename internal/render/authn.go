@@ -22,10 +22,24 @@ type HubTrust struct {
 	CertificateAuthority string
 	// Audience is the audience the controller's token for this spoke carries.
 	Audience string
+	// SharedWith are the audiences of spokes that share this spoke's API
+	// server (the dev stack's shared-server spokes), accepted beside
+	// Audience: one provider per issuer, as kube-apiserver and the webhook
+	// route a token by its issuer, with any of the audiences matching.
+	SharedWith []string
 	// AllowedSubjects are the exact `sub` values accepted.
 	AllowedSubjects []string
 	// UsernamePrefix marks hub identities on the spoke (e.g. "hub:").
 	UsernamePrefix string
+}
+
+// matchPolicy is kube-apiserver's: required (MatchAny) with more than one
+// audience, absent with one.
+func (t HubTrust) matchPolicy() apiserverv1.AudienceMatchPolicyType {
+	if len(t.SharedWith) > 0 {
+		return apiserverv1.AudienceMatchPolicyMatchAny
+	}
+	return ""
 }
 
 func (t HubTrust) jwt() apiserverv1.JWTAuthenticator {
@@ -33,7 +47,8 @@ func (t HubTrust) jwt() apiserverv1.JWTAuthenticator {
 	return apiserverv1.JWTAuthenticator{
 		Issuer: apiserverv1.Issuer{
 			URL: t.Issuer, DiscoveryURL: &discovery, CertificateAuthority: t.CertificateAuthority,
-			Audiences: []string{t.Audience},
+			Audiences:           append([]string{t.Audience}, t.SharedWith...),
+			AudienceMatchPolicy: t.matchPolicy(),
 		},
 		ClaimMappings: apiserverv1.ClaimMappings{
 			Username: apiserverv1.PrefixedClaimOrExpression{Claim: "sub", Prefix: &prefix},

@@ -47,7 +47,7 @@ fleet:
 	case f.ServerPins != "/etc/crucible/fleet-pins/server-pins.json":
 		t.Errorf("server_pins %q", f.ServerPins)
 	case d.LoopNamespace != "gpu-loops" || d.TurnServiceAccount != "crucible-turn" || d.IngestURL != "https://crucible-ext.hub.example.com" ||
-		d.IngestAudience != "crucible-ingest" || !d.Capacity || d.TokenExpiration.Duration.Seconds() != 3600:
+		d.IngestAudience != "crucible-ingest" || !d.Capacity || d.TokenExpiration.Seconds() != 3600:
 		t.Errorf("[fleet.cluster_defaults] %+v", d)
 	}
 	var pod corev1.PodTemplateSpec
