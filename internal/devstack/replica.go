@@ -92,6 +92,24 @@ func (s *Stack) grantLease(ctx context.Context) error {
 // Options.LeaderElect and a postgres:// ControllerStore: replicas on SQLite
 // are refused by the controller itself.
 func (s *Stack) StartController(ctx context.Context, name string) (*Replica, error) {
+	return s.startReplica(ctx, name, s.listed())
+}
+
+// StartControllerWith is StartController with a profile that lists spokes
+// (by name, in that order), as a replica joining after a reload has.
+func (s *Stack) StartControllerWith(ctx context.Context, name string, spokes ...string) (*Replica, error) {
+	var cs []*Cluster
+	for _, n := range spokes {
+		c := s.Spoke(n)
+		if c == nil {
+			return nil, fmt.Errorf("start controller %s: no spoke %q in the stack", name, n)
+		}
+		cs = append(cs, c)
+	}
+	return s.startReplica(ctx, name, cs)
+}
+
+func (s *Stack) startReplica(ctx context.Context, name string, spokes []*Cluster) (*Replica, error) {
 	f := s.Federation
 	if f == nil {
 		return nil, fmt.Errorf("start controller %s: the stack runs no federation", name)
@@ -103,7 +121,7 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 	rp := replicaPorts{internal: ports[0], external: ports[1], metrics: ports[2], externalURL: "https://" + s.podHost() + ":" + strconv.Itoa(ports[1])}
 	dir := filepath.Join(s.Dir, "crucible")
 	profile := filepath.Join(dir, "crucible-"+name+".toml")
-	if err := os.WriteFile(profile, []byte(s.profile(dir, rp, s.listed())), 0o644); err != nil {
+	if err := os.WriteFile(profile, []byte(s.profile(dir, rp, spokes)), 0o644); err != nil {
 		return nil, err
 	}
 	r := &Replica{
