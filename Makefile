@@ -88,7 +88,9 @@ interop: tools
 
 ## fleet: ten spokes on the dev stack: one controller with 1,000 turn pods over all of them, a spoke removed
 ##        (drained) and an eleventh added by a profile reload mid-run, no restart; then three sharded replicas
-##        on PostgreSQL, one killed under load, a fourth joining, one paused past its leases (about 10 minutes)
+##        on PostgreSQL, one killed under load, a fourth joining, one paused past its leases; and a hundred spokes
+##        on four API servers (shared-server dev spokes): a pod on each, 50 out and 50 in by one reload, three
+##        replicas 33-34 each, one SIGKILLed (about 11 minutes)
 fleet: tools
 	$(GO) test -tags fleet -count=1 -timeout 40m -run 'TestFleet' -v ./test/e2e/
 

@@ -111,6 +111,10 @@ func (c *parts) merge(file *profile.Profile) *profile.Profile {
 // that namespace).
 func inventoryWatcher(c *parts) (*inventory.Watcher, error) {
 	f := c.p.Fleet
+	if f.ServerPins == "" {
+		c.log.Warn("[fleet] cluster_profiles without server_pins: whoever may write ClusterProfiles in the namespace chooses which server receives each of their spokes' tokens (docs/install.md, A fleet from ClusterProfiles)",
+			"namespace", f.ClusterProfiles)
+	}
 	client, err := cpclient.NewForConfig(rest.CopyConfig(c.hubCfg))
 	if err != nil {
 		return nil, fmt.Errorf("ClusterProfile client: %w", err)
