@@ -114,23 +114,25 @@ func HubRBAC(namespace, serviceAccount string) []runtime.Object {
 // projected has no use for it, and with it a stolen controller identity can
 // mint tokens that outlive the projected ones.
 func HubTokenRequestRBAC(namespace, serviceAccount string) []runtime.Object {
+	return hubRoleFor(HubTokenRequestName, namespace, namespace, serviceAccount, rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{serviceAccount}, Verbs: []string{"create"}})
+}
+
+// hubRoleFor is Role name in namespace with rules, and its RoleBinding to
+// the controller's account (saNamespace/serviceAccount).
+func hubRoleFor(name, namespace, saNamespace, serviceAccount string, rules ...rbacv1.PolicyRule) []runtime.Object {
 	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
-	meta := metav1.ObjectMeta{Name: HubTokenRequestName, Namespace: namespace, Labels: labels}
+	meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
 	typeMeta := func(kind string) metav1.TypeMeta {
 		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
 	}
 	return []runtime.Object{
-		&rbacv1.Role{
-			TypeMeta:   typeMeta("Role"),
-			ObjectMeta: meta,
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"},
-				ResourceNames: []string{serviceAccount}, Verbs: []string{"create"}}},
-		},
+		&rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: meta, Rules: rules},
 		&rbacv1.RoleBinding{
 			TypeMeta:   typeMeta("RoleBinding"),
 			ObjectMeta: *meta.DeepCopy(),
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubTokenRequestName},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: serviceAccount}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		},
 	}
 }
@@ -146,23 +148,6 @@ const HubClusterProfilesRBACName = "crucible-controller-cluster-profiles"
 // controller does with them; writing them is the cluster manager's, and who
 // may do it chooses where spoke tokens go (docs/config.md, [fleet]).
 func HubClusterProfilesRBAC(profilesNamespace, namespace, serviceAccount string) []runtime.Object {
-	labels := map[string]string{workpod.LabelManagedBy: workpod.ManagedByValue}
-	meta := metav1.ObjectMeta{Name: HubClusterProfilesRBACName, Namespace: profilesNamespace, Labels: labels}
-	typeMeta := func(kind string) metav1.TypeMeta {
-		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
-	}
-	return []runtime.Object{
-		&rbacv1.Role{
-			TypeMeta:   typeMeta("Role"),
-			ObjectMeta: meta,
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{cpv1alpha1.GroupVersion.Group}, Resources: []string{"clusterprofiles"},
-				Verbs: []string{"get", "list", "watch"}}},
-		},
-		&rbacv1.RoleBinding{
-			TypeMeta:   typeMeta("RoleBinding"),
-			ObjectMeta: *meta.DeepCopy(),
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: HubClusterProfilesRBACName},
-		},
-	}
+	return hubRoleFor(HubClusterProfilesRBACName, profilesNamespace, namespace, serviceAccount, rbacv1.PolicyRule{
+		APIGroups: []string{cpv1alpha1.GroupVersion.Group}, Resources: []string{"clusterprofiles"}, Verbs: []string{"get", "list", "watch"}})
 }
