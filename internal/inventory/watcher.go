@@ -21,6 +21,10 @@ import (
 // makes one reload, not fifty.
 const settle = 500 * time.Millisecond
 
+// listWarnAfter is how long the first list may take before the Watcher
+// logs what may be missing.
+const listWarnAfter = 30 * time.Second
+
 // Watcher follows the ClusterProfiles of one hub namespace (and selector)
 // and hands Apply the whole set, sorted by name, once they are listed and
 // again after every change. Apply runs on one goroutine, one call at a
@@ -61,7 +65,15 @@ func (w *Watcher) Start(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	w.Log.Info("following ClusterProfiles", "namespace", w.Namespace, "selector", w.Selector)
-	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
+	// A hub without the CRD, or RBAC without list, leaves the list failing
+	// and retried in client-go's own log: say here what is missing.
+	slow := time.AfterFunc(listWarnAfter, func() {
+		w.Log.Warn("ClusterProfiles not listed yet: is the ClusterProfile CRD installed on the hub, and may the controller get, list and watch them there?",
+			"namespace", w.Namespace, "waited", listWarnAfter)
+	})
+	synced := cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced)
+	slow.Stop()
+	if !synced {
 		return fmt.Errorf("list ClusterProfiles in %s: %w", w.Namespace, ctx.Err())
 	}
 	poke() // the first set, even an empty one
