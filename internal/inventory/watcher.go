@@ -38,8 +38,7 @@ type Watcher struct {
 }
 
 // Start runs until ctx ends. It returns an error only if the selector does
-// not parse (the profile's validation has checked it) or the first list
-// never completes before ctx ends.
+// not parse (the profile's validation has checked it).
 func (w *Watcher) Start(ctx context.Context) error {
 	if _, err := labels.Parse(w.Selector); err != nil {
 		return fmt.Errorf("cluster profile selector %q: %w", w.Selector, err)
@@ -74,7 +73,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	synced := cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced)
 	slow.Stop()
 	if !synced {
-		return fmt.Errorf("list ClusterProfiles in %s: %w", w.Namespace, ctx.Err())
+		return nil // ctx ended: the controller is stopping
 	}
 	poke() // the first set, even an empty one
 	for {
