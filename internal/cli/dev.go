@@ -271,13 +271,21 @@ func printCosts(out io.Writer, costs []devstack.Cost) {
 	fmt.Fprintln(out, "\nmemory at start: resident (RSS), of it private (anonymous: what one more spoke adds)")
 	var spokes, private, shared int64
 	n, servers := 0, 0
+	label := func(c devstack.Cost) string {
+		switch {
+		case c.Spoke == "":
+			return "shared"
+		case len(c.Guests) > 0:
+			return c.Spoke + " +" + strconv.Itoa(len(c.Guests))
+		}
+		return c.Spoke
+	}
+	width := 10 // the labels' column: spoke-26 +24 is wider
 	for _, c := range costs {
-		label := "shared"
+		width = max(width, len(label(c)))
+	}
+	for _, c := range costs {
 		if c.Spoke != "" {
-			label = c.Spoke
-			if len(c.Guests) > 0 {
-				label += " +" + strconv.Itoa(len(c.Guests))
-			}
 			spokes += c.RSS()
 			private += c.Anon()
 			n += 1 + len(c.Guests)
@@ -297,16 +305,16 @@ func printCosts(out io.Writer, costs []devstack.Cost) {
 			}
 			parts[i] = name + " " + strconv.FormatInt(p.RSS>>20, 10)
 		}
-		fmt.Fprintf(out, "  %-10s %8s, private %8s  (RSS MiB: %s)\n", label, mib(c.RSS()), mib(c.Anon()), strings.Join(parts, ", "))
+		fmt.Fprintf(out, "  %-*s %8s, private %8s  (RSS MiB: %s)\n", width, label(c), mib(c.RSS()), mib(c.Anon()), strings.Join(parts, ", "))
 	}
 	if servers > 0 && servers != n {
-		fmt.Fprintf(out, "  %-10s %8s  (%d API servers %s for %d spokes: a server %s, private %s; a spoke %s; shared %s)\n",
-			"total", mib(spokes+shared), servers, mib(spokes), n, mib(spokes/int64(servers)), mib(private/int64(servers)), mib(spokes/int64(n)), mib(shared))
+		fmt.Fprintf(out, "  %-*s %8s  (%d API servers %s for %d spokes: a server %s, private %s; a spoke %s; shared %s)\n",
+			width, "total", mib(spokes+shared), servers, mib(spokes), n, mib(spokes/int64(servers)), mib(private/int64(servers)), mib(spokes/int64(n)), mib(shared))
 		return
 	}
 	if n > 0 {
-		fmt.Fprintf(out, "  %-10s %8s  (%d spokes %s, a spoke %s, private %s; shared %s)\n",
-			"total", mib(spokes+shared), n, mib(spokes), mib(spokes/int64(n)), mib(private/int64(n)), mib(shared))
+		fmt.Fprintf(out, "  %-*s %8s  (%d spokes %s, a spoke %s, private %s; shared %s)\n",
+			width, "total", mib(spokes+shared), n, mib(spokes), mib(spokes/int64(n)), mib(private/int64(n)), mib(shared))
 	}
 }
 

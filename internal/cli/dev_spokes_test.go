@@ -122,23 +122,23 @@ func TestParseSpokesPerServer(t *testing.T) {
 	}
 }
 
-// A server's guests are named on its line; the total says servers and
-// spokes apart.
+// A server's guests are counted on its line, the label column as wide as
+// the widest; the total says servers and spokes apart.
 func TestPrintCostsSharedServers(t *testing.T) {
 	const mi = 1 << 20
 	costs := []devstack.Cost{
 		{Spoke: "wharf", Guests: []string{"dock", "pier", "quay"}, Processes: []devstack.ProcessCost{{Name: "kube-apiserver-wharf", PID: 10, RSS: 200 * mi, Anon: 120 * mi}}},
-		{Spoke: "jetty", Guests: []string{"berth", "slip", "mole"}, Processes: []devstack.ProcessCost{{Name: "kube-apiserver-jetty", PID: 11, RSS: 200 * mi, Anon: 100 * mi}}},
+		{Spoke: "spoke-26", Guests: []string{"spoke-27", "spoke-28", "spoke-29"}, Processes: []devstack.ProcessCost{{Name: "kube-apiserver-spoke-26", PID: 11, RSS: 200 * mi, Anon: 100 * mi}}},
 		{Processes: []devstack.ProcessCost{{Name: "etcd", PID: 1, RSS: 50 * mi, Anon: 30 * mi}}},
 	}
 	var out bytes.Buffer
 	printCosts(&out, costs)
 	want := `
 memory at start: resident (RSS), of it private (anonymous: what one more spoke adds)
-  wharf +3    200 MiB, private  120 MiB  (RSS MiB: kube-apiserver 200)
-  jetty +3    200 MiB, private  100 MiB  (RSS MiB: kube-apiserver 200)
-  shared       50 MiB, private   30 MiB  (RSS MiB: etcd 50)
-  total       450 MiB  (2 API servers 400 MiB for 8 spokes: a server 200 MiB, private 110 MiB; a spoke 50 MiB; shared 50 MiB)
+  wharf +3     200 MiB, private  120 MiB  (RSS MiB: kube-apiserver 200)
+  spoke-26 +3  200 MiB, private  100 MiB  (RSS MiB: kube-apiserver 200)
+  shared        50 MiB, private   30 MiB  (RSS MiB: etcd 50)
+  total        450 MiB  (2 API servers 400 MiB for 8 spokes: a server 200 MiB, private 110 MiB; a spoke 50 MiB; shared 50 MiB)
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("printCosts (-want +got):\n%s", diff)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -74,8 +75,33 @@ func (s *Stack) serveClusterProfiles(ctx context.Context) error {
 			return fmt.Errorf("grant the controller the ClusterProfiles: %w", err)
 		}
 	}
+	if s.opts.ClusterProfilePins {
+		if err := s.writeServerPins(); err != nil {
+			return err
+		}
+	}
 	s.opts.Progress("hub serves ClusterProfiles in %s to the controller", ns)
 	return nil
+}
+
+// serverPinsFile is where Options.ClusterProfilePins writes the pins.
+func (s *Stack) serverPinsFile() string { return filepath.Join(s.Dir, "crucible", "server-pins.json") }
+
+// writeServerPins pins every spoke to its server and the stack's CA.
+func (s *Stack) writeServerPins() error {
+	ca, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		return err
+	}
+	var clusters []render.AccessCluster
+	for _, c := range s.Spokes {
+		clusters = append(clusters, render.AccessCluster{Name: c.Name, Server: c.Server, CAPEM: ca})
+	}
+	data, err := render.ServerPinsFile(clusters)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(s.serverPinsFile(), data, 0o644)
 }
 
 // fleetSection is the profile's [fleet] for Options.ClusterProfiles: every
@@ -90,6 +116,9 @@ func (s *Stack) fleetSection(ingestURL string) string {
 	fmt.Fprintf(&b, "\n[fleet]\ncluster_profiles = %q\n", s.opts.ClusterProfiles)
 	if s.opts.ClusterProfileSelector != "" {
 		fmt.Fprintf(&b, "cluster_profile_selector = %q\n", s.opts.ClusterProfileSelector)
+	}
+	if s.opts.ClusterProfilePins {
+		fmt.Fprintf(&b, "server_pins = %q\n", s.serverPinsFile())
 	}
 	fmt.Fprintf(&b, "[fleet.cluster_defaults]\nloop_namespace = %q\nturn_service_account = %q\ningest_url = %q\ningest_audience = %q\ncapacity = true\n",
 		SpokeNamespace, SpokeServiceAccount, ingestURL, IngestAudience)

@@ -91,6 +91,11 @@ type Options struct {
 	// the hub serves the CRD and grants the controller what it needs
 	// (clusterprofiles.go). ClusterProfileSelector narrows them by label.
 	ClusterProfiles, ClusterProfileSelector string
+	// ClusterProfilePins adds [fleet] server_pins: a pins file, as `render
+	// clusterprofile --server-pins` writes it, of every spoke's server and
+	// the stack's CA, so that a ClusterProfile becomes a spoke only with
+	// its pinned server.
+	ClusterProfilePins bool
 
 	// SpokesPerServer, above 1, lets that many spokes share one API server
 	// (guests.go): Spokes are taken in order, the first of every group runs

@@ -76,7 +76,7 @@ func Spoke(cp *cpv1alpha1.ClusterProfile, p *profile.Profile, pins map[string]re
 		if !ok {
 			return fail("no pin for %s in [fleet] server_pins: its token goes only to a server the pins name", cp.Name)
 		}
-		if err := serverpin.Check(pin, serverpin.Cluster{Server: c.Server, CAData: c.CertificateAuthorityData}); err != nil {
+		if err := serverpin.Check(pin, serverpin.Cluster{Server: c.Server, CAData: c.CertificateAuthorityData, Field: where}); err != nil {
 			return fail("%v", err)
 		}
 		if a := serverpin.Audience(pin); a != cp.Name {

@@ -154,6 +154,17 @@ type Cluster struct {
 	Server, TLSServerName, ProxyURL string
 	Insecure                        bool
 	CAData                          []byte
+	// Field names the cluster in refusals; "" is spec.cluster, an exec
+	// plugin's.
+	Field string
+}
+
+// field is c's name in refusals.
+func (c Cluster) field() string {
+	if c.Field == "" {
+		return "spec.cluster"
+	}
+	return c.Field
 }
 
 // Check refuses unless the cluster client-go is about to dial is
@@ -165,26 +176,26 @@ func Check(pin render.ServerPin, c Cluster) error {
 		return fmt.Errorf("%w: cluster %s: %s", ErrServerPin, pin.Name, fmt.Sprintf(format, a...))
 	}
 	if c.Server == "" {
-		return fail("spec.cluster.server is missing, and the cluster is pinned to %s (run the plugin with provideClusterInfo: true)", pin.Server)
+		return fail("%s.server is missing, and the cluster is pinned to %s (run the plugin with provideClusterInfo: true)", c.field(), pin.Server)
 	}
 	want, _ := NormalServer(pin.Server, true)
 	got, err := NormalServer(c.Server, len(c.CAData) > 0 || c.Insecure)
 	if err != nil || got != want {
-		return fail("spec.cluster.server %q is not the pinned server %q", c.Server, pin.Server)
+		return fail("%s.server %q is not the pinned server %q", c.field(), c.Server, pin.Server)
 	}
 	switch {
 	case c.Insecure:
-		return fail("spec.cluster.insecure-skip-tls-verify is set")
+		return fail("%s.insecure-skip-tls-verify is set", c.field())
 	case c.TLSServerName != "":
-		return fail("spec.cluster.tls-server-name %q is set (the pin verifies the server's own name)", c.TLSServerName)
+		return fail("%s.tls-server-name %q is set (the pin verifies the server's own name)", c.field(), c.TLSServerName)
 	case c.ProxyURL != "":
-		return fail("spec.cluster.proxy-url %q is set (pins allow no proxy)", c.ProxyURL)
+		return fail("%s.proxy-url %q is set (pins allow no proxy)", c.field(), c.ProxyURL)
 	}
 	if !sameCAs(pin.CAData, c.CAData) {
 		if len(pin.CAData) == 0 {
-			return fail("spec.cluster.certificate-authority-data is set, and the pin trusts the system roots only")
+			return fail("%s.certificate-authority-data is set, and the pin trusts the system roots only", c.field())
 		}
-		return fail("spec.cluster.certificate-authority-data is not the pinned CA bundle")
+		return fail("%s.certificate-authority-data is not the pinned CA bundle", c.field())
 	}
 	return nil
 }

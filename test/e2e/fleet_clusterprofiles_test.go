@@ -1,18 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	cpv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"crucible.dev/crucible/internal/api/apiv1"
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 	"crucible.dev/crucible/internal/profile"
+	"crucible.dev/crucible/internal/testpki"
 )
 
 // A fleet read from ClusterProfiles (issue 42 item 3), on the dev hub: the
@@ -136,4 +139,64 @@ func TestFleetFromClusterProfiles(t *testing.T) {
 	if got := s.Processes()["crucible-controller"]; got != pid {
 		t.Errorf("the controller's pid is %d, was %d: it restarted", got, pid)
 	}
+}
+
+// With [fleet] server_pins (issue 42, R-SEC1) a ClusterProfile chooses a
+// spoke, never where its token goes: dock's published with wharf's server,
+// and berth's with no pin, make no spoke and say why; dock's with its
+// pinned server and CA becomes a spoke whose pods run; the same object
+// turned to another CA stops being one, and dock drains.
+func TestFleetFromClusterProfilesPinned(t *testing.T) {
+	t.Parallel() // a stack of its own: see doc.go
+	const ns = "fleet"
+	s := ownStack(t, devstack.Options{Crucible: devstacktest.BuildCrucible, DrainTimeout: 20 * time.Second,
+		ClusterProfiles: ns, ClusterProfilePins: true,
+		Spokes: []devstack.SpokeOptions{{Name: "wharf"}, {Name: "dock", Unlisted: true}}})
+	dock := s.Spoke("dock")
+	profileOf := func(name, server string) *cpv1alpha1.ClusterProfile {
+		cp, err := s.ClusterProfile(&devstack.Cluster{Name: name, Server: server}, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+	publish := func(cp *cpv1alpha1.ClusterProfile) {
+		t.Helper()
+		if err := s.PublishClusterProfile(t.Context(), cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog := func(parts ...string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return controllerLogHas(t, s, parts...), nil
+		})
+		if err != nil {
+			t.Fatalf("no controller log line with %q", parts)
+		}
+	}
+	publish(profileOf("berth", dock.Server))
+	publish(profileOf("dock", s.Spoke("wharf").Server))
+	waitLog("ClusterProfile refused", "fleet/dock", "server pin check failed", "is not the pinned server")
+	waitLog("ClusterProfile refused", "fleet/berth", "no pin for berth")
+	if names := clusterNames(listClusters(t, s)); strings.Join(names, ",") != "wharf" {
+		t.Errorf("clusters with dock's ClusterProfile pointing elsewhere: %v, want wharf alone", names)
+	}
+
+	publish(profileOf("dock", dock.Server))
+	waitClusters(t, s, "with dock healthy", func(cs []apiv1.Cluster) bool {
+		d, ok := clusterNamed(cs, "dock")
+		return ok && d.Health.CredentialsValid
+	})
+	onDock := submit(t, s, apiv1.SubmitRequest{Cluster: "dock", Image: "registry.example/turn:1", Command: []string{"echo", "pinned"}})
+	waitState(t, s, onDock.ID, "succeeded", 2*time.Minute)
+
+	other := profileOf("dock", dock.Server)
+	other.Status.AccessProviders[0].Cluster.CertificateAuthorityData = testpki.NewCA(t, "not the stack's").PEM
+	publish(other)
+	waitLog("ClusterProfile refused", "fleet/dock", "not the pinned CA bundle")
+	waitClusters(t, s, "without dock", func(cs []apiv1.Cluster) bool {
+		_, ok := clusterNamed(cs, "dock")
+		return !ok && len(cs) == 1
+	})
 }
