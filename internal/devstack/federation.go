@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -288,7 +289,7 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
 	e := profile.ClusterEntry{
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: profile.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
-		LoopNamespace: c.LoopNamespace, TurnServiceAccount: SpokeServiceAccount,
+		LoopNamespace: cmp.Or(c.LoopNamespace, SpokeNamespace), TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
 		RunLive: c.RunLive, Capacity: !s.noCapacity(c),
 	}
