@@ -26,7 +26,7 @@ import (
 // selector or the namespace, one for another consumer and one that would
 // send dock's token through a proxy change nothing; moving dock's server
 // moves its client; deleting it drains dock. The process never restarts.
-func TestFleetFromClusterProfiles(t *testing.T) {
+func TestClusterProfilesMakeTheFleet(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
 	const ns, label = "fleet", "crucible.dev/fleet"
 	s := ownStack(t, devstack.Options{Crucible: devstacktest.BuildCrucible, DrainTimeout: 20 * time.Second,
@@ -146,7 +146,7 @@ func TestFleetFromClusterProfiles(t *testing.T) {
 // and berth's with no pin, make no spoke and say why; dock's with its
 // pinned server and CA becomes a spoke whose pods run; the same object
 // turned to another CA stops being one, and dock drains.
-func TestFleetFromClusterProfilesPinned(t *testing.T) {
+func TestClusterProfilesMakeTheFleetPinned(t *testing.T) {
 	t.Parallel() // a stack of its own: see doc.go
 	const ns = "fleet"
 	s := ownStack(t, devstack.Options{Crucible: devstacktest.BuildCrucible, DrainTimeout: 20 * time.Second,

@@ -142,13 +142,22 @@ func TestFleetOfAHundredSpokes(t *testing.T) {
 	}
 	held("33-34 on each of three replicas", 3*time.Minute, spread)
 	inflight, inflightuids := submitVia(t, replicas, listed, 16, perSpoke(second, "echo start; sleep 5; echo done"))
-	victim := replicas[0]
-	for _, r := range replicas {
-		if controllerMetricOf(t, r, `crucible_cluster_loops{cluster="`+second[0]+`"}`) == 1 {
-			victim = r
+	// The victim is a replica started here, so that the stack's own serves
+	// the reads below; its Lease identity is the holder of a spoke whose
+	// loops it runs (they start just after the Lease is won).
+	victim, victimHolder := replicas[1], ""
+	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, name := range second {
+			if controllerMetricOf(t, victim, `crucible_cluster_loops{cluster="`+name+`"}`) == 1 {
+				victimHolder = spokeLeases(t, s, name)[name].holder
+				return true, nil
+			}
 		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%s runs no spoke's loops: %v", victim.Process, err)
 	}
-	victimHolder := leases[second[0]].holder
 	if err := s.KillProcess(victim.Process); err != nil {
 		t.Fatal(err)
 	}
