@@ -44,27 +44,8 @@ func (s *Stack) serveClusterProfiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal(inventory.CRD, &crd.Object); err != nil {
-		return fmt.Errorf("the ClusterProfile CRD: %w", err)
-	}
-	if _, err := hub.Resource(crdResource).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create the ClusterProfile CRD: %w", err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
-		got, err := hub.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		return fmt.Errorf("the ClusterProfile CRD is not established: %w", err)
+	if err := InstallClusterProfileCRD(ctx, hub); err != nil {
+		return err
 	}
 	if _, err := s.Hub.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the ClusterProfiles' namespace %s: %w", ns, err)
@@ -81,6 +62,35 @@ func (s *Stack) serveClusterProfiles(ctx context.Context) error {
 		}
 	}
 	s.opts.Progress("hub serves ClusterProfiles in %s to the controller", ns)
+	return nil
+}
+
+// InstallClusterProfileCRD creates the ClusterProfile CRD (inventory.CRD)
+// on hub, unless it is there already, and waits until it is served.
+func InstallClusterProfileCRD(ctx context.Context, hub dynamic.Interface) error {
+	var crd unstructured.Unstructured
+	if err := yaml.Unmarshal(inventory.CRD, &crd.Object); err != nil {
+		return fmt.Errorf("the ClusterProfile CRD: %w", err)
+	}
+	if _, err := hub.Resource(crdResource).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the ClusterProfile CRD: %w", err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+		got, err := hub.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the ClusterProfile CRD is not established: %w", err)
+	}
 	return nil
 }
 

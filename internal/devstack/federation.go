@@ -1,7 +1,6 @@
 package devstack
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -289,7 +288,7 @@ func (s *Stack) applySpokeRBAC(ctx context.Context, c *Cluster) error {
 func (s *Stack) ClusterEntry(c *Cluster) profile.ClusterEntry {
 	e := profile.ClusterEntry{
 		Name: c.Name, Server: c.Server, CAFile: s.CAFile, TokenSource: profile.TokenSourceFile, TokenFile: s.Federation.SpokeTokenFiles[c.Name],
-		LoopNamespace: cmp.Or(c.LoopNamespace, SpokeNamespace), TurnServiceAccount: SpokeServiceAccount,
+		LoopNamespace: c.LoopNamespace, TurnServiceAccount: SpokeServiceAccount,
 		IngestURL: s.Federation.ControllerExternalURL, IngestAudience: IngestAudience,
 		RunLive: c.RunLive, Capacity: !s.noCapacity(c),
 	}
@@ -352,15 +351,24 @@ func (s *Stack) ReplicaProfile(r Replica, spokes ...string) (string, error) {
 	if s.Federation == nil || r.ProfileFile == "" {
 		return "", errors.New("the stack runs no such controller")
 	}
-	var cs []*Cluster
-	for _, name := range spokes {
+	cs, err := s.spokesNamed(spokes)
+	if err != nil {
+		return "", err
+	}
+	return s.profile(filepath.Dir(r.ProfileFile), r.ports, cs), nil
+}
+
+// spokesNamed are the stack's spokes called names, in that order.
+func (s *Stack) spokesNamed(names []string) ([]*Cluster, error) {
+	cs := make([]*Cluster, 0, len(names))
+	for _, name := range names {
 		c := s.Spoke(name)
 		if c == nil {
-			return "", fmt.Errorf("no spoke %q in the stack", name)
+			return nil, fmt.Errorf("no spoke %q in the stack", name)
 		}
 		cs = append(cs, c)
 	}
-	return s.profile(filepath.Dir(r.ProfileFile), r.ports, cs), nil
+	return cs, nil
 }
 
 // profile renders a controller's crucible.toml for this stack: the stack's

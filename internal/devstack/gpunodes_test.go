@@ -188,7 +188,7 @@ func TestProfileWithGPUNodes(t *testing.T) {
 	}
 	var clusters []*Cluster
 	for i, so := range spokes {
-		clusters = append(clusters, &Cluster{Name: so.Name, Server: fmt.Sprintf("https://127.0.0.1:%d", 16443+i), Nodes: so.Nodes})
+		clusters = append(clusters, &Cluster{Name: so.Name, Server: fmt.Sprintf("https://127.0.0.1:%d", 16443+i), Nodes: so.Nodes, LoopNamespace: SpokeNamespace})
 		s.Federation.SpokeTokenFiles[so.Name] = "/stack/" + so.Name + ".token"
 	}
 	s.Spokes = clusters

@@ -98,13 +98,9 @@ func (s *Stack) StartController(ctx context.Context, name string) (*Replica, err
 // StartControllerWith is StartController with a profile that lists spokes
 // (by name, in that order), as a replica joining after a reload has.
 func (s *Stack) StartControllerWith(ctx context.Context, name string, spokes ...string) (*Replica, error) {
-	var cs []*Cluster
-	for _, n := range spokes {
-		c := s.Spoke(n)
-		if c == nil {
-			return nil, fmt.Errorf("start controller %s: no spoke %q in the stack", name, n)
-		}
-		cs = append(cs, c)
+	cs, err := s.spokesNamed(spokes)
+	if err != nil {
+		return nil, fmt.Errorf("start controller %s: %w", name, err)
 	}
 	return s.startReplica(ctx, name, cs)
 }

@@ -29,10 +29,6 @@ func setFleetDefaults(f *Fleet) {
 	}
 }
 
-// clusterDefaultsOwn are the keys of [fleet.cluster_defaults] that each
-// ClusterProfile sets for its own spoke, and a default may not.
-var clusterDefaultsOwn = []string{"name", "server", "ca_file", "token_file", "token_audience"}
-
 // validateFleet checks [fleet]: a namespace and selector the hub accepts,
 // and cluster defaults that make a valid [[clusters]] entry once a
 // ClusterProfile adds its name, server and CA.
@@ -49,14 +45,13 @@ func validateFleet(f *Fleet, classes []PodClass, path *field.Path) field.ErrorLi
 		errs = append(errs, field.Invalid(path.Child("cluster_profile_selector"), f.Selector, err.Error()))
 	}
 	errs = append(errs, dnsLabel(path.Child("access_provider"), f.AccessProvider)...)
-	d := path.Child("cluster_defaults")
-	own := map[string]bool{
-		"name": f.ClusterDefaults.Name != "", "server": f.ClusterDefaults.Server != "", "ca_file": f.ClusterDefaults.CAFile != "",
-		"token_file": f.ClusterDefaults.TokenFile != "", "token_audience": f.ClusterDefaults.TokenAudience != "",
-	}
-	for _, key := range clusterDefaultsOwn {
-		if own[key] {
-			errs = append(errs, field.Forbidden(d.Child(key), "each ClusterProfile sets its spoke's own (the name, its server and CA, a requested token of the name's audience)"))
+	d, cd := path.Child("cluster_defaults"), &f.ClusterDefaults
+	// The keys each ClusterProfile sets for its own spoke, in file order.
+	for _, own := range []struct{ key, value string }{
+		{"name", cd.Name}, {"server", cd.Server}, {"ca_file", cd.CAFile}, {"token_file", cd.TokenFile}, {"token_audience", cd.TokenAudience},
+	} {
+		if own.value != "" {
+			errs = append(errs, field.Forbidden(d.Child(own.key), "each ClusterProfile sets its spoke's own (the name, its server and CA, a requested token of the name's audience)"))
 		}
 	}
 	if ts := f.ClusterDefaults.TokenSource; ts != "" && ts != TokenSourceRequest {
@@ -82,7 +77,7 @@ func validateFleet(f *Fleet, classes []PodClass, path *field.Path) field.ErrorLi
 func FleetEntry(f *Fleet, name, server string, caData []byte) ClusterEntry {
 	e := f.ClusterDefaults
 	e.Classes = maps.Clone(f.ClusterDefaults.Classes)
-	e.RunLivePorts = append([]int(nil), f.ClusterDefaults.RunLivePorts...)
+	e.RunLivePorts = slices.Clone(f.ClusterDefaults.RunLivePorts)
 	e.Name, e.Server, e.CAData = name, server, caData
 	e.TokenSource = TokenSourceRequest
 	entries := []ClusterEntry{e}

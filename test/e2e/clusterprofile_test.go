@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,8 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientauthv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
@@ -36,46 +33,14 @@ import (
 	"crucible.dev/crucible/internal/devstack/devstacktest"
 )
 
-var (
-	crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	cpResource  = cpv1alpha1.GroupVersion.WithResource("clusterprofiles")
-)
+var cpResource = cpv1alpha1.GroupVersion.WithResource("clusterprofiles")
 
-// installClusterProfileCRD creates the ClusterProfile CRD of the pinned
-// cluster-inventory-api module on the hub (once per stack: other tests may
-// have made it) and waits until it is served.
+// installClusterProfileCRD creates the ClusterProfile CRD on the hub (once
+// per stack: other tests may have made it) and waits until it is served.
 func installClusterProfileCRD(t testing.TB, hub dynamic.Interface) {
 	t.Helper()
-	dir, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-inventory-api").Output()
-	if err != nil {
-		t.Fatalf("go list the cluster-inventory-api module: %v", err)
-	}
-	data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml"))
-	if err != nil {
+	if err := devstack.InstallClusterProfileCRD(t.Context(), hub); err != nil {
 		t.Fatal(err)
-	}
-	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
-		t.Fatalf("decode the ClusterProfile CRD: %v", err)
-	}
-	if _, err := hub.Resource(crdResource).Create(t.Context(), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create the ClusterProfile CRD: %v", err)
-	}
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := hub.Resource(crdResource).Get(ctx, crd.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("ClusterProfile CRD not established: %v", err)
 	}
 }
 
