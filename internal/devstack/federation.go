@@ -425,6 +425,9 @@ func (s *Stack) profile(dir string, rp replicaPorts, spokes []*Cluster) string {
 		}
 		b.WriteString(" }\n")
 	}
+	if s.opts.RunLiveOpensPerMinute > 0 {
+		fmt.Fprintf(&b, "\n[run_live]\nopens_per_minute = %d\n", s.opts.RunLiveOpensPerMinute)
+	}
 	b.WriteString(podClasses)
 	b.WriteString(s.fleetSection(rp.externalURL))
 	for _, c := range spokes {

@@ -125,6 +125,10 @@ type Options struct {
 	// the pods they dispatch stay unscheduled and cost the spokes no
 	// running.
 	PodNodeSelector map[string]string
+	// RunLiveOpensPerMinute, when set, is the profile's [run_live]
+	// opens_per_minute: a benchmark holding a hundred sessions as one
+	// caller opens more than the default's 60 a minute.
+	RunLiveOpensPerMinute int
 }
 
 // SpokeOptions configures one spoke cluster.

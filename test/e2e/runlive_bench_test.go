@@ -35,7 +35,9 @@ const (
 // end in the same dev runtime's port-forward and the same Perl echo, so the
 // ratio is the relay's cost. It reports; it never fails on a figure.
 func BenchmarkRunLive(b *testing.B) {
-	s := devstacktest.Start(b, devstack.Options{Crucible: devstacktest.CrucibleBinary(b)})
+	// One caller opens the rounds' sessions and then runLiveIdleSessions
+	// more within a minute: past [run_live] opens_per_minute's default.
+	s := devstacktest.Start(b, devstack.Options{Crucible: devstacktest.CrucibleBinary(b), RunLiveOpensPerMinute: 10 * runLiveIdleSessions})
 	wp := echoPod(b, s, "wharf")
 	waitEchoing(b, s, wp.ID)
 	spoke := s.Spoke("wharf")
