@@ -219,8 +219,13 @@ func localToWS(c net.Conn, ws *websocket.Conn) error {
 var errLocalWrite = errors.New("write to the local connection")
 
 // wsToLocal writes the controller's binary messages to the local
-// connection until the WebSocket ends.
+// connection until the WebSocket ends, through one buffer for the whole
+// relay: io.Copy would take a fresh 32 KiB buffer for every message (a
+// TCP connection's ReadFrom falls back to it), and the garbage of a
+// thousand small echoes set off the collections that were most of the
+// relay's p99 (issue 41).
 func wsToLocal(ws *websocket.Conn, c net.Conn) error {
+	buf := make([]byte, relayBuffer)
 	for {
 		mt, rd, err := ws.NextReader()
 		if err != nil {
@@ -229,8 +234,27 @@ func wsToLocal(ws *websocket.Conn, c net.Conn) error {
 		if mt != websocket.BinaryMessage {
 			continue
 		}
-		if _, err := io.Copy(c, rd); err != nil {
-			return fmt.Errorf("%w: %w", errLocalWrite, err)
+		if err := copyMessage(c, rd, buf); err != nil {
+			return err
+		}
+	}
+}
+
+// copyMessage writes one message from rd to c through buf. A failed write
+// is errLocalWrite; a failed read is the WebSocket's.
+func copyMessage(c net.Conn, rd io.Reader, buf []byte) error {
+	for {
+		n, rerr := rd.Read(buf)
+		if n > 0 {
+			if _, err := c.Write(buf[:n]); err != nil {
+				return fmt.Errorf("%w: %w", errLocalWrite, err)
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
 		}
 	}
 }

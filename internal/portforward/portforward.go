@@ -76,7 +76,8 @@ type Session struct {
 	raw          *dialConns // the network connections under conn
 	data         streamhttp.Stream
 	writeTimeout time.Duration
-	failure      chan error // the error stream's message (nil error: none), once
+	writeTimer   *time.Timer // Write's deadline, armed while a write is under way
+	failure      chan error  // the error stream's message (nil error: none), once
 	closeOnce    sync.Once
 }
 
@@ -346,13 +347,21 @@ func (s *Session) Read(p []byte) (int, error) { return s.data.Read(p) }
 // Write sends p to the pod. A write that takes longer than the write
 // timeout closes the session and fails with ErrWriteTimeout: the stream
 // has no deadlines of its own.
+//
+// Writes come one at a time (the relay's one copy to the pod), so one
+// timer serves them all: a timer a write was crucible's own largest
+// allocation per relayed message.
 func (s *Session) Write(p []byte) (int, error) {
 	if s.writeTimeout <= 0 {
 		return s.data.Write(p)
 	}
-	t := time.AfterFunc(s.writeTimeout, func() { _ = s.Close() })
+	if s.writeTimer == nil {
+		s.writeTimer = time.AfterFunc(s.writeTimeout, func() { _ = s.Close() })
+	} else {
+		s.writeTimer.Reset(s.writeTimeout)
+	}
 	n, err := s.data.Write(p)
-	if !t.Stop() { // it fired: the session is closed
+	if !s.writeTimer.Stop() { // it fired: the session is closed
 		return n, ErrWriteTimeout
 	}
 	return n, err
