@@ -301,7 +301,7 @@ func (s *Server) newLiveHub() (*live.Hub, error) {
 	l := s.profile().Live
 	return live.NewHub(func(k live.Key) live.Source { return &podSource{s: s, key: k} }, live.Options{
 		Buffer: l.Buffer, BufferBytes: l.ViewerBufferBytes, History: l.History, HistoryBytes: l.HistoryBytes,
-		ReadRate: l.ReadBytesPerSecond, Poll: l.PollInterval.Duration, Retry: s.Retry, Log: s.Log.With("component", "live"),
+		ReadRate: l.ReadBytesPerSecond, Poll: l.PollInterval.Duration, Retry: s.Retry, Render: renderLine, Log: s.Log.With("component", "live"),
 	})
 }
 

@@ -46,7 +46,7 @@ func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 	d := profile.Default()
 	hub, err := live.NewHub(func(live.Key) live.Source { return src },
 		live.Options{Buffer: d.Live.Buffer, BufferBytes: d.Live.ViewerBufferBytes, History: d.Live.History, HistoryBytes: d.Live.HistoryBytes,
-			ReadRate: d.Live.ReadBytesPerSecond, Poll: 10 * time.Millisecond, Retry: fleet.RetryPolicy(d.Reconcile)})
+			ReadRate: d.Live.ReadBytesPerSecond, Poll: 10 * time.Millisecond, Retry: fleet.RetryPolicy(d.Reconcile), Render: renderLine})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,27 +71,50 @@ func (e *sseWriter) comment(text string) { e.write(": " + text + "\n\n") }
 
 func (e *sseWriter) event(name, id string, data any) {
 	e.final = e.final || name == "end" || name == "error"
-	b, err := json.Marshal(data)
+	ev, err := formatEvent(name, id, data)
 	if err != nil {
 		e.err = err
 		return
 	}
+	e.write(ev)
+}
+
+// formatEvent is one event as the stream carries it.
+func formatEvent(name, id string, data any) (string, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return "", err
+	}
 	var sb strings.Builder
+	sb.Grow(len(id) + len(name) + len(b) + 24)
 	if id != "" {
 		sb.WriteString("id: " + id + "\n")
 	}
 	sb.WriteString("event: " + name + "\ndata: ")
 	sb.Write(b)
 	sb.WriteString("\n\n")
-	e.write(sb.String())
+	return sb.String(), nil
 }
 
+// line writes a log line's event: the one the live hub made when it
+// published the line (renderLine, shared by all its viewers), or, for a
+// line read back from a stored log, one made here.
 func (e *sseWriter) line(l live.Line) {
+	if l.Event == "" {
+		l.Event = renderLine(l)
+	}
+	e.write(l.Event)
+}
+
+// renderLine is a log line's event (live.Options.Render): "line", its
+// number as the id (a reconnect's Last-Event-ID), its text and timestamp.
+func renderLine(l live.Line) string {
 	ev := apiv1.LineEvent{Text: l.Text}
 	if !l.TS.IsZero() {
 		ev.TS = l.TS.UTC().Format(time.RFC3339Nano)
 	}
-	e.event("line", strconv.FormatInt(l.N, 10), ev)
+	s, _ := formatEvent("line", strconv.FormatInt(l.N, 10), ev) // a struct of two strings always encodes
+	return s
 }
 
 func (e *sseWriter) flush() error {

@@ -48,8 +48,8 @@ type Key struct{ Cluster, Namespace, Pod string }
 // NewHub refuses a zero one rather than pick a value of its own. Log is no
 // profile setting: nil discards.
 //
-// The byte bounds are what bound memory: a line costs its text plus
-// lineOverhead, so a stream holds at most HistoryBytes and each viewer at
+// The byte bounds are what bound memory: a line costs its text, its Event
+// and lineOverhead, so a stream holds at most HistoryBytes and each viewer at
 // most BufferBytes plus one line, however long the lines a pod prints.
 type Options struct {
 	// Buffer is how many lines a viewer may fall behind before it is
@@ -73,7 +73,12 @@ type Options struct {
 	// Retry bounds reconnecting after transient upstream errors; the
 	// budget counts from the last line or successful open.
 	Retry retry.Policy
-	Log   *slog.Logger
+	// Render, when set, makes each line's Event once, as the stream
+	// publishes it: every viewer of a pod is sent the same bytes, and a
+	// 64 KiB line a hundred viewers read is encoded once instead of a
+	// hundred times, each on the viewer's goroutine, all at once.
+	Render func(Line) string
+	Log    *slog.Logger
 }
 
 // validate reports every zero or negative bound at once.
@@ -132,11 +137,11 @@ func (h *Hub) Streams() int {
 // is what the byte budgets bound.
 func (h *Hub) Held() int64 { return h.held.Load() }
 
-// lineOverhead is what a line costs beyond its text: its Line value in a
-// history and a queue, roughly.
+// lineOverhead is what a line costs beyond its text and event: its Line
+// value in a history and a queue, roughly.
 const lineOverhead = 64
 
-func lineCost(l Line) int64 { return int64(len(l.Text)) + lineOverhead }
+func lineCost(l Line) int64 { return int64(len(l.Text)+len(l.Event)) + lineOverhead }
 
 // Subscribe adds a viewer of key's log that receives the lines numbered
 // after `after` (0: from the first line the stream still holds), then the

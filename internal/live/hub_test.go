@@ -371,3 +371,57 @@ func TestResumeOnNewStreamSkipsDeliveredLines(t *testing.T) {
 		t.Errorf("got %v numbered %v, %v; want 3,4 from line 3", got, ns, err)
 	}
 }
+
+// Render makes a line's event once, however many viewers it has: each gets
+// the same Event beside the line, and the hub counts the event's bytes in
+// what it holds (the byte budgets bound the text and the event together).
+func TestRenderOncePerLine(t *testing.T) {
+	f := newFake()
+	f.set(true, false)
+	var renders atomic.Int64
+	h, err := NewHub(func(Key) Source { return f }, Options{Buffer: 256, BufferBytes: profile.DefaultLiveViewerBufferBytes,
+		History: profile.DefaultLiveHistory, HistoryBytes: profile.DefaultLiveHistoryBytes, ReadRate: profile.DefaultLiveReadBytesPerSecond,
+		Poll: 10 * time.Millisecond, Retry: fastRetry, Render: func(l Line) string {
+			renders.Add(1)
+			return fmt.Sprintf("event %d: %s", l.N, l.Text)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const viewers, lines = 20, 30
+	var vs []*Viewer
+	for range viewers {
+		vs = append(vs, h.Subscribe(key, 0))
+	}
+	want := texts("line ", lines)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, text := range want {
+		f.add(base.Add(time.Duration(i)*time.Millisecond), text)
+	}
+	waitFor(t, "every line published", func() bool { return h.published(key) == lines })
+	// Held: the history and the viewers' queues (none read yet), each line
+	// at its text, its event and the overhead.
+	var perLine int64
+	for i, text := range want {
+		perLine += int64(len(text)+len(fmt.Sprintf("event %d: %s", i+1, text))) + lineOverhead
+	}
+	if got, wantHeld := h.Held(), perLine*(1+viewers); got != wantHeld {
+		t.Errorf("held %d bytes, want %d (text, event and overhead of %d lines, in the history and %d queues)", got, wantHeld, lines, viewers)
+	}
+	f.set(true, true)
+	for _, v := range vs {
+		for i := range lines {
+			l, err := v.Next(t.Context())
+			if err != nil {
+				t.Fatalf("line %d: %v", i+1, err)
+			}
+			if wantEvent := fmt.Sprintf("event %d: %s", l.N, want[i]); l.Text != want[i] || l.Event != wantEvent {
+				t.Fatalf("line %d: text %q event %q, want %q and %q", i+1, l.Text, l.Event, want[i], wantEvent)
+			}
+		}
+		v.Close()
+	}
+	if got := renders.Load(); got != lines {
+		t.Errorf("rendered %d times for %d lines and %d viewers, want once a line", got, lines, viewers)
+	}
+}

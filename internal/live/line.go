@@ -23,6 +23,10 @@ type Line struct {
 	// which is stored without timestamps.
 	TS   time.Time
 	Text string
+	// Event is what a viewer is sent for the line (Options.Render's), made
+	// once when the stream publishes it; empty without Render, and for
+	// lines read back from a stored log.
+	Event string
 }
 
 // lineReader reads lines of at most MaxLineBytes from r.

@@ -349,7 +349,11 @@ func (s *stream) accept(raw string) {
 		s.lastTS, s.atLast = ts, []string{text}
 	}
 	s.n++
-	s.publish(Line{N: s.n, TS: ts, Text: text})
+	l := Line{N: s.n, TS: ts, Text: text}
+	if render := s.hub.opts.Render; render != nil {
+		l.Event = render(l)
+	}
+	s.publish(l)
 }
 
 // errBroken is a log stream that broke after it opened: always retried.
