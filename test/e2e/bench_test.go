@@ -221,12 +221,21 @@ func reportWebhook(b *testing.B, d, r map[string]load, direct load, workers, n i
 		Goal: "≥ 0.9× the null webhook", Extra: extra(d["wharf"], d["nullhook"]), Method: method}.WithBaseline("null webhook", d["nullhook"].rps)
 	builtinD := benchreport.Record{ID: "webhook", Case: "distinct tokens vs built-in (reported)", Unit: "req/s", Value: d["wharf"].rps,
 		Goal: "report", Extra: extra(d["wharf"], d["builtin"]), Method: method}.WithBaseline("built-in JWT authenticator", d["builtin"].rps)
-	repeated := benchreport.Record{ID: "webhook", Case: "repeated token vs built-in", Unit: "req/s", Value: r["wharf"].rps,
-		Goal: "≥ 1.0× built-in", Extra: extra(r["wharf"], r["builtin"]), Method: method}.WithBaseline("built-in JWT authenticator", r["builtin"].rps)
+	// A repeated token is answered from kube-apiserver's own cache of
+	// webhook answers (--authentication-token-webhook-cache-ttl): crucible's
+	// webhook is asked once a round, whatever it costs. Against the
+	// built-in authenticator the row compares two paths inside
+	// kube-apiserver, so it is reported; the goal is held against the null
+	// webhook on the same cached path, the floor of any webhook (issue 41).
+	repeated := benchreport.Record{ID: "webhook", Case: "repeated token vs built-in (reported)", Unit: "req/s", Value: r["wharf"].rps,
+		Goal: "report (1.0× was the goal; kube-apiserver's cache decides)", Extra: extra(r["wharf"], r["builtin"]), Method: method,
+	}.WithBaseline("built-in JWT authenticator", r["builtin"].rps)
+	repeatedNull := benchreport.Record{ID: "webhook", Case: "repeated token vs null webhook", Unit: "req/s", Value: r["wharf"].rps,
+		Goal: "≥ 0.9× the null webhook", Extra: extra(r["wharf"], r["nullhook"]), Method: method}.WithBaseline("null webhook", r["nullhook"].rps)
 	directRow := benchreport.Record{ID: "webhook", Case: "TokenReviews called directly (reported)", Unit: "reviews/s", Value: direct.rps,
 		Goal: "report", Extra: map[string]float64{"p99_ms": ms(direct.p99)},
 		Method: fmt.Sprintf("%d distinct-token TokenReviews posted straight to crucible's webhook with the spoke's client certificate, %d workers, one HTTP/2 connection", n, workers)}
-	for _, rec := range []benchreport.Record{distinct.Judged(distinct.Ratio >= 0.9), builtinD, repeated.Judged(repeated.Ratio >= 1.0), directRow} {
+	for _, rec := range []benchreport.Record{distinct.Judged(distinct.Ratio >= 0.9), builtinD, repeatedNull.Judged(repeatedNull.Ratio >= 0.9), repeated, directRow} {
 		if err := benchreport.Append(rec); err != nil {
 			b.Fatal(err)
 		}
