@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +70,69 @@ func FuzzDecodeSegment(f *testing.F) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("DecodeSegment(%q) members (-streaming +fast):\n%s", data, diff)
 			}
+		}
+	})
+}
+
+// TestDecodeSegmentManyMembers: past the small objects' slice the duplicate
+// check moves to a map and still refuses names that differ only in case,
+// wherever the two fall.
+func TestDecodeSegmentManyMembers(t *testing.T) {
+	object := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, `"m%d":%d,`, i, i)
+		}
+		b.WriteString(extra + "}")
+		return base64.RawURLEncoding.EncodeToString([]byte(b.String()))
+	}
+	for _, tc := range []struct {
+		n     int
+		extra string
+		dup   bool
+	}{
+		{n: 40, extra: `"last":1`},
+		{n: 40, extra: `"M3":1`, dup: true},  // the duplicate of one the slice held, seen once the map took over
+		{n: 40, extra: `"M39":1`, dup: true}, // of one the map held
+		{n: 15, extra: `"M14":1`, dup: true}, // within the slice
+		{n: 16, extra: `"last":1`},           // the slice full, the map made by the last
+		{n: 16, extra: `"M0":1`, dup: true},  // the slice full, the duplicate its first
+	} {
+		members, err := DecodeSegment(object(tc.n, tc.extra))
+		switch {
+		case tc.dup && err == nil:
+			t.Errorf("%d members and %s: accepted a duplicate", tc.n, tc.extra)
+		case !tc.dup && err != nil:
+			t.Errorf("%d members and %s: %v", tc.n, tc.extra, err)
+		case !tc.dup && len(members) != tc.n+1:
+			t.Errorf("%d members and %s: decoded %d members, want %d", tc.n, tc.extra, len(members), tc.n+1)
+		}
+	}
+}
+
+// FuzzJSONStrings: the array fast path of aud decodes exactly what
+// encoding/json decodes into []string, or leaves the value to it.
+func FuzzJSONStrings(f *testing.F) {
+	for _, seed := range []string{`[]`, `["a"]`, `["a","b"]`, ` [ "a" , "b" ] `, `["a",null]`, `["\u00e9"]`, `["a\"b"]`,
+		`[1]`, `[["a"]]`, "[\"\xff\"]", `["a",]`, `"a"`, `null`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		raw := bytes.TrimSpace(data)
+		if !json.Valid(raw) {
+			return // DecodeSegment hands on valid JSON only
+		}
+		got, ok := jsonStrings(raw)
+		if !ok {
+			return
+		}
+		var want []string
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("jsonStrings(%q) = %q, encoding/json refuses it: %v", raw, got, err)
+		}
+		if !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			t.Fatalf("jsonStrings(%q) = %q, encoding/json %q", raw, got, want)
 		}
 	})
 }

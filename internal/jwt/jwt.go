@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -50,18 +51,16 @@ func DecodeSegment(seg string) (map[string]json.RawMessage, error) {
 		return nil, errors.New("not a JSON object")
 	}
 	members := map[string]json.RawMessage{}
-	folded := map[string]struct{}{}
+	var folded foldedNames
 	for i = skipSpace(data, i+1); data[i] != '}'; {
 		end := skipString(data, i)
 		name, err := memberName(data[i:end])
 		if err != nil {
 			return nil, err
 		}
-		lower := strings.ToLower(name)
-		if _, dup := folded[lower]; dup {
+		if !folded.add(strings.ToLower(name)) {
 			return nil, fmt.Errorf("duplicate member %q", name)
 		}
-		folded[lower] = struct{}{}
 		start := skipSpace(data, skipSpace(data, end)+1) // past the colon
 		i = skipValue(data, start)
 		members[name] = data[start:i:i]
@@ -70,6 +69,43 @@ func DecodeSegment(seg string) (map[string]json.RawMessage, error) {
 		}
 	}
 	return members, nil
+}
+
+// foldedNames are the lower-cased member names of one object. A token's
+// objects have a handful of members, compared in a slice on the stack
+// rather than a map allocated for every segment of every token; past
+// smallObject they move to a map, so that a hostile segment of thousands
+// of members costs a hash each, not a comparison with every other.
+type foldedNames struct {
+	small [smallObject]string
+	n     int
+	many  map[string]struct{}
+}
+
+const smallObject = 16
+
+// add records lower and reports false if it was recorded already.
+func (f *foldedNames) add(lower string) bool {
+	if f.many != nil {
+		if _, dup := f.many[lower]; dup {
+			return false
+		}
+		f.many[lower] = struct{}{}
+		return true
+	}
+	if slices.Contains(f.small[:f.n], lower) {
+		return false
+	}
+	if f.n < smallObject {
+		f.small[f.n], f.n = lower, f.n+1
+		return true
+	}
+	f.many = make(map[string]struct{}, 2*smallObject)
+	for _, s := range f.small {
+		f.many[s] = struct{}{}
+	}
+	f.many[lower] = struct{}{}
+	return true
 }
 
 // memberName decodes a member name: its bytes when it has no escape and is

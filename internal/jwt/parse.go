@@ -199,6 +199,29 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
+// jsonStrings decodes a JSON array whose every element jsonString reads
+// (raw is valid JSON, from DecodeSegment), without encoding/json's
+// reflection: kube-apiserver's tokens carry aud as an array. Anything
+// else (a null element, a nested value) is left to encoding/json.
+func jsonStrings(raw json.RawMessage) ([]string, bool) {
+	if len(raw) < 2 || raw[0] != '[' {
+		return nil, false
+	}
+	out := []string{}
+	for i := skipSpace(raw, 1); raw[i] != ']'; {
+		end := skipValue(raw, i)
+		s, ok := jsonString(raw[i:end])
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+		if i = skipSpace(raw, end); raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return out, true
+}
+
 // audienceMember reads aud as a string or an array of strings.
 func audienceMember(members map[string]json.RawMessage) ([]string, error) {
 	raw, ok := members["aud"]
@@ -210,6 +233,9 @@ func audienceMember(members map[string]json.RawMessage) ([]string, error) {
 	}
 	if one, ok := jsonString(raw); ok {
 		return []string{one}, nil
+	}
+	if many, ok := jsonStrings(raw); ok {
+		return many, nil
 	}
 	var many []string
 	if err := json.Unmarshal(raw, &many); err != nil || many == nil {
