@@ -152,7 +152,13 @@ func waitJS(tb testing.TB, ctx context.Context, what, expr string, within time.D
 		}
 		if time.Now().After(deadline) {
 			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState + ' ' + location.href + '\n' + document.body.innerText.slice(0, 2000)`))
-			tb.Fatalf("%s: not within %s (last error %v); page:\n%s", what, within, err, text)
+			// What the page fetched and how each ended (a request still
+			// pending has no entry): a module that failed leaves the page
+			// its static shell, an API call that never answered leaves
+			// the page waiting on it.
+			fetched, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`performance.getEntriesByType('resource').map(e =>
+				e.name.replace(location.origin, '') + ' ' + e.responseStatus + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration) + 'ms').join('\n')`))
+			tb.Fatalf("%s: not within %s (last error %v); page:\n%s\nfetched (path status start+duration):\n%s", what, within, err, text, fetched)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
