@@ -108,11 +108,25 @@ func (f *foldedNames) add(lower string) bool {
 	return true
 }
 
+// knownNames are the member names every token has (RFC 7515's and 7519's,
+// and kube-apiserver's own claim), handed out without a copy of their bytes.
+var knownNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"alg", "kid", "typ", "cty", "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "kubernetes.io"} {
+		m[n] = n
+	}
+	return m
+}()
+
 // memberName decodes a member name: its bytes when it has no escape and is
 // valid UTF-8 (as encoding/json would return them), else encoding/json's
 // decoding.
 func memberName(quoted []byte) (string, error) {
-	if inner := quoted[1 : len(quoted)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	inner := quoted[1 : len(quoted)-1]
+	if name, ok := knownNames[string(inner)]; ok { // a lookup by the bytes, no copy
+		return name, nil
+	}
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner), nil
 	}
 	var name string

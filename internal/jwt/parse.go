@@ -147,21 +147,14 @@ func parseClaims(seg string) (Claims, error) {
 		return Claims{}, refuse(ReasonMalformed, "claims: %v", err)
 	}
 	var c Claims
-	var errs []error
-	var e error
-	c.Issuer, e = stringMember(members, "iss")
-	errs = append(errs, e)
-	c.Subject, e = stringMember(members, "sub")
-	errs = append(errs, e)
-	c.Audience, e = audienceMember(members)
-	errs = append(errs, e)
-	c.Expiry, e = timeMember(members, "exp")
-	errs = append(errs, e)
-	c.NotBefore, e = timeMember(members, "nbf")
-	errs = append(errs, e)
-	c.IssuedAt, e = timeMember(members, "iat")
-	errs = append(errs, e)
-	if err := errors.Join(errs...); err != nil {
+	var errs [6]error // every claim's, nil for most: an array, not an append per claim
+	c.Issuer, errs[0] = stringMember(members, "iss")
+	c.Subject, errs[1] = stringMember(members, "sub")
+	c.Audience, errs[2] = audienceMember(members)
+	c.Expiry, errs[3] = timeMember(members, "exp")
+	c.NotBefore, errs[4] = timeMember(members, "nbf")
+	c.IssuedAt, errs[5] = timeMember(members, "iat")
+	if err := errors.Join(errs[:]...); err != nil {
 		return Claims{}, refuse(ReasonMalformed, "claims: %v", err)
 	}
 	return c, nil
