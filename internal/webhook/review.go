@@ -78,7 +78,8 @@ func (s *Server) serveReview(w http.ResponseWriter, r *http.Request) error {
 	}
 	start := time.Now()
 	snap := s.current.Load()
-	out := snap.review(r.Context(), req.Spec.Token)
+	var out outcome
+	s.workers.do(func() { out = snap.review(r.Context(), req.Spec.Token) })
 	snap.observe(out, time.Since(start))
 	// Acceptances are the bulk of the traffic and refusals are what a flood
 	// of forged tokens produces: both are logged per review at Debug only
