@@ -103,6 +103,17 @@ func processEnv(name string) []string {
 	return append(os.Environ(), spokeGOGC)
 }
 
+// SpokeProcessEnv is the environment the stack gives a spoke's processes
+// (spokeGOGC unless GOGC is set): for a test's own process that stands in
+// for one, such as webhooktest's null webhook, so that the two compare under
+// the same garbage collector target.
+func SpokeProcessEnv() []string {
+	if env := processEnv("crucible-webhook-"); env != nil { // as a spoke's webhook
+		return env
+	}
+	return os.Environ()
+}
+
 // isSpokeProcess reports whether the stack's process called name runs for
 // one spoke: spokeProcesses, and not the hub's kube-apiserver.
 func isSpokeProcess(name string) bool {

@@ -93,7 +93,8 @@ func http2Client(t testing.TB, caFile string) *http.Client {
 // BenchmarkAuthnWebhookVsBuiltin compares, in one run on one machine, hub
 // tokens authenticated by three spokes: wharf through crucible's webhook,
 // nullhook through a null webhook (webhooktest: same TLS, HTTP/2 and JSON
-// stack, answers every review authenticated without checking), and builtin,
+// stack, a process of its own with the same GOGC, answers every review
+// authenticated without checking), and builtin,
 // whose own kube-apiserver validates the tokens with its built-in JWT
 // authenticator (keys from the same mirror). wharf against nullhook is what
 // crucible's checks cost; nullhook against builtin is what the hop costs.
@@ -101,7 +102,7 @@ func http2Client(t testing.TB, caFile string) *http.Client {
 // TokenReview rate called directly.
 func BenchmarkAuthnWebhookVsBuiltin(b *testing.B) {
 	const workers, n = 32, 3000
-	null := webhooktest.StartNull(b, controllerUser)
+	null := webhooktest.StartNull(b, controllerUser, devstack.SpokeProcessEnv())
 	s := devstacktest.Start(b, devstack.Options{
 		Crucible: devstacktest.CrucibleBinary(b),
 		Spokes: []devstack.SpokeOptions{
@@ -212,7 +213,8 @@ func BenchmarkAuthnWebhookVsBuiltin(b *testing.B) {
 func reportWebhook(b *testing.B, d, r map[string]load, direct load, workers, n int) {
 	b.Helper()
 	method := fmt.Sprintf("%d SelfSubjectReviews per round from %d workers over one HTTP/2 connection per spoke; "+
-		"3 rounds, the three spokes in rotating order, best round kept; kube-apiserver %s; null webhook in the test process",
+		"3 rounds, the three spokes in rotating order, best round kept; kube-apiserver %s; "+
+		"null webhook in a process of its own (the test binary), with the spoke webhook's GOGC",
 		n, workers, devstack.KubernetesVersion)
 	extra := func(l load, base load) map[string]float64 {
 		return map[string]float64{"p50_ms": ms(l.p50), "p99_ms": ms(l.p99), "baseline_p99_ms": ms(base.p99)}

@@ -19,6 +19,7 @@ import (
 
 	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/devstack/devstacktest"
+	"crucible.dev/crucible/internal/webhook/webhooktest"
 )
 
 // stackOptions are the package's stack: the shared one, and the own stacks
@@ -37,6 +38,7 @@ func stackOptions() devstack.Options {
 }
 
 func TestMain(m *testing.M) {
+	webhooktest.ServeIfChild() // the null webhook of BenchmarkAuthnWebhookVsBuiltin
 	os.Exit(devstacktest.Main(m, stackOptions()))
 }
 

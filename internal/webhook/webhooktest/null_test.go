@@ -5,16 +5,22 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
+	"os"
 	"testing"
 
 	authv1 "k8s.io/api/authentication/v1"
 )
 
+func TestMain(m *testing.M) {
+	ServeIfChild()
+	os.Exit(m.Run())
+}
+
 // TestNullAnswersEveryReview: any token is authenticated as the given user,
 // requests that are not TokenReviews are refused, and clients without the
 // client certificate are refused in the handshake.
 func TestNullAnswersEveryReview(t *testing.T) {
-	n := StartNull(t, "hub:someone")
+	n := StartNull(t, "hub:someone", os.Environ())
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: n.ClientTLS(t), ForceAttemptHTTP2: true}}
 	post := func(c *http.Client, body string) (*http.Response, error) {
 		return c.Post(n.URL, "application/json", bytes.NewReader([]byte(body)))
@@ -44,9 +50,6 @@ func TestNullAnswersEveryReview(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("POST %s = %d, want 400", body, resp.StatusCode)
 		}
-	}
-	if got := n.Reviews(); got != 1 {
-		t.Errorf("reviews = %d, want 1", got)
 	}
 
 	noCert := n.ClientTLS(t)
