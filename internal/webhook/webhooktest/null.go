@@ -254,7 +254,7 @@ func tail(path string) string {
 type staticKey struct{ key crypto.PublicKey }
 
 func (k staticKey) VerifySignature(_ context.Context, token string) ([]byte, error) {
-	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return nil, err
 	}
