@@ -16,16 +16,13 @@ import (
 // A review goes to a worker only if one is idle and otherwise runs on its
 // request's goroutine as before: the workers never queue a review, so one
 // that waits (a key fetch for an unknown kid) holds up nothing but itself.
-// A review that panics panics again on its request's goroutine, where
-// net/http recovers it for that request alone, as before.
 type reviewWorkers struct {
 	jobs chan *reviewJob
 }
 
 type reviewJob struct {
-	run      func()
-	done     chan struct{}
-	panicked any // what run panicked with, if it did
+	run  func()
+	done chan struct{}
 }
 
 // newReviewWorkers starts a worker per CPU the scheduler runs goroutines on
@@ -42,17 +39,12 @@ func (w *reviewWorkers) work(ctx context.Context) {
 	for {
 		select {
 		case j := <-w.jobs:
-			j.runOnWorker()
+			j.run()
+			close(j.done)
 		case <-ctx.Done():
 			return
 		}
 	}
-}
-
-func (j *reviewJob) runOnWorker() {
-	defer close(j.done)
-	defer func() { j.panicked = recover() }()
-	j.run()
 }
 
 // do runs fn on an idle worker, or on the caller's goroutine when none is
@@ -62,9 +54,6 @@ func (w *reviewWorkers) do(fn func()) {
 	select {
 	case w.jobs <- j:
 		<-j.done
-		if j.panicked != nil {
-			panic(j.panicked)
-		}
 	default:
 		fn()
 	}

@@ -47,25 +47,3 @@ func TestReviewWorkersNeverQueue(t *testing.T) {
 		finishes("a review blocked after the workers stopped")
 	}
 }
-
-// TestReviewWorkersPanicOnTheCaller: a review that panics on a worker
-// panics again in do, on the request's goroutine where net/http recovers
-// it, and the worker lives on.
-func TestReviewWorkersPanicOnTheCaller(t *testing.T) {
-	w := newReviewWorkers(t.Context())
-	for range 2 * runtime.GOMAXPROCS(0) { // whichever worker takes it, every time
-		got := func() (v any) {
-			defer func() { v = recover() }()
-			w.do(func() { panic("bad token") })
-			return nil
-		}()
-		if got != "bad token" {
-			t.Fatalf("do recovered %v, want the review's panic", got)
-		}
-	}
-	ran := false
-	w.do(func() { ran = true })
-	if !ran {
-		t.Fatal("no review ran after panics")
-	}
-}
