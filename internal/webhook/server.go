@@ -37,7 +37,6 @@ type Server struct {
 	now      func() time.Time
 	state    StateStore
 	refusals *refusals
-	workers  *reviewWorkers
 
 	current atomic.Pointer[snapshot]
 	applyMu sync.Mutex // one Apply at a time
@@ -63,7 +62,6 @@ func NewServer(ctx context.Context, cfg *Config, opts Options) (*Server, error) 
 		s.now = time.Now
 	}
 	s.refusals = newRefusals(s.now)
-	s.workers = newReviewWorkers(ctx)
 	if err := s.Apply(ctx, cfg); err != nil {
 		return nil, err
 	}
