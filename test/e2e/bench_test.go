@@ -237,26 +237,24 @@ func reportWebhook(b *testing.B, d, r map[string]load, direct load, workers, n i
 	// library webhook ran at 0.85× the null one), so the goal is held
 	// against the library webhook, the floor of any webhook judging with
 	// the library crucible uses, and the null row is reported.
-	distinct := benchreport.Record{ID: "webhook", Case: "distinct tokens vs the library webhook (the floor)", Unit: "req/s", Value: d["wharf"].rps,
-		Goal: "≥ 0.95× the library webhook", Extra: extra(d["wharf"], d["libhook"]), Method: method}.WithBaseline("library webhook", d["libhook"].rps)
-	distinctNull := benchreport.Record{ID: "webhook", Case: "distinct tokens vs null webhook (reported)", Unit: "req/s", Value: d["wharf"].rps,
-		Goal: "report (0.9× was the goal; the library's own check is below it)", Extra: extra(d["wharf"], d["nullhook"]), Method: method,
-	}.WithBaseline("null webhook", d["nullhook"].rps)
-	floorNull := benchreport.Record{ID: "webhook", Case: "the library webhook vs null webhook (reported)", Unit: "req/s", Value: d["libhook"].rps,
-		Goal: "report", Extra: extra(d["libhook"], d["nullhook"]), Method: method}.WithBaseline("null webhook", d["nullhook"].rps)
-	builtinD := benchreport.Record{ID: "webhook", Case: "distinct tokens vs built-in (reported)", Unit: "req/s", Value: d["wharf"].rps,
-		Goal: "report", Extra: extra(d["wharf"], d["builtin"]), Method: method}.WithBaseline("built-in JWT authenticator", d["builtin"].rps)
+	row := func(c, goal string, got, base load, baseName string) benchreport.Record {
+		return benchreport.Record{ID: "webhook", Case: c, Unit: "req/s", Value: got.rps, Goal: goal, Extra: extra(got, base), Method: method}.
+			WithBaseline(baseName, base.rps)
+	}
+	distinct := row("distinct tokens vs the library webhook (the floor)", "≥ 0.95× the library webhook", d["wharf"], d["libhook"], "library webhook")
+	distinctNull := row("distinct tokens vs null webhook (reported)", "report (0.9× was the goal; the library's own check is below it)",
+		d["wharf"], d["nullhook"], "null webhook")
+	floorNull := row("the library webhook vs null webhook (reported)", "report", d["libhook"], d["nullhook"], "null webhook")
+	builtinD := row("distinct tokens vs built-in (reported)", "report", d["wharf"], d["builtin"], "built-in JWT authenticator")
 	// A repeated token is answered from kube-apiserver's own cache of
 	// webhook answers (--authentication-token-webhook-cache-ttl): crucible's
 	// webhook is asked once a round, whatever it costs. Against the
 	// built-in authenticator the row compares two paths inside
 	// kube-apiserver, so it is reported; the goal is held against the null
 	// webhook on the same cached path, the floor of any webhook (issue 41).
-	repeated := benchreport.Record{ID: "webhook", Case: "repeated token vs built-in (reported)", Unit: "req/s", Value: r["wharf"].rps,
-		Goal: "report (1.0× was the goal; kube-apiserver's cache decides)", Extra: extra(r["wharf"], r["builtin"]), Method: method,
-	}.WithBaseline("built-in JWT authenticator", r["builtin"].rps)
-	repeatedNull := benchreport.Record{ID: "webhook", Case: "repeated token vs null webhook", Unit: "req/s", Value: r["wharf"].rps,
-		Goal: "≥ 0.9× the null webhook", Extra: extra(r["wharf"], r["nullhook"]), Method: method}.WithBaseline("null webhook", r["nullhook"].rps)
+	repeated := row("repeated token vs built-in (reported)", "report (1.0× was the goal; kube-apiserver's cache decides)",
+		r["wharf"], r["builtin"], "built-in JWT authenticator")
+	repeatedNull := row("repeated token vs null webhook", "≥ 0.9× the null webhook", r["wharf"], r["nullhook"], "null webhook")
 	directRow := benchreport.Record{ID: "webhook", Case: "TokenReviews called directly (reported)", Unit: "reviews/s", Value: direct.rps,
 		Goal: "report", Extra: map[string]float64{"p99_ms": ms(direct.p99)},
 		Method: fmt.Sprintf("%d distinct-token TokenReviews posted straight to crucible's webhook with the spoke's client certificate, %d workers, one HTTP/2 connection", n, workers)}
