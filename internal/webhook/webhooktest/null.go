@@ -1,10 +1,13 @@
-// Package webhooktest provides a null authn webhook for benchmarks: it
-// answers every TokenReview authenticated without looking at the token, over
+// Package webhooktest provides stand-in authn webhooks for benchmarks, over
 // the same TLS, HTTP/2 and JSON stack as crucible's webhook
-// (internal/httpserve, client certificates required, encoding/json), in a
-// process of its own as crucible's is, so the difference between the two is
-// what crucible's checks cost and the rest is what the hop itself costs. It
-// is for measurements only: it accepts any token.
+// (internal/httpserve, client certificates required, encoding/json) and in a
+// process of their own as crucible's is: a null webhook that answers every
+// TokenReview authenticated without looking at the token, and a library
+// webhook that judges tokens with k8s.io/apiserver's JWT authenticator and
+// nothing else. Crucible's webhook against the library one is what
+// crucible's own checks cost; the library one against the null one is what
+// checking a signature costs; the rest is the hop. They are for
+// measurements only: the null webhook accepts any token.
 package webhooktest
 
 import (
@@ -17,6 +20,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -31,7 +35,6 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	authv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/plugin/pkg/authenticator/token/oidc"
 
 	"crucible.dev/crucible/internal/httpserve"
@@ -179,11 +182,12 @@ func serveChild(encoded string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	judge := func(context.Context, string) (authv1.TokenReviewStatus, error) {
-		return authv1.TokenReviewStatus{Authenticated: true, User: authv1.UserInfo{Username: spec.Username}}, nil
+	accepted, err := json.Marshal(authv1.TokenReviewStatus{Authenticated: true, User: authv1.UserInfo{Username: spec.Username}})
+	if err != nil {
+		return err
 	}
+	judge := func(context.Context, string) ([]byte, error) { return accepted, nil }
 	if spec.ConfigFile != "" {
-		var err error
 		if judge, err = libraryJudge(ctx, spec.ConfigFile, spec.PublicKeyFile); err != nil {
 			return err
 		}
@@ -198,11 +202,15 @@ func serveChild(encoded string) error {
 
 // libraryJudge is k8s.io/apiserver's JWT authenticator for the first
 // provider of the crucible webhook configuration at configFile, with the
-// PKIX public key at keyFile as its only key.
-func libraryJudge(ctx context.Context, configFile, keyFile string) (func(context.Context, string) (authv1.TokenReviewStatus, error), error) {
+// PKIX public key at keyFile as its only key; its answer is the review's
+// status, encoded.
+func libraryJudge(ctx context.Context, configFile, keyFile string) (func(context.Context, string) ([]byte, error), error) {
 	cfg, err := webhook.LoadConfig(configFile)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.Providers) == 0 {
+		return nil, fmt.Errorf("%s: no provider", configFile)
 	}
 	pemKey, err := os.ReadFile(keyFile)
 	if err != nil {
@@ -226,13 +234,16 @@ func libraryJudge(ctx context.Context, configFile, keyFile string) (func(context
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, token string) (authv1.TokenReviewStatus, error) {
-		resp, ok, err := authn.AuthenticateToken(ctx, token)
-		if err != nil || !ok {
-			return authv1.TokenReviewStatus{}, err
+	return func(ctx context.Context, token string) ([]byte, error) {
+		var status authv1.TokenReviewStatus
+		switch resp, ok, err := authn.AuthenticateToken(ctx, token); {
+		case err != nil:
+			status.Error = err.Error()
+		case ok:
+			u := resp.User
+			status = authv1.TokenReviewStatus{Authenticated: true, User: authv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}}
 		}
-		u := resp.User
-		return authv1.TokenReviewStatus{Authenticated: true, User: authv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}}, nil
+		return json.Marshal(status)
 	}, nil
 }
 
@@ -261,10 +272,11 @@ func (k staticKey) VerifySignature(_ context.Context, token string) ([]byte, err
 	return jws.Verify(k.key)
 }
 
-// handler answers TokenReviews with judge's status. It reads the request
-// as crucible's webhook does (bounded body, encoding/json into the fields
-// it needs), so only crucible's own checks are missing.
-func handler(judge func(context.Context, string) (authv1.TokenReviewStatus, error)) http.Handler {
+// handler answers TokenReviews with judge's status (encoded). It reads the
+// request as crucible's webhook does (bounded body, encoding/json into the
+// fields it needs) and writes the answer from pieces as crucible's does, so
+// only crucible's own checks are missing.
+func handler(judge func(context.Context, string) ([]byte, error)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /authenticate", func(w http.ResponseWriter, r *http.Request) {
 		var body bytes.Buffer
@@ -285,15 +297,13 @@ func handler(judge func(context.Context, string) (authv1.TokenReviewStatus, erro
 		}
 		status, err := judge(r.Context(), req.Spec.Token)
 		if err != nil {
-			status = authv1.TokenReviewStatus{Error: err.Error()}
-		}
-		answer, err := json.Marshal(authv1.TokenReview{TypeMeta: metav1.TypeMeta{Kind: "TokenReview", APIVersion: req.APIVersion}, Status: status})
-		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		apiVersion, _ := json.Marshal(req.APIVersion) // a string always encodes
+		answer := `{"kind":"TokenReview","apiVersion":` + string(apiVersion) + `,"metadata":{},"spec":{},"status":` + string(status) + "}\n"
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
+		_, _ = io.WriteString(w, answer)
 	})
 	return mux
 }
