@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -116,7 +118,60 @@ func (b *browserSession) tab(tb testing.TB) context.Context {
 		return err
 	})
 	run(tb, ctx, "the new tab's frame", blank, chromedp.WaitReady(chromedp.CSS("body")))
+	f := &loadFailures{urls: map[network.RequestID]string{}}
+	if err := chromedp.Listen(ctx, f.event); err != nil {
+		tb.Fatal(err)
+	}
+	tabFailures.Store(chromedp.FromContext(ctx).Target, f)
+	tb.Cleanup(func() { tabFailures.Delete(chromedp.FromContext(ctx).Target) })
 	return ctx
+}
+
+// tabFailures maps a tab's target to its loadFailures.
+var tabFailures sync.Map
+
+// loadFailures records the requests of a tab that failed and the network
+// error chromium gives for each (net::ERR_...), which the page's own
+// resource timing cannot tell: a module that failed to load shows there
+// only as status 0.
+type loadFailures struct {
+	mu     sync.Mutex
+	urls   map[network.RequestID]string
+	failed []string
+}
+
+// event is a chromedp.Listen callback: it must not block.
+func (f *loadFailures) event(ev any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch ev := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		f.urls[ev.RequestID] = ev.Request.URL
+	case *network.EventLoadingFinished:
+		delete(f.urls, ev.RequestID)
+	case *network.EventLoadingFailed:
+		f.failed = append(f.failed, fmt.Sprintf("%s %s canceled=%v blocked=%q", f.urls[ev.RequestID], ev.ErrorText, ev.Canceled, ev.BlockedReason))
+		delete(f.urls, ev.RequestID)
+	}
+}
+
+// failedLoads reports the failed requests of the tab ctx runs in.
+func failedLoads(ctx context.Context) string {
+	c := chromedp.FromContext(ctx)
+	if c == nil {
+		return "(no tab)"
+	}
+	v, ok := tabFailures.Load(c.Target)
+	if !ok {
+		return "(not recorded for this tab)"
+	}
+	f := v.(*loadFailures)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.failed) == 0 {
+		return "(none)"
+	}
+	return strings.Join(f.failed, "\n")
 }
 
 // run runs actions with a deadline, failing the test with what.
@@ -158,7 +213,8 @@ func waitJS(tb testing.TB, ctx context.Context, what, expr string, within time.D
 			// the page waiting on it.
 			fetched, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`performance.getEntriesByType('resource').map(e =>
 				e.name.replace(location.origin, '') + ' ' + e.responseStatus + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration) + 'ms').join('\n')`))
-			tb.Fatalf("%s: not within %s (last error %v); page:\n%s\nfetched (path status start+duration):\n%s", what, within, err, text, fetched)
+			tb.Fatalf("%s: not within %s (last error %v); page:\n%s\nfetched (path status start+duration):\n%s\nfailed loads (chromium's error):\n%s",
+				what, within, err, text, fetched, failedLoads(ctx))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
