@@ -37,6 +37,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apiserver/plugin/pkg/authenticator/token/oidc"
 
+	"crucible.dev/crucible/internal/devstack"
 	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/testpki"
 	"crucible.dev/crucible/internal/webhook"
@@ -154,7 +155,7 @@ func (w *Webhook) serve(spec childSpec, env []string) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		if err := <-done; err != nil {
-			t.Errorf("stand-in webhook: %v (its log: %s)", err, tail(logFile))
+			t.Errorf("stand-in webhook: %v (its log: %s)", err, devstack.LogTail(logFile, 20))
 		}
 	})
 	waitListening(t, spec.Addr, done, logFile)
@@ -247,19 +248,6 @@ func libraryJudge(ctx context.Context, configFile, keyFile string) (func(context
 	}, nil
 }
 
-// tail is the end of the file at path, for an error message.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	const max = 2 << 10
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(bytes.TrimSpace(b))
-}
-
 // staticKey is a key set of one public key, verifying as go-oidc's remote
 // key set does once it holds the key.
 type staticKey struct{ key crypto.PublicKey }
@@ -331,7 +319,7 @@ func waitListening(t testing.TB, addr string, done <-chan error, logFile string)
 		}
 		select {
 		case exit := <-done:
-			t.Fatalf("stand-in webhook ended before it listened: %v (its log: %s)", exit, tail(logFile))
+			t.Fatalf("stand-in webhook ended before it listened: %v (its log: %s)", exit, devstack.LogTail(logFile, 20))
 		default:
 		}
 		if time.Now().After(deadline) {
