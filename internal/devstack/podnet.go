@@ -111,8 +111,8 @@ func setupPodNet(pid int, uid types.UID) (*podNet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := netlink.LinkSetUp(host); err != nil {
-		return nil, fmt.Errorf("set %s up: %w", hostName, err)
+	if err := upWithoutIPv6(host); err != nil {
+		return nil, err
 	}
 	if pn.ip, err = routePodAddress(host); err != nil {
 		return nil, err
@@ -122,6 +122,27 @@ func setupPodNet(pid int, uid types.UID) (*podNet, error) {
 	}
 	ok = true
 	return pn, nil
+}
+
+// in6AddrGenModeNone is linux/if_link.h's IN6_ADDR_GEN_MODE_NONE.
+const in6AddrGenModeNone = 1
+
+// upWithoutIPv6 sets a pod link's host end up without the IPv6 link-local
+// address the kernel would give it. Pods are routed by IPv4 alone, and every
+// address that comes and goes on the host tells the programs watching the
+// host's addresses that the network changed: chromium then fails its
+// requests in flight, even to 127.0.0.1, with net::ERR_NETWORK_CHANGED,
+// which is how a UI test's page lost its modules whenever another stack
+// on the machine started or ended a pod (ci52, ci54).
+func upWithoutIPv6(link netlink.Link) error {
+	name := link.Attrs().Name
+	if err := netlink.LinkSetIP6AddrGenMode(link, in6AddrGenModeNone); err != nil {
+		return fmt.Errorf("turn off IPv6 addresses on %s: %w", name, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	return nil
 }
 
 // routePodAddress picks the pod's address and routes it to host. The host
