@@ -51,6 +51,8 @@ type Options struct {
 	// Settler records how a pod whose live log ended is doing (default: the
 	// row as the store has it).
 	Settler Settler
+	// Dispatches is told of each dispatch in flight (default: nobody).
+	Dispatches Dispatches
 	// Retry bounds reconnecting a live log stream after transient spoke
 	// errors. Default: the profile's [reconcile] policy.
 	Retry retry.Policy
@@ -131,6 +133,9 @@ func New(o Options) *Server {
 	}
 	if s.Settler == nil {
 		s.Settler = storeSettler{Store: s.Store}
+	}
+	if s.Dispatches == nil {
+		s.Dispatches = noDispatches{}
 	}
 	if s.Log == nil {
 		s.Log = slog.Default()

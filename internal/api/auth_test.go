@@ -162,7 +162,7 @@ func (f *fixture) do(t *testing.T, q req) *httptest.ResponseRecorder {
 
 func (f *fixture) row(t *testing.T, id, cluster string) {
 	t.Helper()
-	err := f.srv.Store.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: cluster, Namespace: "loops", Kind: "turn",
+	_, err := f.srv.Store.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: cluster, Namespace: "loops", Kind: "turn",
 		State: store.StateRunning, Spec: []byte(`{"image":"busybox"}`), Submitter: "alice"})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestClustersLiveCounts(t *testing.T) {
 	}
 	f.srv.Clients = clients
 	for id, st := range map[string]store.State{"a": store.StateRunning, "b": store.StateRunning, "c": store.StatePending, "d": store.StateSucceeded} {
-		if err := f.st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: st, Spec: []byte(`{}`)}); err != nil {
+		if _, err := f.st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: st, Spec: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // published).
 // It never writes artifacts or closes the store.
 type Store interface {
-	CreateWorkPod(ctx context.Context, p store.WorkPod) error
+	CreateWorkPod(ctx context.Context, p store.WorkPod) (store.WorkPod, error)
 	GetWorkPod(ctx context.Context, id string) (store.WorkPod, error)
 	GetWorkPodByKey(ctx context.Context, submitter, key string) (store.WorkPod, error)
 	ListWorkPods(ctx context.Context, f store.Filter) ([]store.WorkPod, error)
@@ -57,6 +57,20 @@ type Settler interface {
 	Settle(ctx context.Context, id string) (store.WorkPod, error)
 }
 
+// Dispatches is told of every dispatch this server runs (the reconciler,
+// reconcile.Reconciler.Dispatching): while one is in flight, what the
+// pod's watch shows waits for the dispatch's own record of the row
+// instead of racing it; done is called once that record is written or
+// given up.
+type Dispatches interface {
+	Dispatching(id string) (done func())
+}
+
+// noDispatches is the Dispatches of a server without a reconciler.
+type noDispatches struct{}
+
+func (noDispatches) Dispatching(string) func() { return func() {} }
+
 // storeSettler is the Settler of a server without a reconciler: the row as
 // the store has it.
 type storeSettler struct{ Store Store }
@@ -67,6 +81,7 @@ func (s storeSettler) Settle(ctx context.Context, id string) (store.WorkPod, err
 
 var (
 	_ Settler    = storeSettler{}
+	_ Dispatches = noDispatches{}
 	_ Store      = store.Store(nil)
 	_ Dispatcher = (*dispatch.Dispatcher)(nil)
 	_ Clusters   = (*fleet.Clients)(nil)

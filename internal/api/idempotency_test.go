@@ -297,7 +297,7 @@ func (f *fixture) cutSubmit(t *testing.T, key, body string) store.WorkPod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.CreateWorkPod(t.Context(), sub.row); err != nil {
+	if _, err := f.st.CreateWorkPod(t.Context(), sub.row); err != nil {
 		t.Fatal(err)
 	}
 	row, err := f.st.GetWorkPod(t.Context(), sub.row.ID)
@@ -416,7 +416,7 @@ func TestSubmitDigestKeyed(t *testing.T) {
 
 	old := store.WorkPod{ID: "turn-old", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateSucceeded,
 		Submitter: "admin", IdempotencyKey: "old", RequestSHA256: hex.EncodeToString(bare[:])}
-	if err := f.st.CreateWorkPod(t.Context(), old); err != nil {
+	if _, err := f.st.CreateWorkPod(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
 	again := f.submitKeyed(t, "tok-admin", "old", body)

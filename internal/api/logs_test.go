@@ -64,7 +64,7 @@ func newLogServer(t *testing.T, src live.Source) (*Server, *httptest.Server) {
 func addRow(t *testing.T, s *Server, id string, state store.State, exit int32, log string) {
 	t.Helper()
 	row := store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateRunning}
-	if err := s.Store.CreateWorkPod(t.Context(), row); err != nil {
+	if _, err := s.Store.CreateWorkPod(t.Context(), row); err != nil {
 		t.Fatal(err)
 	}
 	if log != "" {

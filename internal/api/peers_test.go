@@ -34,7 +34,7 @@ func TestCountPlacementsOfOtherReplicas(t *testing.T) {
 		for _, m := range mods {
 			m(&row)
 		}
-		if err := f.st.CreateWorkPod(t.Context(), row); err != nil {
+		if _, err := f.st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -137,7 +137,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	}
 	// With a key, the insert itself decides which of several requests
 	// carrying it (retries, also on other replicas) makes the row.
-	if err := s.Store.CreateWorkPod(r.Context(), sub.row); errors.Is(err, store.ErrKeyTaken) {
+	if _, err := s.Store.CreateWorkPod(r.Context(), sub.row); errors.Is(err, store.ErrKeyTaken) {
 		return s.replaySubmit(w, r, key, req, sub)
 	} else if err != nil {
 		return fmt.Errorf("record work pod: %w", err)

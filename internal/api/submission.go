@@ -162,6 +162,7 @@ func targetCluster(p *profile.Profile, name string) string {
 func (s *Server) dispatchAndRecord(ctx context.Context, sub submission) (store.WorkPod, error) {
 	ctx, cancel := detach(ctx, s.DispatchTimeout)
 	defer cancel()
+	defer s.Dispatches.Dispatching(sub.row.ID)()
 	res, derr := s.Dispatcher.Dispatch(ctx, sub.row.Cluster, sub.pod)
 	for derr != nil && dispatch.QuotaExceeded(derr) {
 		moved, ok := s.spillRefused(ctx, sub, derr)

@@ -47,7 +47,7 @@ func watchFixture(t *testing.T) (*httptest.Server, store.Store) {
 
 func createRow(t *testing.T, st store.Store, id, cluster string) {
 	t.Helper()
-	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: cluster, Namespace: "loops", Kind: "turn", State: store.StatePending}); err != nil {
+	if _, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: cluster, Namespace: "loops", Kind: "turn", State: store.StatePending}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -207,7 +207,7 @@ func assemble(ctx context.Context, p *profile.Profile, log *slog.Logger) (c *par
 		Profile: c.current, Store: st, Dispatcher: d, Clients: c.clients, Artifacts: arts, Retry: policy, Log: log.With("component", "api"),
 		MaxRequestBytes: p.Controller.MaxRequestBytes, DispatchTimeout: dispatchTimeout(p),
 		Authn: authn, Authz: authz, AuthMode: p.API.Auth, AllowedHosts: p.API.AllowedHosts, PageSize: p.API.PageSize,
-		Events: bus, Settler: c.rec, Uploads: c.drop, Owners: c.spokes.Owners, Capacity: c.capacity,
+		Events: bus, Settler: c.rec, Dispatches: c.rec, Uploads: c.drop, Owners: c.spokes.Owners, Capacity: c.capacity,
 		CapacityHistory: c.capacity,
 	})
 	c.rec.Placer = apiSrv // a spilled pod is placed again as a submit is

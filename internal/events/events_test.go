@@ -169,7 +169,7 @@ func TestStorePublishesVisibleChanges(t *testing.T) {
 	defer sub.Close()
 	ctx := t.Context()
 
-	if err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); err != nil {
+	if _, err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); err != nil {
 		t.Fatal(err)
 	}
 	created := next(t, sub)
@@ -206,7 +206,7 @@ func TestStorePublishesVisibleChanges(t *testing.T) {
 		t.Fatalf("published %d changes, want 3 (create, finish, log collected)", n)
 	}
 	// A failed create publishes nothing.
-	if err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); !errors.Is(err, store.ErrConflict) {
+	if _, err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("duplicate create: %v", err)
 	}
 	if n := len(b.ring); n != 3 {
@@ -216,7 +216,7 @@ func TestStorePublishesVisibleChanges(t *testing.T) {
 
 func TestStoreWithoutPublisher(t *testing.T) {
 	st := Store{Store: storetest.SQLite(t)}
-	if err := st.CreateWorkPod(t.Context(), pod("a", store.StatePending)); err != nil {
+	if _, err := st.CreateWorkPod(t.Context(), pod("a", store.StatePending)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.UpdateWorkPod(t.Context(), "a", func(p *store.WorkPod) error { p.State = store.StateRunning; return nil }); err != nil {
@@ -232,7 +232,7 @@ func TestStorePublishesTransitions(t *testing.T) {
 	sub, _ := b.Subscribe("")
 	defer sub.Close()
 	ctx := t.Context()
-	if err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); err != nil {
+	if _, err := st.CreateWorkPod(ctx, pod("a", store.StatePending)); err != nil {
 		t.Fatal(err)
 	}
 	next(t, sub)

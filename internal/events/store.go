@@ -19,16 +19,12 @@ type Store struct {
 var _ store.Store = Store{}
 
 // CreateWorkPod creates the row and publishes it as the store wrote it.
-func (s Store) CreateWorkPod(ctx context.Context, p store.WorkPod) error {
-	if err := s.Store.CreateWorkPod(ctx, p); err != nil {
-		return err
-	}
-	// The store sets the times; read them back rather than guess. A failed
-	// read only costs this one event (watchers re-list on reconnect).
-	if row, err := s.GetWorkPod(ctx, p.ID); err == nil {
+func (s Store) CreateWorkPod(ctx context.Context, p store.WorkPod) (store.WorkPod, error) {
+	row, err := s.Store.CreateWorkPod(ctx, p)
+	if err == nil {
 		s.pub().Publish(row)
 	}
-	return nil
+	return row, err
 }
 
 // UpdateWorkPod updates the row and publishes it if a watcher would see a

@@ -18,7 +18,7 @@ func TestSubmitterAndClusterBudgets(t *testing.T) {
 	e := newEnvClusters(t, 2, func(o *Options) { o.MaxBytesPerSubmitter, o.MaxBytesPerCluster = 100, 150 })
 	podOf := func(i int, id, submitter string) string {
 		t.Helper()
-		err := e.store.CreateWorkPod(ctxOf(t), store.WorkPod{
+		_, err := e.store.CreateWorkPod(ctxOf(t), store.WorkPod{
 			ID: id, Cluster: testClusters[i], Namespace: testNS, Kind: "turn", State: store.StateRunning, PodUID: "uid-" + id, Submitter: submitter,
 		})
 		if err != nil {

@@ -381,7 +381,7 @@ func (e *env) addPod(id, uid string) string {
 // returns its valid ingest token, signed by that cluster's key.
 func (e *env) addPodOn(i int, id, uid string) string {
 	e.t.Helper()
-	err := e.store.CreateWorkPod(ctxOf(e.t), store.WorkPod{
+	_, err := e.store.CreateWorkPod(ctxOf(e.t), store.WorkPod{
 		ID: id, Cluster: testClusters[i], Namespace: testNS, Kind: "turn", State: store.StateRunning, PodUID: uid,
 	})
 	if err != nil {

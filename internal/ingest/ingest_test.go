@@ -218,7 +218,7 @@ func TestPodUIDNotRecordedYet(t *testing.T) {
 		{ID: "wp-1", Cluster: testClusters[0], Namespace: testNS, Kind: "turn", State: store.StateDispatched},
 		{ID: "wp-2", Cluster: testClusters[0], Namespace: testNS, Kind: "turn", State: store.StateFailed},
 	} {
-		if err := e.store.CreateWorkPod(t.Context(), p); err != nil {
+		if _, err := e.store.CreateWorkPod(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 	}

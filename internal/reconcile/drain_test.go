@@ -27,7 +27,7 @@ func TestDrain(t *testing.T) {
 		{ID: "elsewhere", Cluster: "wharf", State: store.StateRunning},
 	} {
 		row.Namespace, row.Kind = "loops", "turn"
-		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+		if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,7 +84,7 @@ func TestDrainDeletesThePodsItLoses(t *testing.T) {
 			}
 			for _, row := range rows {
 				row.Namespace, row.Kind = "loops", "turn"
-				if err := st.CreateWorkPod(t.Context(), row); err != nil {
+				if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 					t.Fatal(err)
 				}
 			}

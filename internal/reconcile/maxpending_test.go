@@ -175,7 +175,7 @@ type maxPendingFixture struct {
 func newMaxPendingFixture(t *testing.T) *maxPendingFixture {
 	t.Helper()
 	st := storetest.SQLite(t)
-	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn",
+	if _, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "p1", Cluster: "wharf", Namespace: "loops", Kind: "turn",
 		State: store.StateDispatched, PodUID: "u1", Spec: specWith(t, "gpu-short", 1)}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	// pod since gone; rows never dispatched are TestStartupNeverDispatchedRows'.
 	for _, row := range []store.WorkPod{{ID: "arrives", State: store.StatePending}, {ID: "never", State: store.StateDispatched, PodUID: "u-never"}, {ID: "present", State: store.StatePending}} {
 		row.Cluster, row.Namespace, row.Kind = "wharf", "loops", "turn"
-		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+		if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,7 +92,7 @@ func TestStartupReconcileWaitsForInFlightSubmits(t *testing.T) {
 	r.queues["wharf"].ShutDown()
 
 	// One replica (no grace): a missing pod is lost at once.
-	if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "gone", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateDispatched, PodUID: "u"}); err != nil {
+	if _, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: "gone", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateDispatched, PodUID: "u"}); err != nil {
 		t.Fatal(err)
 	}
 	r = newReconciler(0)

@@ -77,6 +77,7 @@ type Reconciler struct {
 	// nil: placed pods never move.
 	Placer Placer
 
+	inflight inflight // rows whose dispatch runs in this process (Dispatching)
 	once     sync.Once
 	setupErr error
 	mu       sync.RWMutex

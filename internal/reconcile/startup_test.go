@@ -31,7 +31,7 @@ func TestStartupReconcilePages(t *testing.T) {
 	var gone []string
 	for i := range n {
 		id := fmt.Sprintf("p%05d", i)
-		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateRunning, PodUID: "u-" + id}); err != nil {
+		if _, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StateRunning, PodUID: "u-" + id}); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
@@ -48,7 +48,7 @@ func TestStartupReconcilePages(t *testing.T) {
 		{ID: "done", Cluster: "wharf", Namespace: "loops", Kind: "turn", State: store.StatePending},
 	}
 	for _, row := range others {
-		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+		if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestStartupNeverDispatchedRows(t *testing.T) {
 	}
 	for _, row := range rows {
 		row.Cluster, row.Namespace, row.Kind = "wharf", "loops", "turn"
-		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+		if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -69,7 +69,7 @@ func TestStoreLogTrustsOnlyTheController(t *testing.T) {
 			ctx := t.Context()
 			st := storetest.SQLite(t)
 			dir := artifact.Dir{Root: t.TempDir()}
-			if err := st.CreateWorkPod(ctx, store.WorkPod{ID: "wp", Cluster: "wharf", State: store.StateRunning}); err != nil {
+			if _, err := st.CreateWorkPod(ctx, store.WorkPod{ID: "wp", Cluster: "wharf", State: store.StateRunning}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.before != nil {

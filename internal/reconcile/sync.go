@@ -37,8 +37,13 @@ func (r *Reconciler) logger() *slog.Logger {
 	return r.Log
 }
 
-// sync reads the row and the pod, decides with decideSync, then acts.
+// sync reads the row and the pod, decides with decideSync, then acts; a
+// row whose dispatch runs in this process is synced once that dispatch has
+// recorded it (Dispatching).
 func (r *Reconciler) sync(ctx context.Context, k key) error {
+	if r.inflight.putOff(k.Cluster, k.Name) {
+		return nil
+	}
 	f, err := r.readSync(ctx, k)
 	if err != nil {
 		return err
@@ -92,10 +97,11 @@ func (r *Reconciler) recordDispatched(ctx context.Context, f *syncFacts) error {
 	if f.Row == nil || f.Row.State != store.StatePending || decideSync(*f).Op != syncAdvance {
 		return nil
 	}
-	if err := r.transition(ctx, f.Row.ID, f.Pod, store.StateDispatched); err != nil {
-		return err
+	row, changed, err := r.transitionRow(ctx, f.Row.ID, f.Pod, store.StateDispatched)
+	if err == nil && !changed {
+		// Moved on meanwhile (a dispatch's record, a cancel): as it is now.
+		row, err = r.Store.GetWorkPod(ctx, f.Row.ID)
 	}
-	row, err := r.Store.GetWorkPod(ctx, f.Row.ID)
 	if err != nil {
 		return err
 	}
@@ -129,19 +135,29 @@ func (r *Reconciler) readSync(ctx context.Context, k key) (syncFacts, error) {
 // transition moves a live row forward (pending → dispatched → running) and
 // records the pod's uid; it never moves a row backwards (advance).
 func (r *Reconciler) transition(ctx context.Context, id string, pod *cachedPod, to store.State) error {
-	row, err := r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
+	_, _, err := r.transitionRow(ctx, id, pod, to)
+	return err
+}
+
+// transitionRow is transition, returning the row it wrote; changed is false, and
+// the row zero, when the row needed no change.
+func (r *Reconciler) transitionRow(ctx context.Context, id string, pod *cachedPod, to store.State) (row store.WorkPod, changed bool, err error) {
+	row, err = r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
 		if !advance(p, pod.UID, to) {
 			return errSkip
 		}
 		return nil
 	})
-	if errors.Is(err, errSkip) {
-		return nil
+	switch {
+	case errors.Is(err, errSkip):
+		return store.WorkPod{}, false, nil
+	case err != nil:
+		return store.WorkPod{}, false, err
 	}
-	if err == nil && row.State == to {
+	if row.State == to {
 		metrics.PodTransitions.WithLabelValues(row.Cluster, string(to)).Inc()
 	}
-	return err
+	return row, true, nil
 }
 
 // finish stores the finished pod's log as the log artifact, then records the

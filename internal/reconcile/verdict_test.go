@@ -29,7 +29,7 @@ func TestSweepVerdict(t *testing.T) {
 	}
 	for _, row := range rows {
 		row.Namespace, row.Kind = "loops", "turn"
-		if err := st.CreateWorkPod(t.Context(), row); err != nil {
+		if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 			t.Fatal(err)
 		}
 	}

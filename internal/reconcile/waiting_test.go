@@ -242,7 +242,7 @@ func TestSyncRecordsDispatchedBeforeTheWait(t *testing.T) {
 func syncFixture(t *testing.T, row store.WorkPod) (store.Store, func(*corev1.Pod) store.WorkPod) {
 	t.Helper()
 	st := storetest.SQLite(t)
-	if err := st.CreateWorkPod(t.Context(), row); err != nil {
+	if _, err := st.CreateWorkPod(t.Context(), row); err != nil {
 		t.Fatal(err)
 	}
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})

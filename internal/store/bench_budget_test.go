@@ -30,7 +30,7 @@ func BenchmarkClaimBudgets(b *testing.B) {
 			for i := range pods + 2*claims {
 				id := fmt.Sprintf("bp-%05d", i)
 				p := store.WorkPod{ID: id, Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StateRunning, Submitter: "ann", Spec: []byte("{}")}
-				if err := st.CreateWorkPod(b.Context(), p); err != nil {
+				if _, err := st.CreateWorkPod(b.Context(), p); err != nil {
 					b.Fatal(err)
 				}
 				if i < pods {
@@ -38,7 +38,7 @@ func BenchmarkClaimBudgets(b *testing.B) {
 				}
 			}
 			big := store.WorkPod{ID: "bp-big", Cluster: "dock", Namespace: "crucible", Kind: "turn", State: store.StateRunning, Submitter: "bob", Spec: []byte("{}")}
-			if err := st.CreateWorkPod(b.Context(), big); err != nil {
+			if _, err := st.CreateWorkPod(b.Context(), big); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := st.PutArtifact(b.Context(), store.Artifact{PodID: big.ID, Kind: "result", Size: 1 << 20, SHA256: zeros, Source: store.SourcePod}, store.Quota{}); err != nil {

@@ -80,11 +80,12 @@ func benchStore(b *testing.B, name, dsn string, n, chunk int) {
 		*total += time.Since(start)
 	}
 	storeInsert := func(i int) error {
-		return st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("s-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending})
+		_, err := st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("s-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending})
+		return err
 	}
 	// The fenced transitions' rows, made untimed.
 	for i := range n {
-		if err := st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("f-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending}); err != nil {
+		if _, err := st.CreateWorkPod(ctx, store.WorkPod{ID: fmt.Sprintf("f-%d", i), Cluster: "wharf", Namespace: "crucible", Kind: "turn", State: store.StatePending}); err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
 	}

@@ -45,7 +45,7 @@ func TestPostgresClaimQueuesBehindOlderWrite(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			raw := rawDB(t, "pgx", dsn)
-			if err := s.CreateWorkPod(ctx, store.WorkPod{ID: "a", Cluster: "wharf", State: store.StateRunning}); err != nil {
+			if _, err := s.CreateWorkPod(ctx, store.WorkPod{ID: "a", Cluster: "wharf", State: store.StateRunning}); err != nil {
 				t.Fatalf("create: %v", err)
 			}
 			old := store.WithFence(ctx, "wharf", 1)

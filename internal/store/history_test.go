@@ -18,7 +18,7 @@ func TestHistoryDeletedWithItsRow(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.CreateWorkPod(t.Context(), store.WorkPod{ID: "gone", Cluster: "c", State: store.StatePending}); err != nil {
+			if _, err := s.CreateWorkPod(t.Context(), store.WorkPod{ID: "gone", Cluster: "c", State: store.StatePending}); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := s.ObservePod(t.Context(), "gone", store.Observation{Waiting: &store.Waiting{Reason: "Unschedulable"}}); err != nil {

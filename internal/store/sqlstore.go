@@ -153,17 +153,17 @@ func normalize(p *WorkPod) {
 	}
 }
 
-func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
+func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) (WorkPod, error) {
 	if err := p.validate(); err != nil {
-		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+		return WorkPod{}, fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
 	if !sameObserved(&p, &WorkPod{}) {
-		return fmt.Errorf("create work pod %s: node, progress and waiting are ObservePod's to write", p.ID)
+		return WorkPod{}, fmt.Errorf("create work pod %s: node, progress and waiting are ObservePod's to write", p.ID)
 	}
 	now := s.clock.now()
 	rest, err := mutableArgs(&p, now)
 	if err != nil {
-		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+		return WorkPod{}, fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
 	var key any // NULL: no key, and not in the unique index
 	if p.IdempotencyKey != "" {
@@ -171,7 +171,7 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 	}
 	placement, err := encodePlacement(p.Placement)
 	if err != nil {
-		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+		return WorkPod{}, fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
 	args := append([]any{p.ID, p.Cluster, now, p.Submitter, key, p.RequestSHA256, placement}, rest...)
 	if _, fenced := FenceFrom(ctx); fenced {
@@ -180,9 +180,11 @@ func (s *sqlStore) CreateWorkPod(ctx context.Context, p WorkPod) error {
 		err = s.insertWorkPod(ctx, nil, p, args)
 	}
 	if err != nil {
-		return fmt.Errorf("create work pod %s: %w", p.ID, err)
+		return WorkPod{}, fmt.Errorf("create work pod %s: %w", p.ID, err)
 	}
-	return nil
+	p.CreatedAt, p.UpdatedAt = fromNanos(now), fromNanos(now)
+	normalize(&p)
+	return p, nil
 }
 
 // insertSQL has no conflict target: a taken id and a taken (submitter,

@@ -237,8 +237,9 @@ type Store interface {
 	// p.IdempotencyKey is set and p.Submitter already has a row with that
 	// key — decided by the insert itself, so of two writers racing one key
 	// (also replicas on PostgreSQL) exactly one creates a row. The store
-	// sets CreatedAt and UpdatedAt.
-	CreateWorkPod(ctx context.Context, p WorkPod) error
+	// sets CreatedAt and UpdatedAt; the row is returned as a GetWorkPod
+	// would read it, so a caller never reads back what it just wrote.
+	CreateWorkPod(ctx context.Context, p WorkPod) (WorkPod, error)
 	// GetWorkPodByKey returns submitter's row made with idempotency key
 	// key, or ErrNotFound. Keys are per submitter: another submitter's row
 	// with the same key is not found.

@@ -102,7 +102,7 @@ func TestMigrations(t *testing.T) {
 						t.Fatalf("open %d: %v", i, err)
 					}
 					if i == 0 {
-						if err := s.CreateWorkPod(t.Context(), store.WorkPod{ID: "keep", Cluster: "c", State: store.StatePending}); err != nil {
+						if _, err := s.CreateWorkPod(t.Context(), store.WorkPod{ID: "keep", Cluster: "c", State: store.StatePending}); err != nil {
 							t.Fatalf("create: %v", err)
 						}
 					}
@@ -174,7 +174,7 @@ func TestSQLiteTwoStoresOneFile(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		stores[i] = s
 	}
-	if err := stores[0].CreateWorkPod(t.Context(), store.WorkPod{ID: "shared", Cluster: "c", State: store.StateRunning}); err != nil {
+	if _, err := stores[0].CreateWorkPod(t.Context(), store.WorkPod{ID: "shared", Cluster: "c", State: store.StateRunning}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	const perStore = 8
@@ -223,7 +223,7 @@ func TestOpenSQLiteForms(t *testing.T) {
 			t.Fatalf("open %q: %v", dsn, err)
 		}
 		id := fmt.Sprintf("form%d", i)
-		err = s.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "c", State: store.StatePending})
+		_, err = s.CreateWorkPod(t.Context(), store.WorkPod{ID: id, Cluster: "c", State: store.StatePending})
 		if err != nil {
 			t.Errorf("create via %q: %v", dsn, err)
 		}

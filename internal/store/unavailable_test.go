@@ -73,7 +73,7 @@ func TestIsUnavailablePostgresRestart(t *testing.T) {
 	row := func(id string) store.WorkPod {
 		return store.WorkPod{ID: id, Cluster: "wharf", Namespace: "ns", Kind: "turn", State: store.StatePending, Spec: []byte("{}")}
 	}
-	if err := s.CreateWorkPod(t.Context(), row("before")); err != nil {
+	if _, err := s.CreateWorkPod(t.Context(), row("before")); err != nil {
 		t.Fatal(err)
 	}
 	if err := pg.Halt(); err != nil {
@@ -81,7 +81,7 @@ func TestIsUnavailablePostgresRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err = s.CreateWorkPod(ctx, row("during"))
+	_, err = s.CreateWorkPod(ctx, row("during"))
 	if err == nil || !store.IsUnavailable(err) {
 		t.Errorf("create while the server is down: %v; IsUnavailable %v, want an unavailable error", err, store.IsUnavailable(err))
 	}
@@ -91,13 +91,13 @@ func TestIsUnavailablePostgresRestart(t *testing.T) {
 	if err := pg.Resume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateWorkPod(t.Context(), row("after")); err != nil {
+	if _, err := s.CreateWorkPod(t.Context(), row("after")); err != nil {
 		t.Fatalf("create after the restart: %v", err)
 	}
 	if _, err := s.GetWorkPod(t.Context(), "before"); err != nil {
 		t.Errorf("the row written before the restart: %v", err)
 	}
-	if err := s.CreateWorkPod(t.Context(), row("after")); !errors.Is(err, store.ErrConflict) || store.IsUnavailable(err) {
+	if _, err := s.CreateWorkPod(t.Context(), row("after")); !errors.Is(err, store.ErrConflict) || store.IsUnavailable(err) {
 		t.Errorf("create of an existing id: %v, want ErrConflict and not unavailable", err)
 	}
 }

@@ -37,7 +37,7 @@ func BenchmarkAPIPodsFirstPage(b *testing.B) {
 		code := int32(0)
 		row := store.WorkPod{ID: fmt.Sprintf("api-bench-%06d", i), Cluster: "wharf", Namespace: devstack.SpokeNamespace, Kind: "turn",
 			State: store.StateSucceeded, ExitCode: &code}
-		if err := st.CreateWorkPod(ctx, row); err != nil {
+		if _, err := st.CreateWorkPod(ctx, row); err != nil {
 			b.Fatal(err)
 		}
 	}

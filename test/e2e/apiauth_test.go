@@ -212,7 +212,7 @@ func TestAPIAuth(t *testing.T) {
 		rssBefore := rssMiB(t, pid)
 		spec := []byte(`{"image":"busybox","files":{"big":"` + strings.Repeat("x", 4096) + `"}}`)
 		for i := range 10000 {
-			err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: fmt.Sprintf("bulk-%05d", i), Cluster: "wharf", Namespace: devstack.SpokeNamespace,
+			_, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: fmt.Sprintf("bulk-%05d", i), Cluster: "wharf", Namespace: devstack.SpokeNamespace,
 				Kind: "turn", State: store.StateSucceeded, Spec: spec, Submitter: "bulk"})
 			if err != nil {
 				t.Fatal(err)

@@ -143,7 +143,7 @@ func isolatedReconciler(t *testing.T, s *devstack.Stack, proxyURL, proxyCA strin
 
 	run := func(spoke *devstack.Cluster, name, command string) {
 		t.Helper()
-		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: name, Cluster: spoke.Name, Namespace: devstack.SpokeNamespace,
+		if _, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: name, Cluster: spoke.Name, Namespace: devstack.SpokeNamespace,
 			Kind: "turn", State: store.StatePending}); err != nil {
 			t.Fatal(err)
 		}

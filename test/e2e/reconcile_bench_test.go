@@ -70,7 +70,7 @@ func benchStartupReconcile(b *testing.B, perSpoke int) {
 	for i, spoke := range s.Spokes {
 		for name, uid := range uidsBySpoke[i] {
 			row := store.WorkPod{ID: name, Cluster: spoke.Name, Namespace: devstack.SpokeNamespace, Kind: "turn", State: store.StateRunning, PodUID: uid}
-			if err := st.CreateWorkPod(ctx, row); err != nil {
+			if _, err := st.CreateWorkPod(ctx, row); err != nil {
 				b.Fatal(err)
 			}
 		}

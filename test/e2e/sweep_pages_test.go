@@ -55,7 +55,7 @@ func TestSweepPages(t *testing.T) {
 	for i := range 3 {
 		p := mk(fmt.Sprintf("sweep-pages-live-%d", i), instance)
 		live = append(live, p.Name)
-		if err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: p.Name, Cluster: "wharf", Namespace: devstack.SpokeNamespace,
+		if _, err := st.CreateWorkPod(t.Context(), store.WorkPod{ID: p.Name, Cluster: "wharf", Namespace: devstack.SpokeNamespace,
 			Kind: "turn", State: store.StateRunning, PodUID: string(p.UID)}); err != nil {
 			t.Fatal(err)
 		}

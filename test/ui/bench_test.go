@@ -36,7 +36,7 @@ func benchServer(b *testing.B) (url, logPod string) {
 	st := storetest.SQLite(b)
 	exit := int32(0)
 	for i := range benchRows {
-		err := st.CreateWorkPod(b.Context(), store.WorkPod{ID: fmt.Sprintf("turn-bench%05d", i), Cluster: []string{"wharf", "dock"}[i%2],
+		_, err := st.CreateWorkPod(b.Context(), store.WorkPod{ID: fmt.Sprintf("turn-bench%05d", i), Cluster: []string{"wharf", "dock"}[i%2],
 			Namespace: "loops", Kind: "turn", State: store.StateSucceeded, ExitCode: &exit, Submitter: "bench", Spec: []byte(`{"image":"busybox"}`)})
 		if err != nil {
 			b.Fatal(err)

@@ -73,9 +73,9 @@ func (f *Faulty) fault(call string) error {
 	return f.err
 }
 
-func (f *Faulty) CreateWorkPod(ctx context.Context, p store.WorkPod) error {
+func (f *Faulty) CreateWorkPod(ctx context.Context, p store.WorkPod) (store.WorkPod, error) {
 	if err := f.fault("CreateWorkPod"); err != nil {
-		return err
+		return store.WorkPod{}, err
 	}
 	return f.Store.CreateWorkPod(ctx, p)
 }

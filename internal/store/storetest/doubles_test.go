@@ -22,7 +22,8 @@ func faultyCalls() map[string]func(context.Context, store.Store) error {
 	return map[string]func(context.Context, store.Store) error{
 		"CreateWorkPod": func(ctx context.Context, s store.Store) error {
 			created++
-			return s.CreateWorkPod(ctx, pod("new-"+strconv.Itoa(created)))
+			_, err := s.CreateWorkPod(ctx, pod("new-"+strconv.Itoa(created)))
+			return err
 		},
 		"GetWorkPodByKey": func(ctx context.Context, s store.Store) error {
 			_, err := s.GetWorkPodByKey(ctx, "alice", "k")
@@ -140,7 +141,7 @@ func TestFaulty(t *testing.T) {
 func TestFaultyFailedCallWritesNothing(t *testing.T) {
 	f := &Faulty{Store: SQLite(t)}
 	f.Fail(errors.New("database down"), "CreateWorkPod")
-	if err := f.CreateWorkPod(t.Context(), pod("x")); err == nil {
+	if _, err := f.CreateWorkPod(t.Context(), pod("x")); err == nil {
 		t.Fatal("create succeeded on a failed store")
 	}
 	if _, err := f.GetWorkPod(t.Context(), "x"); !errors.Is(err, store.ErrNotFound) {

@@ -23,7 +23,8 @@ type write struct {
 
 var writes = []write{
 	{"CreateWorkPod", func(ctx context.Context, s store.Store, id string, n int) error {
-		return s.CreateWorkPod(ctx, pod(fmt.Sprintf("%s-new-%d", id, n), func(p *store.WorkPod) { p.Cluster = clusterOf(id) }))
+		_, err := s.CreateWorkPod(ctx, pod(fmt.Sprintf("%s-new-%d", id, n), func(p *store.WorkPod) { p.Cluster = clusterOf(id) }))
+		return err
 	}},
 	{"UpdateWorkPod", func(ctx context.Context, s store.Store, id string, n int) error {
 		_, err := s.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error { p.Reason += fmt.Sprintf("u%d;", n); return nil })

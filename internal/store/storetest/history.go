@@ -217,7 +217,7 @@ func testWaitingCleared(t *testing.T, s store.Store) {
 		"progress": pod("wc-create-progress", func(p *store.WorkPod) { p.Progress = store.EventStarted }),
 		"waiting":  pod("wc-create-waiting", func(p *store.WorkPod) { p.Waiting = waiting("X", "") }),
 	} {
-		if err := s.CreateWorkPod(t.Context(), p); err == nil {
+		if _, err := s.CreateWorkPod(t.Context(), p); err == nil {
 			t.Errorf("create with %s: nil error", name)
 		}
 	}

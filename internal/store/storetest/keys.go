@@ -46,7 +46,7 @@ func testIdempotencyKey(t *testing.T, s store.Store) {
 		}
 	}
 
-	err = s.CreateWorkPod(t.Context(), pod("second", keyed("alice", key, "bbbb")))
+	_, err = s.CreateWorkPod(t.Context(), pod("second", keyed("alice", key, "bbbb")))
 	if !errors.Is(err, store.ErrKeyTaken) || errors.Is(err, store.ErrConflict) {
 		t.Fatalf("create with a taken key: got %v, want ErrKeyTaken only", err)
 	}
@@ -56,7 +56,7 @@ func testIdempotencyKey(t *testing.T, s store.Store) {
 	if _, err := s.GetWorkPod(t.Context(), "second"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("get second: got %v, want ErrNotFound (nothing written)", err)
 	}
-	err = s.CreateWorkPod(t.Context(), pod("first", keyed("alice", "another", "cccc")))
+	_, err = s.CreateWorkPod(t.Context(), pod("first", keyed("alice", "another", "cccc")))
 	if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrKeyTaken) {
 		t.Errorf("create with a taken id: got %v, want ErrConflict only", err)
 	}
@@ -112,7 +112,7 @@ func testIdempotencyKeyConcurrent(t *testing.T, s store.Store) {
 	var wg sync.WaitGroup
 	for i := range writers {
 		wg.Go(func() {
-			errs[i] = s.CreateWorkPod(t.Context(), pod(fmt.Sprintf("race-%02d", i), keyed("alice", "race", "d")))
+			_, errs[i] = s.CreateWorkPod(t.Context(), pod(fmt.Sprintf("race-%02d", i), keyed("alice", "race", "d")))
 		})
 	}
 	wg.Wait()

@@ -23,7 +23,7 @@ func testCancelledContext(t *testing.T, s store.Store) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	calls := map[string]func() error{
-		"create": func() error { return s.CreateWorkPod(ctx, pod("ctx2")) },
+		"create": func() error { _, err := s.CreateWorkPod(ctx, pod("ctx2")); return err },
 		"get":    func() error { _, err := s.GetWorkPod(ctx, "ctx"); return err },
 		"list":   func() error { _, err := s.ListWorkPods(ctx, store.Filter{}); return err },
 		"update": func() error {

@@ -124,7 +124,7 @@ var ignoreStoreTimes = cmpopts.IgnoreFields(store.WorkPod{}, "CreatedAt", "Updat
 func mustCreate(t *testing.T, s store.Store, pods ...store.WorkPod) {
 	t.Helper()
 	for _, p := range pods {
-		if err := s.CreateWorkPod(t.Context(), p); err != nil {
+		if _, err := s.CreateWorkPod(t.Context(), p); err != nil {
 			t.Fatalf("create %s: %v", p.ID, err)
 		}
 	}
@@ -156,6 +156,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 				p.LogCollected = true
 				p.FinishedAt = ptr(time.Date(2031, 2, 3, 4, 5, 6, 789012345, time.UTC))
 				p.Placement = &store.Placement{Decision: "wharf: 1 of 4 nvidia.com/gpu free (needs 2); dock: fits (16 nvidia.com/gpu free)", Waits: true}
+				p.Submitter, p.IdempotencyKey, p.RequestSHA256 = "alice", "k-full", strings.Repeat("ab", 32)
 			}),
 			want: pod("full", func(p *store.WorkPod) {
 				p.Cluster, p.Kind, p.State = "dock", "loop", store.StateFailed
@@ -165,6 +166,7 @@ func testCreateGet(t *testing.T, s store.Store) {
 				p.LogCollected = true
 				p.FinishedAt = ptr(time.Date(2031, 2, 3, 4, 5, 6, 789012345, time.UTC))
 				p.Placement = &store.Placement{Decision: "wharf: 1 of 4 nvidia.com/gpu free (needs 2); dock: fits (16 nvidia.com/gpu free)", Waits: true}
+				p.Submitter, p.IdempotencyKey, p.RequestSHA256 = "alice", "k-full", strings.Repeat("ab", 32)
 			}),
 		},
 		{name: "exit code zero", in: pod("zero", func(p *store.WorkPod) { p.ExitCode = ptr(int32(0)) }),
@@ -181,13 +183,19 @@ func testCreateGet(t *testing.T, s store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := time.Now()
-			if err := s.CreateWorkPod(t.Context(), tc.in); err != nil {
+			created, err := s.CreateWorkPod(t.Context(), tc.in)
+			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
 			after := time.Now()
 			got := mustGet(t, s, tc.in.ID)
 			if diff := cmp.Diff(tc.want, got, ignoreStoreTimes); diff != "" {
 				t.Errorf("get (-want +got):\n%s", diff)
+			}
+			// The row a create returns is the one a read finds, times and all:
+			// its caller publishes it without reading it back.
+			if diff := cmp.Diff(got, created); diff != "" {
+				t.Errorf("create returned (-read back +returned):\n%s", diff)
 			}
 			if got.CreatedAt.Before(before) || got.CreatedAt.After(after) {
 				t.Errorf("CreatedAt %v not within the create call [%v, %v]", got.CreatedAt, before, after)
@@ -208,7 +216,7 @@ func testCreateConflict(t *testing.T, s store.Store) {
 	stored := mustGet(t, s, "dup")
 
 	second := pod("dup", func(p *store.WorkPod) { p.Cluster, p.Reason = "other", "second" })
-	err := s.CreateWorkPod(t.Context(), second)
+	_, err := s.CreateWorkPod(t.Context(), second)
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second create: got %v, want ErrConflict", err)
 	}
@@ -230,7 +238,7 @@ func testCreateInvalid(t *testing.T, s store.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.CreateWorkPod(t.Context(), tc.in)
+			_, err := s.CreateWorkPod(t.Context(), tc.in)
 			if err == nil {
 				t.Fatal("create: got nil error")
 			}
