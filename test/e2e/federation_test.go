@@ -38,7 +38,7 @@ func stackOptions() devstack.Options {
 }
 
 func TestMain(m *testing.M) {
-	webhooktest.ServeIfChild() // the null webhook of BenchmarkAuthnWebhookVsBuiltin
+	webhooktest.ServeIfChild() // the null and library webhooks of BenchmarkAuthnWebhookVsBuiltin
 	os.Exit(devstacktest.Main(m, stackOptions()))
 }
 
