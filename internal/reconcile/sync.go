@@ -82,7 +82,8 @@ func (r *Reconciler) act(ctx context.Context, f syncFacts) error {
 	case syncFinish:
 		return r.finish(ctx, *f.Row, f.Pod)
 	case syncAdvance:
-		return r.transition(ctx, f.Row.ID, f.Pod, a.State)
+		_, _, err := r.transition(ctx, f.Row.ID, f.Pod, a.State)
+		return err
 	case syncLeave:
 	}
 	return nil
@@ -97,7 +98,7 @@ func (r *Reconciler) recordDispatched(ctx context.Context, f *syncFacts) error {
 	if f.Row == nil || f.Row.State != store.StatePending || decideSync(*f).Op != syncAdvance {
 		return nil
 	}
-	row, changed, err := r.transitionRow(ctx, f.Row.ID, f.Pod, store.StateDispatched)
+	row, changed, err := r.transition(ctx, f.Row.ID, f.Pod, store.StateDispatched)
 	if err == nil && !changed {
 		// Moved on meanwhile (a dispatch's record, a cancel): as it is now.
 		row, err = r.Store.GetWorkPod(ctx, f.Row.ID)
@@ -133,15 +134,10 @@ func (r *Reconciler) readSync(ctx context.Context, k key) (syncFacts, error) {
 }
 
 // transition moves a live row forward (pending → dispatched → running) and
-// records the pod's uid; it never moves a row backwards (advance).
-func (r *Reconciler) transition(ctx context.Context, id string, pod *cachedPod, to store.State) error {
-	_, _, err := r.transitionRow(ctx, id, pod, to)
-	return err
-}
-
-// transitionRow is transition, returning the row it wrote; changed is false, and
-// the row zero, when the row needed no change.
-func (r *Reconciler) transitionRow(ctx context.Context, id string, pod *cachedPod, to store.State) (row store.WorkPod, changed bool, err error) {
+// records the pod's uid; it never moves a row backwards (advance). It
+// returns the row it wrote; changed is false, and the row zero, when the
+// row needed no change.
+func (r *Reconciler) transition(ctx context.Context, id string, pod *cachedPod, to store.State) (row store.WorkPod, changed bool, err error) {
 	row, err = r.Store.UpdateWorkPod(ctx, id, func(p *store.WorkPod) error {
 		if !advance(p, pod.UID, to) {
 			return errSkip
