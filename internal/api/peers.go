@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"crucible.dev/crucible/internal/capacity"
@@ -26,13 +27,15 @@ var inFlight = []store.State{store.StatePending, store.StateDispatched}
 // controller calls it every second on every replica.
 func (s *Server) CountPlacements(ctx context.Context) error {
 	now := time.Now()
-	rows, err := s.Store.ListWorkPods(ctx, store.Filter{States: inFlight, Placed: true, CreatedSince: now.Add(-capacity.ReserveTTL), WithoutSpec: true})
+	// No state asked: the list reads the index of placed rows
+	// (store.TestPlacedRowsUseTheirIndex), a ReserveTTL's worth of them.
+	rows, err := s.Store.ListWorkPods(ctx, store.Filter{Placed: true, CreatedSince: now.Add(-capacity.ReserveTTL), WithoutSpec: true})
 	if err != nil {
 		return fmt.Errorf("list placements in flight: %w", err)
 	}
 	s.pruneCounted(now)
 	for _, row := range rows {
-		if row.Node != "" || s.isCounted(row.ID) {
+		if !slices.Contains(inFlight, row.State) || row.Node != "" || s.isCounted(row.ID) {
 			continue
 		}
 		if err := s.countPlacement(ctx, row.ID); err != nil {

@@ -243,14 +243,12 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error) {
+// listQuery is the SELECT ListWorkPods runs for f, with its arguments.
+func listQuery(f Filter) (q string, args []any, err error) {
 	if f.Limit < 0 {
-		return nil, fmt.Errorf("list work pods: negative limit %d", f.Limit)
+		return "", nil, fmt.Errorf("negative limit %d", f.Limit)
 	}
-	var (
-		where []string
-		args  []any
-	)
+	var where []string
 	if f.Cluster != "" {
 		where = append(where, "cluster = ?")
 		args = append(args, f.Cluster)
@@ -268,7 +266,7 @@ func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error
 	if !f.CreatedSince.IsZero() {
 		since, err := toNanos(f.CreatedSince)
 		if err != nil {
-			return nil, fmt.Errorf("list work pods: created since: %w", err)
+			return "", nil, fmt.Errorf("created since: %w", err)
 		}
 		where = append(where, "created_at >= ?")
 		args = append(args, since)
@@ -279,7 +277,7 @@ func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error
 	if f.After != nil {
 		after, err := toNanos(f.After.CreatedAt)
 		if err != nil {
-			return nil, fmt.Errorf("list work pods: cursor: %w", err)
+			return "", nil, fmt.Errorf("cursor: %w", err)
 		}
 		where = append(where, "(created_at < ? OR (created_at = ? AND id > ?))")
 		args = append(args, after, after, f.After.ID)
@@ -288,7 +286,7 @@ func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error
 	if f.WithoutSpec {
 		cols = podColumnsWithoutSpec
 	}
-	q := `SELECT ` + cols + ` FROM work_pods`
+	q = `SELECT ` + cols + ` FROM work_pods`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -296,6 +294,14 @@ func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
+	}
+	return q, args, nil
+}
+
+func (s *sqlStore) ListWorkPods(ctx context.Context, f Filter) ([]WorkPod, error) {
+	q, args, err := listQuery(f)
+	if err != nil {
+		return nil, fmt.Errorf("list work pods: %w", err)
 	}
 	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), args...)
 	if err != nil {

@@ -91,7 +91,7 @@ func appliedMigrations(t *testing.T, raw *sql.DB) []migration {
 }
 
 func TestMigrations(t *testing.T) {
-	wantApplied := []migration{{1, "init"}, {2, "artifact_source"}, {3, "submitter"}, {4, "artifact_blobs"}, {5, "idempotency_key"}, {6, "pod_history"}, {7, "artifact_total"}, {8, "spoke_epochs"}, {9, "digest_key"}, {10, "placement"}, {11, "mirror_documents"}}
+	wantApplied := []migration{{1, "init"}, {2, "artifact_source"}, {3, "submitter"}, {4, "artifact_blobs"}, {5, "idempotency_key"}, {6, "pod_history"}, {7, "artifact_total"}, {8, "spoke_epochs"}, {9, "digest_key"}, {10, "placement"}, {11, "mirror_documents"}, {12, "placed_index"}}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Run("reopen is a no-op", func(t *testing.T) {
