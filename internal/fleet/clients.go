@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
@@ -39,6 +40,10 @@ type Client struct {
 	HTTP *http.Client
 	// Kube is the typed clientset.
 	Kube kubernetes.Interface
+	// Metadata lists objects' metadata only, over Kube's connections: for
+	// a read that needs names, labels and times, not whole objects (the
+	// sweep's list of every pod on the cluster).
+	Metadata metadata.Interface
 
 	tokens tokenSource
 
@@ -255,13 +260,18 @@ func newClient(e profile.ClusterEntry, o clientsOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	meta, err := metadata.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build metadata client: %w", err)
+	}
 	return &Client{
-		Entry:  e,
-		Config: cfg,
-		HTTP:   httpClient,
-		Kube:   kube,
-		tokens: tokens,
-		health: Health{Cluster: e.Name},
+		Entry:    e,
+		Config:   cfg,
+		HTTP:     httpClient,
+		Kube:     kube,
+		Metadata: meta,
+		tokens:   tokens,
+		health:   Health{Cluster: e.Name},
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"crucible.dev/crucible/internal/store"
@@ -187,7 +188,8 @@ const (
 type sweepFacts struct {
 	// Cluster is the cluster that was listed.
 	Cluster string
-	Pod     *corev1.Pod
+	// Pod is the listed pod's metadata: the sweep lists no more.
+	Pod *metav1.ObjectMeta
 	// Row is the row named like the pod; nil when the store has none.
 	Row *store.WorkPod
 	// RowUnknown is true when the store could not answer (or was not asked,
@@ -198,7 +200,7 @@ type sweepFacts struct {
 // sweepable reports whether the sweep may consider pod at all: it is
 // instance's (never touch what is not ours, whatever the selector returned)
 // and not going already. The sweep reads a row only for such a pod.
-func sweepable(pod *corev1.Pod, instance string) bool {
+func sweepable(pod *metav1.ObjectMeta, instance string) bool {
 	return pod.Labels[workpod.LabelManagedBy] == workpod.ManagedByValue && pod.Labels[workpod.LabelInstance] == instance &&
 		pod.DeletionTimestamp == nil
 }

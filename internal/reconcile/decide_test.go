@@ -206,7 +206,7 @@ func TestDecideSweep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := sweepFacts{Cluster: "wharf", Pod: tt.pod, Row: tt.row, RowUnknown: tt.rowUnknown}
+			f := sweepFacts{Cluster: "wharf", Pod: &tt.pod.ObjectMeta, Row: tt.row, RowUnknown: tt.rowUnknown}
 			if got := decideSweep(f, "hub-1", grace, now); got != tt.want {
 				t.Errorf("decideSweep = %q, want %q", got, tt.want)
 			}

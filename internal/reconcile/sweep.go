@@ -71,7 +71,7 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 		}
 		verdicts := r.verdicts(ctx, cluster, list.Items)
 		for i := range list.Items {
-			if !r.sweepPod(ctx, cluster, &list.Items[i], verdicts[i]) {
+			if !r.sweepPod(ctx, cluster, &list.Items[i].ObjectMeta, verdicts[i]) {
 				return
 			}
 		}
@@ -82,16 +82,19 @@ func (r *Reconciler) Sweep(ctx context.Context, cluster string) {
 	}
 }
 
-// listPage lists one page of cluster c's pods. An API server that takes
-// connections and never answers (a host gone from the network) would hold an
-// unbounded list for good: the page's list is bounded, retries included.
-func (r *Reconciler) listPage(ctx context.Context, c *fleet.Client, opts metav1.ListOptions) (*corev1.PodList, error) {
+// listPage lists the metadata of one page of cluster c's pods: names,
+// labels, uids and times are all the sweep decides on, and with thousands of
+// pods held, whole pods cost the API server and the controller several
+// times as much to encode and decode each sweep. An API server that takes
+// connections and never answers (a host gone from the network) would hold
+// an unbounded list for good: the page's list is bounded, retries included.
+func (r *Reconciler) listPage(ctx context.Context, c *fleet.Client, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 	lctx, cancel := context.WithTimeout(ctx, sweepListTimeout)
 	defer cancel()
-	var list *corev1.PodList
+	var list *metav1.PartialObjectMetadataList
 	err := retry.Do(lctx, retry.Policy{Initial: r.Retry.Initial, Max: r.Retry.Max, Budget: 5 * time.Second}, "list-pods", func(ctx context.Context) error {
 		var err error
-		list, err = c.Kube.CoreV1().Pods(c.Entry.LoopNamespace).List(ctx, opts)
+		list, err = c.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(c.Entry.LoopNamespace).List(ctx, opts)
 		return err
 	})
 	return list, err
@@ -99,7 +102,7 @@ func (r *Reconciler) listPage(ctx context.Context, c *fleet.Client, opts metav1.
 
 // sweepPod deletes one listed pod if the sweep's verdict says so. It
 // reports whether the sweep may go on: not after a delete that timed out.
-func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.Pod, reason sweepVerdict) bool {
+func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *metav1.ObjectMeta, reason sweepVerdict) bool {
 	if reason == sweepKeep {
 		return true
 	}
@@ -114,7 +117,7 @@ func (r *Reconciler) sweepPod(ctx context.Context, cluster string, pod *corev1.P
 
 // verdicts reads what the sweep needs about a listed page of pods, then
 // decides each (decideSweep).
-func (r *Reconciler) verdicts(ctx context.Context, cluster string, pods []corev1.Pod) []sweepVerdict {
+func (r *Reconciler) verdicts(ctx context.Context, cluster string, pods []metav1.PartialObjectMetadata) []sweepVerdict {
 	facts := r.readSweep(ctx, cluster, pods)
 	out := make([]sweepVerdict, len(facts))
 	now := time.Now()
@@ -128,12 +131,12 @@ func (r *Reconciler) verdicts(ctx context.Context, cluster string, pods []corev1
 // the sweep may consider at all, in one read of the store (a page is 500
 // pods; one read per pod cost the store a query each, every sweep). Rows
 // that cannot be read leave every pod of the page unknown: kept.
-func (r *Reconciler) readSweep(ctx context.Context, cluster string, pods []corev1.Pod) []sweepFacts {
+func (r *Reconciler) readSweep(ctx context.Context, cluster string, pods []metav1.PartialObjectMetadata) []sweepFacts {
 	facts := make([]sweepFacts, len(pods))
 	var names []string
 	for i := range pods {
-		facts[i] = sweepFacts{Cluster: cluster, Pod: &pods[i]}
-		if sweepable(&pods[i], r.Instance) {
+		facts[i] = sweepFacts{Cluster: cluster, Pod: &pods[i].ObjectMeta}
+		if sweepable(&pods[i].ObjectMeta, r.Instance) {
 			names = append(names, pods[i].Name)
 		} else {
 			facts[i].RowUnknown = true // not asked

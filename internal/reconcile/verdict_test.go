@@ -67,12 +67,13 @@ func TestSweepVerdict(t *testing.T) {
 	}{"pod already being deleted", deleting, ""})
 	// Each pod alone, then all of them as one listed page (one read of the
 	// store): the same verdicts.
-	var page []corev1.Pod
+	var page []metav1.PartialObjectMetadata
 	for _, tc := range cases {
-		if got := r.verdicts(t.Context(), "wharf", []corev1.Pod{*tc.pod}); got[0] != tc.want {
+		listed := metav1.PartialObjectMetadata{ObjectMeta: tc.pod.ObjectMeta}
+		if got := r.verdicts(t.Context(), "wharf", []metav1.PartialObjectMetadata{listed}); got[0] != tc.want {
 			t.Errorf("%s: verdict = %q, want %q", tc.name, got[0], tc.want)
 		}
-		page = append(page, *tc.pod)
+		page = append(page, listed)
 	}
 	for i, got := range r.verdicts(t.Context(), "wharf", page) {
 		if got != cases[i].want {
