@@ -61,8 +61,16 @@ func startFloor(b *testing.B, clients map[string]kubernetes.Interface, s *devsta
 		CREATE INDEX pods_state ON pods (state)`); err != nil {
 		b.Fatal(err)
 	}
+	// The informers stop before their factories wait for them, and after
+	// the server (registered later, closed first) has no request left.
 	ctx, stop := context.WithCancel(context.Background())
-	b.Cleanup(stop)
+	var factories []informers.SharedInformerFactory
+	b.Cleanup(func() {
+		stop()
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	})
 	for name, c := range clients {
 		factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(s.Spoke(name).LoopNamespace),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = workpod.LabelInstance + "=" + floorInstance }))
@@ -78,7 +86,7 @@ func startFloor(b *testing.B, clients map[string]kubernetes.Interface, s *devsta
 			b.Fatal(err)
 		}
 		factory.Start(ctx.Done())
-		b.Cleanup(factory.Shutdown)
+		factories = append(factories, factory)
 		if !cache.WaitForCacheSync(b.Context().Done(), pods.HasSynced) {
 			b.Fatalf("floor: the informer of %s did not sync", name)
 		}
