@@ -109,11 +109,12 @@ unit:
 ##        crucible and its baseline measured together in every run); a row is the median run (met reads it)
 ##        beside the min and max. reconcile, multikueue and placement-multikueue (report only) and
 ##        placement-quality (0.98× and 0.96× against 0.9× and 0.83×) run once. At the last full run's wall
-##        times (bench/results.json "runs"): 3 × (344 s for the light ones + dispatch 637, about 940 with the
-##        floor's run of 10,000 added since + fleet 356 + fleet-replicas 81) = 86 min, plus 402 + 310 + 405 s
-##        = 19 min and placement-multikueue (not yet timed, bounded by 15 min) once: 105 to 120 min on 2 cores.
-##        benchreport's -budget (2h30m) starts each only with its whole bound left: fleet-replicas starts
-##        at about 82 min with 3 × 15 = 45 min, placement-multikueue at about 105 with 15.
+##        times (bench/results.json "runs"): 3 × (344 s for the light ones + dispatch 642, its run against
+##        the floor included + fleet 356 + fleet-replicas 81) = 71 min, plus 402 + 310 + 405 s = 19 min and
+##        placement-multikueue (not yet timed, bounded by 15 min) once: 90 to 105 min on 2 cores, where 3 runs
+##        of every one would take 127 min before placement-multikueue's. benchreport's -budget (2h) starts
+##        each only with its whole bound left: fleet-replicas starts at about 67 min with 3 × 15 = 45 min,
+##        placement-multikueue at 90 with 15.
 ##        BENCH=webhook (or a comma-separated list; see `go run ./hack/benchreport -list`) runs only those,
 ##        replacing their rows; BENCH_NOTE is a line for the report's header (say, how loaded the machine was)
 BENCH      ?=
