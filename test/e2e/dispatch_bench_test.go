@@ -54,10 +54,9 @@ func BenchmarkDispatch10000(b *testing.B) { benchDispatch(b, 10_000, true, basel
 // (startFloor) instead of the raw loop: the least any service with
 // crucible's contract must do for a submit, made of the libraries crucible
 // uses. The raw loop records nothing and watches nothing, and on this
-// machine's two cores every CPU second the recording and the watching cost
-// (the controller's, and the spokes' API servers' serving its watch) is
+// machine's two cores every CPU second that recording and watching cost is
 // taken from the spokes; the ratio to the floor is what crucible's own code
-// costs beyond that.
+// costs beyond them.
 func BenchmarkDispatch10000Floor(b *testing.B) { benchDispatch(b, 10_000, true, baselineFloor) }
 
 // baselineKind is what the dispatch benchmark compares crucible with.
