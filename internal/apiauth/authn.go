@@ -162,7 +162,8 @@ func (b *Bearer) reviewBudgeted(ctx context.Context, source, key, token string) 
 // review asks the hub about token once for all concurrent callers of key
 // and caches the answer.
 func (b *Bearer) review(ctx context.Context, key, token string) (tokenAnswer, error) {
-	return coalesce(ctx, &b.flight, key, func(ctx context.Context) (tokenAnswer, error) {
+	cached := func() (tokenAnswer, bool) { return b.cache.Get(key, b.now()) }
+	return coalesce(ctx, &b.flight, key, cached, func(ctx context.Context) (tokenAnswer, error) {
 		st, err := b.reviewer.ReviewToken(ctx, token)
 		if err != nil {
 			metrics.APIAuthReviews.WithLabelValues(reviewToken, "error").Inc()
@@ -196,9 +197,18 @@ func (b *Bearer) failed(source string, err error) error {
 // goroutine for the review, and the callers still waiting get the answer.
 // fn runs on a context of its own, detached from whichever caller started
 // it, so that caller's leaving cancels nobody else's review.
-func coalesce[T any](ctx context.Context, g *singleflight.Group, key string, fn func(context.Context) (T, error)) (T, error) {
+//
+// A flight first asks cached again: a caller that missed the cache just
+// before the previous flight of key stored its answer and ended starts a
+// new flight, which finds that answer instead of reviewing it a second time.
+func coalesce[T any](ctx context.Context, g *singleflight.Group, key string, cached func() (T, bool), fn func(context.Context) (T, error)) (T, error) {
 	detached := context.WithoutCancel(ctx)
-	ch := g.DoChan(key, func() (any, error) { return fn(detached) })
+	ch := g.DoChan(key, func() (any, error) {
+		if v, ok := cached(); ok {
+			return v, nil
+		}
+		return fn(detached)
+	})
 	select {
 	case <-ctx.Done():
 		var zero T

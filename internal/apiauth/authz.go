@@ -81,7 +81,8 @@ func (s *SubjectAccess) Authorize(ctx context.Context, id Identity, a Attributes
 		metrics.APIAuthCacheHits.WithLabelValues(reviewAccess, outcome(ans.allowed)).Inc()
 	} else {
 		var err error
-		ans, err = coalesce(ctx, &s.flight, key, func(ctx context.Context) (accessAnswer, error) {
+		cached := func() (accessAnswer, bool) { return s.cache.Get(key, s.now()) }
+		ans, err = coalesce(ctx, &s.flight, key, cached, func(ctx context.Context) (accessAnswer, error) {
 			st, err := s.reviewer.ReviewAccess(ctx, spec)
 			if err != nil {
 				metrics.APIAuthReviews.WithLabelValues(reviewAccess, "error").Inc()
