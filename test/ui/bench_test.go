@@ -62,8 +62,12 @@ func benchServer(b *testing.B) (url, logPod string) {
 	if _, err := st.UpdateWorkPod(b.Context(), logPod, func(p *store.WorkPod) error { p.LogCollected = true; return nil }); err != nil {
 		b.Fatal(err)
 	}
+	// Every default, as a profile file would have them: a zero [live] or
+	// [events] cap refuses every stream.
+	prof := profile.Default()
+	prof.DefaultCluster, prof.Clusters = "wharf", []profile.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}
 	s := api.New(api.Options{
-		Profile: profile.NewCurrent(&profile.Profile{DefaultCluster: "wharf", Clusters: []profile.ClusterEntry{{Name: "wharf"}, {Name: "dock"}}}),
+		Profile: profile.NewCurrent(&prof),
 		Store:   st, Artifacts: arts, Log: slog.New(slog.DiscardHandler), MaxRequestBytes: 1 << 20,
 		AllowedHosts: profile.DefaultAPIAllowedHosts(), PageSize: profile.DefaultAPIPageSize,
 	})
