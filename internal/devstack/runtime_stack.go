@@ -13,7 +13,8 @@ import (
 )
 
 // startRuntime starts the dev runtime for every spoke: in this process, or
-// for a detached stack as `crucible dev runtime`, a process of the stack.
+// for a detached stack (or with RuntimeProcess) as `crucible dev runtime`, a
+// process of the stack.
 func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 	cfg := RuntimeConfig{
 		Dir:      s.Dir,
@@ -27,7 +28,7 @@ func (s *Stack) startRuntime(ctx context.Context, ports []int) error {
 	for i, c := range s.servers() {
 		cfg.Spokes = append(cfg.Spokes, RuntimeSpoke{Name: c.Name, Kubeconfig: c.KubeconfigFile, Nodes: nodeNames(c.Nodes), Port: ports[i]})
 	}
-	if !s.opts.Detached {
+	if !s.opts.Detached && !s.opts.RuntimeProcess {
 		h, err := startRuntime(ctx, cfg, s.opts.Progress)
 		if err != nil {
 			return err
@@ -165,7 +166,7 @@ func probeNamespaces(flags uintptr) error {
 }
 
 // errRuntimeDetached: the runtime runs in another process.
-var errRuntimeDetached = errors.New("the dev runtime runs detached, in another process")
+var errRuntimeDetached = errors.New("the dev runtime runs in another process")
 
 // PodLogRequests is how many pods/log requests for pod namespace/name the
 // spoke's API server made to the dev runtime (the kubelet) so far: one per

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -108,6 +109,21 @@ func TestIsSpokeProcess(t *testing.T) {
 	} {
 		if got := isSpokeProcess(name); got != want {
 			t.Errorf("isSpokeProcess(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// A stack whose dev runtime is a process of its own needs a binary to run
+// it, as a detached one does; given one, the option is valid.
+func TestRuntimeProcessNeedsABinary(t *testing.T) {
+	for _, o := range []Options{{RuntimeProcess: true}, {Detached: true}} {
+		o.setDefaults()
+		if err := o.validate(); err == nil || !strings.Contains(err.Error(), "runtimeBinary:") {
+			t.Errorf("%+v: %v, want runtimeBinary refused", o, err)
+		}
+		o.Crucible = "/bin/crucible"
+		if err := o.validate(); err != nil && strings.Contains(err.Error(), "runtimeBinary:") {
+			t.Errorf("with a binary: %v", err)
 		}
 	}
 }

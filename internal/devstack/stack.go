@@ -50,6 +50,11 @@ type Options struct {
 	Tools Tools
 	// Detached processes outlive this process; `crucible dev down` stops them.
 	Detached bool
+	// RuntimeProcess runs the dev runtime as a process of the stack, as a
+	// detached stack does, while the stack stays attached (it ends with
+	// this process): a benchmark whose load generator runs in this process
+	// keeps the runtime's work for the pods off the generator's goroutines.
+	RuntimeProcess bool
 	// Progress receives one line per step; nil discards them.
 	Progress func(format string, args ...any)
 	// ExtraAPIServerArgs are appended to every kube-apiserver's flags.
@@ -317,8 +322,8 @@ func (o *Options) validate() error {
 		errs = append(errs, validateNodes(fmt.Sprintf("spokes[%d]", i), s.Nodes)...)
 	}
 	errs = append(errs, validateGuests(o)...)
-	if o.Detached && o.RuntimeBinary == "" && o.Crucible == "" {
-		errs = append(errs, errors.New("runtimeBinary: a detached stack needs a crucible binary to run its dev runtime"))
+	if (o.Detached || o.RuntimeProcess) && o.RuntimeBinary == "" && o.Crucible == "" {
+		errs = append(errs, errors.New("runtimeBinary: a detached stack, or one whose runtime is a process of its own, needs a crucible binary to run its dev runtime"))
 	}
 	return errors.Join(errs...)
 }

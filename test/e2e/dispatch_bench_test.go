@@ -37,10 +37,12 @@ import (
 // controller's API and compares the rate with a raw client-go loop creating
 // the same objects (Pod, ConfigMap, Secret) on the same spoke API servers
 // with the same federated identities and no client-side rate limit, in the
-// same run. The raw loop's pods are left to finish before crucible's run
-// starts, so neither side shares the machine with the dev runtime running
-// the other's pods. Reported: both rates and their ratio, the time until
-// every row is terminal, and the controller's RSS.
+// same run. The two take turns (turnOrder), a quarter of their pods at a
+// time, and a turn's pods finish before the next turn starts: no side
+// shares the machine with the dev runtime running the other's pods, and
+// neither always runs on a fresh stack while the other runs beside the
+// first one's finished pods. Reported: both rates and their ratio, the time
+// until every row is terminal, and the controller's RSS.
 func BenchmarkDispatch1000(b *testing.B) { benchDispatch(b, 1_000, false, false) }
 
 // BenchmarkDispatch10000 is the same with 10,000 turns, held unscheduled (a
@@ -107,7 +109,11 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 		}
 		stackSpokes = append(stackSpokes, devstack.SpokeOptions{Name: added, Unlisted: true})
 	}
-	opts := devstack.Options{Crucible: devstacktest.CrucibleBinary(b), Spokes: stackSpokes, SpokesPerServer: row.perServer}
+	// Run to the end, the pods run in the dev runtime: as a process of its
+	// own, so that its work does not take the raw loop's goroutines' turn
+	// in this process (it would slow the raw loop's creates, never the
+	// controller's).
+	opts := devstack.Options{Crucible: devstacktest.CrucibleBinary(b), Spokes: stackSpokes, SpokesPerServer: row.perServer, RuntimeProcess: !hold}
 	pods := profile.Pods{IngestTokenExpiration: profile.Duration{Duration: time.Hour}}
 	if hold {
 		// Held pods never finish, so the sweep has nothing to clean up:
@@ -186,6 +192,9 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 		{name: "crucible", set: submitTurns(s.Federation.ControllerInternalURL, spokes, req)},
 	}
 	rawSide, crucibleSide := sides[0], sides[1]
+	if floor && !hold {
+		b.Fatal("the floor takes turns with held pods only")
+	}
 	if floor {
 		sides = append(sides, &side{name: "floor", set: submitTurns(startFloor(b, raw, s, createSet), spokes, req)})
 	}
@@ -202,33 +211,44 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 		var allTerminal time.Duration
 		ctlPID := s.Processes()["crucible-controller"]
 		cpuBefore := cpuSeconds(b, ctlPID)
-		if hold {
-			// The sides take turns, a k²-th of each side's pods at a
-			// time, in turnOrder's order; each turn's CPU, by process
-			// group, is charged to its side.
-			order := turnOrder(len(sides))
-			perSide := len(order) / len(sides)
-			turns := make([]int, len(sides)) // each side's turns so far
-			for t, i := range order {
-				sd := sides[i]
-				from, to := turns[i]*n/perSide, (turns[i]+1)*n/perSide
-				b.Logf("turn %d of %d: %s, pods %d to %d", t+1, len(order), sd.name, from, to)
-				before := stackCPU(b, s, spokes)
-				sd.run(ctx, b, workers, from, to)
-				for group, cpu := range stackCPU(b, s, spokes) {
-					sd.cpu[group] += cpu - before[group]
-				}
-				turns[i]++
-			}
-		} else {
-			rawSide.run(ctx, b, workers, 0, n)
-			for _, name := range spokes {
-				awaitPhase(b, s.Spoke(name), "baseline", n/2, corev1.PodSucceeded)
-			}
+		// The sides take turns, a k²-th of each side's pods at a time, in
+		// turnOrder's order; each turn's CPU, by process group, is charged
+		// to its side. Pods run to the end finish before the next turn
+		// starts, so that no side shares the machine with the dev runtime
+		// running another's pods, and the spokes hold every side's
+		// finished pods alike.
+		order := turnOrder(len(sides))
+		perSide := len(order) / len(sides)
+		turns := make([]int, len(sides)) // each side's turns so far
+		for t, i := range order {
+			sd := sides[i]
+			from, to := turns[i]*n/perSide, (turns[i]+1)*n/perSide
+			before := stackCPU(b, s, spokes)
 			start := time.Now()
-			crucibleSide.run(ctx, b, workers, 0, n)
-			awaitNoLiveRows(b, s.Federation.ControllerInternalURL)
-			allTerminal = time.Since(start)
+			took := sd.run(ctx, b, workers, from, to)
+			b.Logf("turn %d of %d: %s, pods %d to %d, %.1f sets/s", t+1, len(order), sd.name, from, to, float64(to-from)/took.Seconds())
+			switch {
+			case hold:
+			case sd == rawSide:
+				for _, name := range spokes {
+					awaitPhase(b, s.Spoke(name), "baseline", to/len(spokes), corev1.PodSucceeded)
+				}
+			default:
+				awaitNoLiveRows(b, s.Federation.ControllerInternalURL)
+				allTerminal += time.Since(start)
+				// The sweep deletes crucible's finished pods, and the
+				// spokes' garbage collector their ConfigMaps and
+				// Secrets: that is crucible's turn's work, not to fall
+				// into the raw loop's next turn (whose pods nobody
+				// deletes, as before).
+				for _, name := range spokes {
+					awaitInstanceGone(b, s.Spoke(name), devstack.Instance)
+				}
+			}
+			for group, cpu := range stackCPU(b, s, spokes) {
+				sd.cpu[group] += cpu - before[group]
+			}
+			turns[i]++
 		}
 		rawRate, crucibleRate := rawSide.rate(n), crucibleSide.rate(n)
 		// The controller's CPU per pod over the whole run, every side's
@@ -241,27 +261,29 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 		b.ReportMetric(crucibleRate/rawRate, "ratio")
 		b.ReportMetric(rss, "controller-rss-MiB")
 		extra := map[string]float64{"controller_rss_mib": rss, "controller_cpu_ms_per_pod": cpuPerPod}
-		if hold {
-			for _, sd := range sides {
-				machine := sd.logCPU(b, n)
-				key := strings.ReplaceAll(sd.name, " ", "_")
-				extra[key+"_turns_machine_cpu_ms_per_pod"] = machine
-				extra[key+"_turns_controller_cpu_ms_per_pod"] = sd.cpu["crucible-controller"] / float64(n) * 1000
-			}
+		for _, sd := range sides {
+			machine := sd.logCPU(b, n)
+			key := strings.ReplaceAll(sd.name, " ", "_")
+			extra[key+"_turns_machine_cpu_ms_per_pod"] = machine
+			extra[key+"_turns_controller_cpu_ms_per_pod"] = sd.cpu["crucible-controller"] / float64(n) * 1000
 		}
 		method := fmt.Sprintf("%d POST /api/pods from %d workers to the controller, alternating the 2 spokes, vs a raw client-go loop from %d workers creating the same Pod, ConfigMap and Secret on the same spokes "+
 			"with the same federated identities and no client rate limit; ", n, workers, workers)
+		if len(sides) == 3 {
+			method = strings.Replace(method, "; ", fmt.Sprintf(", and vs the same POSTs from %d workers to the floor (%s); ", workers, floorDoes), 1)
+		}
 		if hold {
-			if len(sides) == 3 {
-				method = strings.Replace(method, "; ", fmt.Sprintf(", and vs the same POSTs from %d workers to the floor (%s); ", workers, floorDoes), 1)
-			}
-			method += fmt.Sprintf("pods held unscheduled on every side (a node selector no node matches), the %d sides taking %d turns of %d pods each in the order of the Prouhet–Thue–Morse sequence "+
-				"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to the second degree), every side's clients speaking protobuf, "+
-				"the controller's sweep at its default interval; the CPU of every process of the stack and the benchmark's own, read from /proc around each turn, charged to its side",
-				len(sides), len(turnOrder(len(sides))), n/(len(turnOrder(len(sides)))/len(sides)), len(sides), len(sides))
+			method += "pods held unscheduled on every side (a node selector no node matches), "
 		} else {
-			method += "pods run by the dev runtime; crucible's run starts once the raw loop's pods have finished; time until every row is terminal"
+			method += "pods run by the dev runtime, each turn's pods finished (raw pods succeeded; crucible's rows terminal and its pods, ConfigMaps and Secrets deleted by its sweep and the spokes' garbage collector) before the next turn starts; time until every row is terminal summed over crucible's turns, "
 			extra["s_until_terminal"] = allTerminal.Seconds()
+		}
+		method += fmt.Sprintf("the %d sides taking %d turns of %d pods each in the order of the Prouhet–Thue–Morse sequence "+
+			"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to the second degree), every side's clients speaking protobuf, "+
+			"the controller's sweep at its default interval; the CPU of every process of the stack and the benchmark's own, read from /proc around each turn, charged to its side",
+			len(sides), len(order), n/perSide, len(sides), len(sides))
+		if !hold {
+			method = strings.Replace(method, "the controller's sweep at its default interval", "the controller's sweep every 5 s (the dev stack's)", 1)
 		}
 		if fleetRow {
 			perSpoke := cost.rssPerSpoke()
@@ -347,14 +369,15 @@ type side struct {
 	cpu  map[string]float64 // CPU seconds of its turns by process group (stackCPU)
 }
 
-// run creates sets [from, to) from workers goroutines and adds the wall
-// time to sd.took.
-func (sd *side) run(ctx context.Context, b *testing.B, workers, from, to int) {
+// run creates sets [from, to) from workers goroutines and returns the
+// wall time, which it adds to sd.took.
+func (sd *side) run(ctx context.Context, b *testing.B, workers, from, to int) time.Duration {
 	d, err := createLoop(ctx, workers, from, to, sd.set)
 	if err != nil {
 		b.Fatalf("%s: %v", sd.name, err)
 	}
 	sd.took += d
+	return d
 }
 
 // rate is n sets over sd's time.
@@ -448,6 +471,34 @@ func createLoop(ctx context.Context, workers, from, to int, set func(context.Con
 	}
 	wg.Wait()
 	return time.Since(start), first
+}
+
+// awaitInstanceGone waits until spoke holds no pod, ConfigMap or Secret of
+// instance in its loop namespace.
+func awaitInstanceGone(b *testing.B, spoke *devstack.Cluster, instance string) {
+	b.Helper()
+	opts := metav1.ListOptions{LabelSelector: workpod.LabelInstance + "=" + instance, Limit: 1}
+	core := spoke.Client.CoreV1()
+	var left string
+	err := wait.PollUntilContextTimeout(b.Context(), time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := core.Pods(spoke.LoopNamespace).List(ctx, opts)
+		if err != nil {
+			return false, nil
+		}
+		cms, err := core.ConfigMaps(spoke.LoopNamespace).List(ctx, opts)
+		if err != nil {
+			return false, nil
+		}
+		secrets, err := core.Secrets(spoke.LoopNamespace).List(ctx, opts)
+		if err != nil {
+			return false, nil
+		}
+		left = fmt.Sprintf("%d pods, %d ConfigMaps, %d Secrets (of the first page)", len(pods.Items), len(cms.Items), len(secrets.Items))
+		return len(pods.Items)+len(cms.Items)+len(secrets.Items) == 0, nil
+	})
+	if err != nil {
+		b.Fatalf("%s: %s of %s left: %v", spoke.Name, left, instance, err)
+	}
 }
 
 // awaitPhase waits until want pods of instance on spoke are in phase.
