@@ -108,12 +108,12 @@ unit:
 ##        in the same run in bench/results.md and bench/results.json. Each runs 3 times (go test -count 3,
 ##        crucible and its baseline measured together in every run); a row is the median run (met reads it)
 ##        beside the min and max. fleet-100, reconcile, multikueue and placement-multikueue (report only)
-##        and placement-quality run once. At the full run of 2026-12-06 (bench/results.json "runs"):
-##        3 × (296 s for the light ones + dispatch 618, its run against the floor included + fleet 331 +
-##        fleet-replicas 87) = 67 min, plus fleet-100 253 s, reconcile 302, multikueue 283,
-##        placement-quality 376 and placement-multikueue 523 once = 29 min: 100 min on 2 cores with the
-##        builds. benchreport's -budget (2h) starts each only with its whole bound left: fleet-replicas
-##        starts at about 58 min with 3 × 15 = 45 min, placement-multikueue at about 87 with 15.
+##        and placement-quality run once. At the full run of 2026-12-06 (bench/results.json "runs"; dispatch
+##        from its rerun, its held run now three sides, the floor's included): 3 × (296 s for the light ones
+##        + dispatch 536 + fleet 331 + fleet-replicas 87) = 63 min, plus fleet-100 253 s, reconcile 302,
+##        multikueue 283, placement-quality 376 and placement-multikueue 523 once = 29 min: about 95 min on
+##        2 cores with the builds. benchreport's -budget (2h) starts each only with its whole bound left:
+##        fleet-replicas starts at about 62 min with 3 × 15 = 45 min, placement-multikueue at about 83 with 15.
 ##        BENCH=webhook (or a comma-separated list; see `go run ./hack/benchreport -list`) runs only those,
 ##        replacing their rows; BENCH_NOTE is a line for the report's header (say, how loaded the machine was)
 BENCH      ?=
