@@ -402,11 +402,11 @@ func (sd *side) logCPU(b *testing.B, n int) float64 {
 	return perPod(machine)
 }
 
-// turnOrder is the order in which k sides take turns with held pods: k³
-// turns, turn t going to the side the sum of t's base-k digits names mod k
-// (the Prouhet–Thue–Morse sequence; for two sides ABBA BAAB). Every pod
-// held makes the next create dearer on the spokes (their API servers, etcd,
-// schedulers), and not at a steady rate: alternating halves cancels only a
+// turnOrder is the order in which k sides take turns: k³ turns, turn t
+// going to the side the sum of t's base-k digits names mod k (the
+// Prouhet–Thue–Morse sequence; for two sides ABBA BAAB). Every pod held (or
+// left finished) makes the next create dearer on the spokes (their API
+// servers, etcd, schedulers), and not at a steady rate: alternating halves cancels only a
 // drift linear in the pods held, and a curved one fell on one side (the
 // spokes' CPU a pod rose 5.2, 6.2, 8.3, 8.3 ms over the quarters of one
 // run). Prouhet's partition gives every side the same sums of turn numbers
