@@ -209,8 +209,6 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 			sd.took, sd.cpu = 0, map[string]float64{}
 		}
 		var allTerminal time.Duration
-		ctlPID := s.Processes()["crucible-controller"]
-		cpuBefore := cpuSeconds(b, ctlPID)
 		// The sides take turns, a k²-th of each side's pods at a time, in
 		// turnOrder's order; each turn's CPU, by process group, is charged
 		// to its side. Pods run to the end finish before the next turn
@@ -251,11 +249,15 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 			turns[i]++
 		}
 		rawRate, crucibleRate := rawSide.rate(n), crucibleSide.rate(n)
-		// The controller's CPU per pod over the whole run, every side's
-		// turns: what crucible spends besides the spokes' work (API,
-		// store, dispatch, and watching what it and the others created).
-		cpuPerPod := (cpuSeconds(b, ctlPID) - cpuBefore) / float64(n) * 1000
-		rss := rssMiB(b, ctlPID)
+		// The controller's CPU per pod over every side's turns: what
+		// crucible spends besides the spokes' work (API, store, dispatch,
+		// and watching what it and the others created).
+		var ctlCPU float64
+		for _, sd := range sides {
+			ctlCPU += sd.cpu["crucible-controller"]
+		}
+		cpuPerPod := ctlCPU / float64(n) * 1000
+		rss := rssMiB(b, s.Processes()["crucible-controller"])
 		b.Logf("raw loop %.0f sets/s, crucible %.0f pods/s (ratio %.2f), all terminal after %s, controller RSS %.0f MiB, controller CPU %.2f ms/pod",
 			rawRate, crucibleRate, crucibleRate/rawRate, allTerminal.Round(time.Second), rss, cpuPerPod)
 		b.ReportMetric(crucibleRate/rawRate, "ratio")
@@ -267,24 +269,24 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 			extra[key+"_turns_machine_cpu_ms_per_pod"] = machine
 			extra[key+"_turns_controller_cpu_ms_per_pod"] = sd.cpu["crucible-controller"] / float64(n) * 1000
 		}
-		method := fmt.Sprintf("%d POST /api/pods from %d workers to the controller, alternating the 2 spokes, vs a raw client-go loop from %d workers creating the same Pod, ConfigMap and Secret on the same spokes "+
-			"with the same federated identities and no client rate limit; ", n, workers, workers)
+		vs := fmt.Sprintf("a raw client-go loop from %d workers creating the same Pod, ConfigMap and Secret on the same spokes "+
+			"with the same federated identities and no client rate limit", workers)
 		if len(sides) == 3 {
-			method = strings.Replace(method, "; ", fmt.Sprintf(", and vs the same POSTs from %d workers to the floor (%s); ", workers, floorDoes), 1)
+			vs += fmt.Sprintf(", and vs the same POSTs from %d workers to the floor (%s)", workers, floorDoes)
 		}
+		method := fmt.Sprintf("%d POST /api/pods from %d workers to the controller, alternating the 2 spokes, vs %s; ", n, workers, vs)
+		sweep := "at its default interval"
 		if hold {
 			method += "pods held unscheduled on every side (a node selector no node matches), "
 		} else {
 			method += "pods run by the dev runtime, each turn's pods finished (raw pods succeeded; crucible's rows terminal and its pods, ConfigMaps and Secrets deleted by its sweep and the spokes' garbage collector) before the next turn starts; time until every row is terminal summed over crucible's turns, "
 			extra["s_until_terminal"] = allTerminal.Seconds()
+			sweep = "every 5 s (the dev stack's)"
 		}
 		method += fmt.Sprintf("the %d sides taking %d turns of %d pods each in the order of the Prouhet–Thue–Morse sequence "+
 			"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to the second degree), every side's clients speaking protobuf, "+
-			"the controller's sweep at its default interval; the CPU of every process of the stack and the benchmark's own, read from /proc around each turn, charged to its side",
-			len(sides), len(order), n/perSide, len(sides), len(sides))
-		if !hold {
-			method = strings.Replace(method, "the controller's sweep at its default interval", "the controller's sweep every 5 s (the dev stack's)", 1)
-		}
+			"the controller's sweep %s; the CPU of every process of the stack and the benchmark's own, read from /proc around each turn, charged to its side",
+			len(sides), len(order), n/perSide, len(sides), len(sides), sweep)
 		if fleetRow {
 			perSpoke := cost.rssPerSpoke()
 			addTime := addSpokes(b, s, added)
