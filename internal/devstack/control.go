@@ -3,6 +3,8 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"syscall"
@@ -195,8 +197,9 @@ const settleTimeout = 3 * time.Minute
 // server was restarted. /readyz alone does not say so: a restarted
 // kube-apiserver may still refuse the controller's identity for a moment
 // (its RBAC cache has not synced; crucible answers its callers 503 then),
-// and the spoke's node agents lost their watches (restartStaleAgents).
-// Tests sharing a stack call it after restarting a spoke, so the next test
+// the spoke's node agents lost their watches (restartStaleAgents), and the
+// drop-box answers the spoke's pods 503 until it has fetched the spoke's
+// keys again (dropBoxVerifies). Tests sharing a stack call it after restarting a spoke, so the next test
 // finds the spoke as it would at any other time. Every node of the spoke
 // runs a probe pod.
 func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
@@ -207,6 +210,9 @@ func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 	}
 	if s.Federation != nil {
 		if err := s.controllerServed(ctx, c); err != nil {
+			return err
+		}
+		if err := s.dropBoxVerifies(ctx, c); err != nil {
 			return err
 		}
 	}
@@ -329,6 +335,59 @@ func nodeSummary(ctx context.Context, c *Cluster, name string) string {
 	return fmt.Sprintf("node %s created %s, resourceVersion %s, addresses %v, kubelet port %d, conditions [%s], taints %v",
 		n.Name, n.CreationTimestamp.UTC().Format(time.TimeOnly), n.ResourceVersion, n.Status.Addresses,
 		n.Status.DaemonEndpoints.KubeletEndpoint.Port, strings.Join(conds, "; "), taints)
+}
+
+// settleSource is the client address (X-Forwarded-For, the stack trusts
+// loopback as a proxy) of dropBoxVerifies' probes, so the 503s they may be
+// answered are charged to no address a test uses (RFC 5737 TEST-NET-3).
+const settleSource = "203.0.113.254"
+
+// dropBoxVerifies waits until the drop-box verifies spoke c's tokens again.
+// A fetch of c's signing keys that failed during the outage leaves every
+// token no loaded key verifies answered 503 until the next fetch, at most
+// once per MinRefresh: the spoke might have signed it (fail closed). The
+// probe is a token of c's turn service account bound to no pod, sent for a
+// pod id no row has: 503 while c's keys cannot decide, then 403 (bound to
+// another pod) before any store read or TokenReview.
+func (s *Stack) dropBoxVerifies(ctx context.Context, c *Cluster) error {
+	ns := c.LoopNamespace
+	if ns == "" {
+		ns = SpokeNamespace
+	}
+	token, err := c.TokenRequest(ctx, ns, SpokeServiceAccount, []string{IngestAudience}, 600, nil)
+	if err != nil {
+		return fmt.Errorf("settle %s: a token for the drop-box probe: %w", c.Name, err)
+	}
+	client := s.httpClient()
+	defer client.CloseIdleConnections()
+	var last string
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Federation.ControllerExternalURL+"/api/pods/crucible-settle-probe/artifacts/probe", nil)
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("X-Forwarded-For", settleSource)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		switch resp.StatusCode {
+		case http.StatusForbidden:
+			return true, nil
+		case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+			return false, nil
+		}
+		return false, fmt.Errorf("settle %s: the drop-box answered its probe %s, want 403", c.Name, last)
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("settle %s: the drop-box still cannot verify its tokens (last answer: %s): %w", c.Name, last, err)
+	}
+	return err
 }
 
 // controllerServed waits until spoke c lets the controller's identity list

@@ -98,7 +98,10 @@ func (h *Handler) trusted(a netip.Addr) bool {
 // one refused (401 or 403: a replayed or misused pod token) to a bucket of
 // its own, so neither flood empties the other's. Only refusals spend them:
 // a pod behind the same address as a flood is accepted all the same, and a
-// spoke or store that cannot answer (503) is no fault of the source.
+// spoke or store that cannot answer a signed token (503) is no fault of the
+// source. A token no loaded key verifies is charged even when answered 503
+// (a spoke's keys could not be fetched: it might be that spoke's), since
+// anyone can send one: a flood of them during a key outage is bounded too.
 func (h *Handler) chargeSource(r *http.Request, signed bool, err error) error {
 	limiters := h.limiters
 	if signed {
