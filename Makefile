@@ -107,13 +107,14 @@ unit:
 ## bench: every benchmark, each bounded in time and count, reported as ratios against baselines measured
 ##        in the same run in bench/results.md and bench/results.json. Each runs 3 times (go test -count 3,
 ##        crucible and its baseline measured together in every run); a row is the median run (met reads it)
-##        beside the min and max. fleet-100, reconcile, multikueue and placement-multikueue (report only)
+##        beside the min and max. reconcile, multikueue and placement-multikueue (report only)
 ##        and placement-quality run once. At the full run of 2026-12-06 (bench/results.json "runs"; dispatch
 ##        from its rerun, its held run now three sides, the floor's included): 3 × (296 s for the light ones
-##        + dispatch 536 + fleet 331 + fleet-replicas 87) = 63 min, plus fleet-100 253 s, reconcile 302,
-##        multikueue 283, placement-quality 376 and placement-multikueue 523 once = 29 min: about 95 min on
-##        2 cores with the builds. benchreport's -budget (2h) starts each only with its whole bound left:
-##        fleet-replicas starts at about 62 min with 3 × 15 = 45 min, placement-multikueue at about 83 with 15.
+##        + dispatch 745 (its 1,000-pod row with the floor, 2026-12-06 12:00) + fleet 331 + fleet-replicas 87
+##        + fleet-100 253) = 86 min, plus reconcile 302, multikueue 283, placement-quality 376 and
+##        placement-multikueue 523 once = 25 min: about 115 min on 2 cores with the builds (not yet run whole
+##        since fleet-100 runs 3 times). benchreport's -budget (2h30) starts each only with its whole bound
+##        left: fleet-replicas starts at about 80 min with 3 × 15 = 45 min, placement-multikueue at about 105 with 15.
 ##        BENCH=webhook (or a comma-separated list; see `go run ./hack/benchreport -list`) runs only those,
 ##        replacing their rows; BENCH_NOTE is a line for the report's header (say, how loaded the machine was)
 BENCH      ?=
