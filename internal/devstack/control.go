@@ -199,9 +199,9 @@ const settleTimeout = 3 * time.Minute
 // (its RBAC cache has not synced; crucible answers its callers 503 then),
 // the spoke's node agents lost their watches (restartStaleAgents), and the
 // drop-box answers the spoke's pods 503 until it has fetched the spoke's
-// keys again (dropBoxVerifies). Tests sharing a stack call it after restarting a spoke, so the next test
-// finds the spoke as it would at any other time. Every node of the spoke
-// runs a probe pod.
+// keys again (dropBoxVerifies). Tests sharing a stack call it after
+// restarting a spoke, so the next test finds the spoke as it would at any
+// other time. Every node of the spoke runs a probe pod.
 func (s *Stack) SettleSpoke(ctx context.Context, c *Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
