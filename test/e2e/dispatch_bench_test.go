@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -220,7 +221,7 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 		// starts, so that no side shares the machine with the dev runtime
 		// running another's pods, and the spokes hold every side's
 		// finished pods alike.
-		order := turnOrder(len(sides))
+		order, m := turnOrder(len(sides))
 		perSide := len(order) / len(sides)
 		turns := make([]int, len(sides)) // each side's turns so far
 		for t, i := range order {
@@ -229,7 +230,6 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 			before := stackCPU(b, s, spokes)
 			start := time.Now()
 			took := sd.run(ctx, b, workers, from, to)
-			b.Logf("turn %d of %d: %s, pods %d to %d, %.1f sets/s", t+1, len(order), sd.name, from, to, float64(to-from)/took.Seconds())
 			switch {
 			case hold:
 			case sd == rawSide:
@@ -250,9 +250,13 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 					awaitInstanceGone(b, s.Spoke(name), devstack.Instance)
 				}
 			}
+			turn := map[string]float64{}
 			for group, cpu := range stackCPU(b, s, spokes) {
-				sd.cpu[group] += cpu - before[group]
+				turn[group] = cpu - before[group]
+				sd.cpu[group] += turn[group]
 			}
+			b.Logf("turn %d of %d: %s, pods %d to %d, %.1f sets/s, %s", t+1, len(order), sd.name, from, to,
+				float64(to-from)/took.Seconds(), cpuLine(turn, to-from, 4))
 			turns[i]++
 		}
 		rawRate, crucibleRate := rawSide.rate(n), crucibleSide.rate(n)
@@ -295,9 +299,9 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 			sweep = "every 5 s (the dev stack's)"
 		}
 		method += fmt.Sprintf("the %d sides taking %d turns of %d pods each in the order of the Prouhet–Thue–Morse sequence "+
-			"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to the second degree), every side's clients speaking protobuf, "+
+			"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to the %s degree), every side's clients speaking protobuf, "+
 			"the controller's sweep %s; the CPU of every process of the stack and the benchmark's own, read from /proc around each turn, charged to its side",
-			len(sides), len(order), n/perSide, len(sides), len(sides), sweep)
+			len(sides), len(order), n/perSide, len(sides), len(sides), ordinal(m-1), sweep)
 		if fleetRow {
 			perSpoke := cost.rssPerSpoke()
 			addTime := addSpokes(b, s, added)
@@ -404,33 +408,56 @@ func (sd *side) rate(n int) float64 { return float64(n) / sd.took.Seconds() }
 // logCPU logs sd's CPU a pod by process group and returns the machine's,
 // in ms a pod over n pods.
 func (sd *side) logCPU(b *testing.B, n int) float64 {
+	b.Logf("%s's turns, %s", sd.name, cpuLine(sd.cpu, n, 0))
 	var machine float64
-	groups := make([]string, 0, len(sd.cpu))
-	for group, cpu := range sd.cpu {
+	for _, cpu := range sd.cpu {
 		machine += cpu
-		groups = append(groups, group)
 	}
-	slices.Sort(groups)
-	perPod := func(seconds float64) float64 { return seconds / float64(n) * 1000 }
-	line := fmt.Sprintf("%s's turns, CPU a pod: machine %.2f ms", sd.name, perPod(machine))
-	for _, group := range groups {
-		line += fmt.Sprintf(", %s %.2f", group, perPod(sd.cpu[group]))
-	}
-	b.Log(line)
-	return perPod(machine)
+	return machine / float64(n) * 1000
 }
 
-// turnOrder is the order in which k sides take turns: k³ turns, turn t
+// cpuLine words CPU seconds by process group as milliseconds a pod of n:
+// the machine's, then the groups', the dearest first; with top > 0 only
+// that many groups.
+func cpuLine(cpu map[string]float64, n, top int) string {
+	var machine float64
+	groups := make([]string, 0, len(cpu))
+	for group, seconds := range cpu {
+		machine += seconds
+		groups = append(groups, group)
+	}
+	slices.SortFunc(groups, func(a, b string) int { return cmp.Or(cmp.Compare(cpu[b], cpu[a]), strings.Compare(a, b)) })
+	if top > 0 && len(groups) > top {
+		groups = groups[:top]
+	}
+	perPod := func(seconds float64) float64 { return seconds / float64(n) * 1000 }
+	line := fmt.Sprintf("CPU a pod: machine %.2f ms", perPod(machine))
+	for _, group := range groups {
+		line += fmt.Sprintf(", %s %.2f", group, perPod(cpu[group]))
+	}
+	return line
+}
+
+// turnOrder is the order in which k sides take turns: k^m turns, k^m the
+// least power of k at or above 27 (27 for three sides, 32 for two), turn t
 // going to the side the sum of t's base-k digits names mod k (the
-// Prouhet–Thue–Morse sequence; for two sides ABBA BAAB). Every pod held (or
-// left finished) makes the next create dearer on the spokes (their API
-// servers, etcd, schedulers), and not at a steady rate: alternating halves cancels only a
-// drift linear in the pods held, and a curved one fell on one side (the
-// spokes' CPU a pod rose 5.2, 6.2, 8.3, 8.3 ms over the quarters of one
-// run). Prouhet's partition gives every side the same sums of turn numbers
-// and of their squares, so a drift of the second degree falls on all alike.
-func turnOrder(k int) []int {
-	order := make([]int, k*k*k)
+// Prouhet–Thue–Morse sequence; for two sides ABBA BAAB …). It returns m
+// too. Every pod held (or left finished) makes the next create dearer on
+// the spokes (their API servers, etcd, schedulers), and not at a steady
+// rate: alternating halves cancels only a drift linear in the pods held,
+// and a curved one fell on one side (the spokes' CPU a pod rose 5.2, 6.2,
+// 8.3, 8.3 ms over the quarters of one run). Prouhet's partition gives
+// every side the same sums of turn numbers and of their powers below m, so
+// a drift of degree m−1 falls on all alike. And the machine itself is not
+// steady: over the 8 turns two sides once took, the raw loop's own turns
+// cost the machine 27.6, 50.9, 36.8 and 48.8 ms a pod for the same
+// creates, in spells of tens of seconds that short turns share out.
+func turnOrder(k int) (order []int, m int) {
+	turns := 1
+	for ; turns < 27; m++ {
+		turns *= k
+	}
+	order = make([]int, turns)
 	for t := range order {
 		sum := 0
 		for d := t; d > 0; d /= k {
@@ -438,7 +465,15 @@ func turnOrder(k int) []int {
 		}
 		order[t] = sum % k
 	}
-	return order
+	return order, m
+}
+
+// ordinal words a drift's degree.
+func ordinal(n int) string {
+	if words := []string{"zeroth", "first", "second", "third", "fourth", "fifth"}; n < len(words) {
+		return words[n]
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 // submitTurns is a createLoop set that submits turn i, as req, to

@@ -5,28 +5,30 @@ import (
 	"testing"
 )
 
-// The held dispatch benchmark's sides must pay alike for a drift of the
-// spokes up to the second degree: every side takes as many turns, and the
-// sums of its turn numbers and of their squares are every other side's.
-func TestTurnOrderCancelsSecondDegreeDrift(t *testing.T) {
-	if got, want := turnOrder(2), []int{0, 1, 1, 0, 1, 0, 0, 1}; !slices.Equal(got, want) {
-		t.Fatalf("two sides: %v, want ABBA BAAB %v", got, want)
+// The dispatch benchmarks' sides must pay alike for a drift of the spokes
+// up to degree m−1: every side takes as many turns, and the sums of its
+// turn numbers' powers below m are every other side's.
+func TestTurnOrderCancelsDrift(t *testing.T) {
+	order, m := turnOrder(2)
+	if want := []int{0, 1, 1, 0, 1, 0, 0, 1}; !slices.Equal(order[:8], want) {
+		t.Fatalf("two sides: %v, want ABBA BAAB %v first", order, want)
 	}
-	for k := 2; k <= 4; k++ {
-		order := turnOrder(k)
-		if len(order) != k*k*k {
-			t.Fatalf("%d sides: %d turns, want %d", k, len(order), k*k*k)
+	for k, want := range map[int]struct{ turns, m int }{2: {32, 5}, 3: {27, 3}, 4: {64, 3}} {
+		order, m = turnOrder(k)
+		if len(order) != want.turns || m != want.m {
+			t.Fatalf("%d sides: %d turns, m %d; want %d, %d", k, len(order), m, want.turns, want.m)
 		}
-		var turns, sum, squares [4]int
+		var sums [4][5]int // by side, Σ t^p for p < m
 		for turn, side := range order {
-			turns[side]++
-			sum[side] += turn
-			squares[side] += turn * turn
+			power := 1
+			for p := range m {
+				sums[side][p] += power
+				power *= turn
+			}
 		}
 		for side := 1; side < k; side++ {
-			if turns[side] != turns[0] || sum[side] != sum[0] || squares[side] != squares[0] {
-				t.Errorf("%d sides: side %d has %d turns, Σt %d, Σt² %d; side 0 %d, %d, %d",
-					k, side, turns[side], sum[side], squares[side], turns[0], sum[0], squares[0])
+			if sums[side] != sums[0] {
+				t.Errorf("%d sides: side %d's sums of turn powers below %d are %v, side 0's %v", k, side, m, sums[side][:m], sums[0][:m])
 			}
 		}
 	}
