@@ -299,9 +299,9 @@ func dispatchOver(b *testing.B, n int, hold bool, spokes []string, row fleetRow,
 			sweep = "every 5 s (the dev stack's)"
 		}
 		method += fmt.Sprintf("the %d sides taking %d turns of %d pods each in the order of the Prouhet–Thue–Morse sequence "+
-			"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to the %s degree), every side's clients speaking protobuf, "+
+			"(a turn's side is the sum of its number's base-%d digits mod %d, which cancels a drift of the spokes up to degree %d), every side's clients speaking protobuf, "+
 			"the controller's sweep %s; the CPU of every process of the stack and the benchmark's own, read from /proc around each turn, charged to its side",
-			len(sides), len(order), n/perSide, len(sides), len(sides), ordinal(m-1), sweep)
+			len(sides), len(order), n/perSide, len(sides), len(sides), m-1, sweep)
 		if fleetRow {
 			perSpoke := cost.rssPerSpoke()
 			addTime := addSpokes(b, s, added)
@@ -438,20 +438,20 @@ func cpuLine(cpu map[string]float64, n, top int) string {
 	return line
 }
 
-// turnOrder is the order in which k sides take turns: k^m turns, k^m the
-// least power of k at or above 27 (27 for three sides, 32 for two), turn t
-// going to the side the sum of t's base-k digits names mod k (the
-// Prouhet–Thue–Morse sequence; for two sides ABBA BAAB …). It returns m
-// too. Every pod held (or left finished) makes the next create dearer on
-// the spokes (their API servers, etcd, schedulers), and not at a steady
-// rate: alternating halves cancels only a drift linear in the pods held,
-// and a curved one fell on one side (the spokes' CPU a pod rose 5.2, 6.2,
-// 8.3, 8.3 ms over the quarters of one run). Prouhet's partition gives
-// every side the same sums of turn numbers and of their powers below m, so
-// a drift of degree m−1 falls on all alike. And the machine itself is not
-// steady: over the 8 turns two sides once took, the raw loop's own turns
-// cost the machine 27.6, 50.9, 36.8 and 48.8 ms a pod for the same
-// creates, in spells of tens of seconds that short turns share out.
+// turnOrder is the order in which k sides take turns, and m: k^m turns, k^m
+// the least power of k at or above 27 (27 for three sides, 32 for two), turn
+// t going to the side the sum of t's base-k digits names mod k (the
+// Prouhet–Thue–Morse sequence; for two sides ABBA BAAB …). Every pod held
+// (or left finished) makes the next create dearer on the spokes (their API
+// servers, etcd, schedulers), and not at a steady rate: alternating halves
+// cancels only a drift linear in the pods held, and a curved one fell on one
+// side (the spokes' CPU a pod rose 5.2, 6.2, 8.3, 8.3 ms over the quarters
+// of one run). Prouhet's partition gives every side the same sums of turn
+// numbers and of their powers below m, so a drift of degree m−1 falls on all
+// alike. And the machine itself is not steady: over the 8 turns two sides
+// once took, the raw loop's own turns cost the machine 27.6, 50.9, 36.8 and
+// 48.8 ms a pod for the same creates, in spells of tens of seconds that
+// short turns share out.
 func turnOrder(k int) (order []int, m int) {
 	turns := 1
 	for ; turns < 27; m++ {
@@ -466,14 +466,6 @@ func turnOrder(k int) (order []int, m int) {
 		order[t] = sum % k
 	}
 	return order, m
-}
-
-// ordinal words a drift's degree.
-func ordinal(n int) string {
-	if words := []string{"zeroth", "first", "second", "third", "fourth", "fifth"}; n < len(words) {
-		return words[n]
-	}
-	return fmt.Sprintf("%dth", n)
 }
 
 // submitTurns is a createLoop set that submits turn i, as req, to
