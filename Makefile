@@ -108,13 +108,12 @@ unit:
 ##        in the same run in bench/results.md and bench/results.json. Each runs 3 times (go test -count 3,
 ##        crucible and its baseline measured together in every run); a row is the median run (met reads it)
 ##        beside the min and max. reconcile, multikueue and placement-multikueue (report only)
-##        and placement-quality run once. At the full run of 2026-12-06 (bench/results.json "runs"; dispatch
-##        from its rerun, its held run now three sides, the floor's included): 3 × (296 s for the light ones
-##        + dispatch 745 (its 1,000-pod row with the floor, 2026-12-06 12:00) + fleet 331 + fleet-replicas 87
-##        + fleet-100 253) = 86 min, plus reconcile 302, multikueue 283, placement-quality 376 and
-##        placement-multikueue 523 once = 25 min: about 115 min on 2 cores with the builds (not yet run whole
-##        since fleet-100 runs 3 times). benchreport's -budget (2h30) starts each only with its whole bound
-##        left: fleet-replicas starts at about 80 min with 3 × 15 = 45 min, placement-multikueue at about 105 with 15.
+##        and placement-quality run once. The whole suite takes about 2 h on this machine's good days and
+##        about 2 h 50 on its slow ones: at the full run of 2026-12-06 evening (bench/results.json "runs"),
+##        the light ones 18 min, dispatch 59, fleet 38, reconcile 6, multikueue 5, placement-quality 7 and
+##        placement-multikueue 9, while fleet-100 (about 21 min) and fleet-replicas (about 5) were skipped.
+##        benchreport's -budget (2h30) starts each only with its whole bound (timeout × runs) left, so a
+##        slow day cuts the last heavy rows, and the report says which.
 ##        BENCH=webhook (or a comma-separated list; see `go run ./hack/benchreport -list`) runs only those,
 ##        replacing their rows; BENCH_NOTE is a line for the report's header (say, how loaded the machine was)
 BENCH      ?=
