@@ -164,7 +164,11 @@ func (s *Stack) startFederation(ctx context.Context) error {
 		return err
 	}
 	f.ProfileFile = profile
-	ctl, err := s.start("crucible-controller", s.opts.Crucible, []string{"controller", "--config=" + profile})
+	args := []string{"controller", "--config=" + profile}
+	if s.opts.ControllerPprofListen != "" {
+		args = append(args, "--pprof-listen="+s.opts.ControllerPprofListen)
+	}
+	ctl, err := s.start("crucible-controller", s.opts.Crucible, args)
 	if err != nil {
 		return err
 	}

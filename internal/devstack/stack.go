@@ -134,6 +134,11 @@ type Options struct {
 	// opens_per_minute: a benchmark holding a hundred sessions as one
 	// caller opens more than the default's 60 a minute.
 	RunLiveOpensPerMinute int
+	// ControllerPprofListen is the first controller's --pprof-listen (a
+	// loopback HOST:PORT; empty: off): a benchmark's controller is
+	// profiled under the benchmark's own load, which no other process can
+	// reproduce. devstacktest.Start takes it from $CRUCIBLE_CONTROLLER_PPROF.
+	ControllerPprofListen string
 }
 
 // SpokeOptions configures one spoke cluster.

@@ -34,6 +34,12 @@ var (
 // federation with it.
 const BuildCrucible = "<build crucible>"
 
+// ControllerPprofEnv names the loopback HOST:PORT on which Start's stacks
+// serve their controller's profiler (Options.ControllerPprofListen), so
+// that a benchmark is profiled as it runs in `make bench`, with no edit:
+// CRUCIBLE_CONTROLLER_PPROF=127.0.0.1:6061 go test -bench … ./test/e2e.
+const ControllerPprofEnv = "CRUCIBLE_CONTROLLER_PPROF"
+
 // Main runs the package's tests and then stops the shared stack, if a test
 // started one. Call it from TestMain: os.Exit(devstacktest.Main(m, opts)).
 func Main(m *testing.M, opts devstack.Options) int {
@@ -84,6 +90,9 @@ func Start(tb testing.TB, opts devstack.Options) *devstack.Stack {
 	skipShort(tb)
 	if opts.Progress == nil {
 		opts.Progress = func(format string, args ...any) { tb.Logf("devstack: "+format, args...) }
+	}
+	if opts.ControllerPprofListen == "" {
+		opts.ControllerPprofListen = os.Getenv(ControllerPprofEnv)
 	}
 	if opts.Crucible == BuildCrucible {
 		bin, err := crucibleBinary()
