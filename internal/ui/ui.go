@@ -7,7 +7,9 @@
 package ui
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -31,12 +33,18 @@ func Routes(mux *http.ServeMux) {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	assets := http.StripPrefix("/ui/", http.FileServerFS(sub))
+	tags := etags(sub)
 	mux.Handle("GET /ui/", secured(edge.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "/ui/index.html" {
 			// No directory listings; the page is at /. The file server's 404, byte for byte.
 			return httperr.New(http.StatusNotFound, "404 page not found")
 		}
 		w.Header().Set("Cache-Control", "no-cache") // revalidated: a new binary's assets show at once
+		if tag, ok := tags[strings.TrimPrefix(r.URL.Path, "/ui/")]; ok {
+			// The file server then answers a revalidation 304 (an embedded
+			// file has no modification time to answer it by).
+			w.Header().Set("ETag", tag)
+		}
 		assets.ServeHTTP(w, r)
 		return nil
 	})))
@@ -49,6 +57,28 @@ func Routes(mux *http.ServeMux) {
 		httperr.WriteBody(w, r, http.StatusOK, "text/html; charset=utf-8", page)
 		return nil
 	})))
+}
+
+// etags is every embedded asset's strong ETag, by path: a hash of its
+// bytes, which change only with the binary.
+func etags(sub fs.FS) map[string]string {
+	tags := map[string]string{}
+	err := fs.WalkDir(sub, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(sub, path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		tags[path] = `"` + hex.EncodeToString(sum[:16]) + `"`
+		return nil
+	})
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return tags
 }
 
 // edge answers in text, as the file server does: the UI's own requests

@@ -120,3 +120,63 @@ func TestAssetsFollowTheRules(t *testing.T) {
 		t.Fatalf("only %d assets embedded", n)
 	}
 }
+
+// TestEveryModuleIsPreloaded: the page names every module besides main.js
+// as a modulepreload, and only modules that exist, so that a new module
+// joins the page's one round of fetches instead of adding a round of its
+// own after its importer has loaded.
+func TestEveryModuleIsPreloaded(t *testing.T) {
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preloaded := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<link rel="modulepreload" href="/ui/js/([a-z]+\.js)">`).FindAllStringSubmatch(string(page), -1) {
+		preloaded[m[1]] = true
+	}
+	modules, err := fs.Glob(static, "static/js/*.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range modules {
+		name := strings.TrimPrefix(path, "static/js/")
+		if name != "main.js" && !preloaded[name] {
+			t.Errorf("index.html does not preload %s", name)
+		}
+		delete(preloaded, name)
+	}
+	for name := range preloaded {
+		t.Errorf("index.html preloads %s, which is not embedded", name)
+	}
+}
+
+// TestAssetsRevalidate: an asset carries an ETag, a revalidation with it
+// is answered 304 with no body, and one with another tag (an older
+// binary's) gets the asset whole.
+func TestAssetsRevalidate(t *testing.T) {
+	mux := http.NewServeMux()
+	Routes(mux)
+	get := func(ifNoneMatch string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/ui/js/main.js", nil)
+		if ifNoneMatch != "" {
+			r.Header.Set("If-None-Match", ifNoneMatch)
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	first := get("")
+	tag := first.Header().Get("ETag")
+	if first.Code != http.StatusOK || !regexp.MustCompile(`^"[0-9a-f]{32}"$`).MatchString(tag) {
+		t.Fatalf("first GET: %d, ETag %q", first.Code, tag)
+	}
+	if again := get(tag); again.Code != http.StatusNotModified || again.Body.Len() != 0 {
+		t.Errorf("GET with its ETag: %d, %d bytes; want 304, none", again.Code, again.Body.Len())
+	}
+	if other := get(`"00000000000000000000000000000000"`); other.Code != http.StatusOK || other.Body.Len() != first.Body.Len() {
+		t.Errorf("GET with another ETag: %d, %d bytes; want 200, %d", other.Code, other.Body.Len(), first.Body.Len())
+	}
+	if css := serve(t, "/ui/app.css").Header().Get("ETag"); css == "" || css == tag {
+		t.Errorf("app.css ETag %q (main.js %q): want its own", css, tag)
+	}
+}
