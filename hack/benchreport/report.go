@@ -97,7 +97,36 @@ func (r *Report) merge(ran []Bench, runs []Run, recs []benchreport.Record, start
 	slices.SortStableFunc(r.Runs, func(a, b Run) int { return order[a.ID] - order[b.ID] })
 	r.Generated = started.UTC().Format(time.RFC3339)
 	r.Note = note
-	r.Machine = fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	r.Machine = machine(cpuModel(cpuinfo))
+}
+
+// cpuinfo is where the processor's name is read (Linux).
+const cpuinfo = "/proc/cpuinfo"
+
+// machine names what ran the suite: a ratio is measured in one run, but the
+// figures beside it (ms, µs, pods/s) move with the processor, so the report
+// says which one (model "" when it is not known).
+func machine(model string) string {
+	cpus := fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	if model != "" {
+		cpus += " (" + model + ")"
+	}
+	return fmt.Sprintf("%s/%s, %s, %s", runtime.GOOS, runtime.GOARCH, cpus, runtime.Version())
+}
+
+// cpuModel is the first "model name" in the cpuinfo file at path, "" when
+// the file or the line is missing.
+func cpuModel(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func placeholder(runs []Run, id, c string) Row {

@@ -111,3 +111,34 @@ func TestSelectBenches(t *testing.T) {
 		t.Error("an unknown benchmark was accepted")
 	}
 }
+
+// TestMachineNamesTheProcessor: the machine line gives the model of the
+// cpuinfo file's first processor, and leaves it out when the file has
+// none or is missing.
+func TestMachineNamesTheProcessor(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := []struct{ path, want string }{
+		{write("two", "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14\nprocessor\t: 1\nmodel name\t: other\n"), "AMD EPYC 9R14"},
+		{write("arm", "processor\t: 0\nBogoMIPS\t: 50.00\n"), ""},
+		{write("empty", ""), ""},
+		{filepath.Join(dir, "missing"), ""},
+	}
+	for _, tt := range tests {
+		if got := cpuModel(tt.path); got != tt.want {
+			t.Errorf("cpuModel(%s) = %q, want %q", filepath.Base(tt.path), got, tt.want)
+		}
+	}
+	if got := machine("AMD EPYC 9R14"); !strings.Contains(got, " CPUs (AMD EPYC 9R14), go") {
+		t.Errorf("machine = %q", got)
+	}
+	if got := machine(""); strings.Contains(got, "(") {
+		t.Errorf("machine without a model = %q", got)
+	}
+}

@@ -103,6 +103,7 @@ func BenchmarkUIFirstPage(b *testing.B) {
 	}
 	url, logPod := benchServer(b)
 	br := newBrowser(b, b.TempDir())
+	version := br.version(b)
 	best := map[string]float64{}
 	keep := func(name string, ms float64) {
 		b.ReportMetric(ms, name)
@@ -137,8 +138,8 @@ func BenchmarkUIFirstPage(b *testing.B) {
 	}
 	rec := benchreport.Record{ID: "ui", Case: fmt.Sprintf("pod list first page, %d rows", benchRows), Unit: "ms", Value: best["list-first-page-ms"], Goal: "report",
 		Extra: map[string]float64{"log_first_lines_ms": best["log-first-lines-ms"], "log_all_lines_ms": best["log-all-lines-ms"], "log_search_ms": best["log-search-ms"]},
-		Method: fmt.Sprintf("headless chromium, a new tab per iteration (%d), best kept: navigation to the first 50 rows of the pod list rendered over %d rows in SQLite "+
-			"(controller API and UI in process, auth none); the same for a pod's log of %d lines (first lines, all lines, a search)", b.N, benchRows, benchLogLines)}
+		Method: fmt.Sprintf("headless chromium (%s), a new tab per iteration (%d), best kept: navigation to the first 50 rows of the pod list rendered over %d rows in SQLite "+
+			"(controller API and UI in process, auth none); the same for a pod's log of %d lines (first lines, all lines, a search)", version, b.N, benchRows, benchLogLines)}
 	if err := benchreport.Append(rec); err != nil {
 		b.Fatal(err)
 	}

@@ -97,6 +97,17 @@ func newBrowser(tb testing.TB, shots string) *browserSession {
 	return b
 }
 
+// version is the browser's product and version ("HeadlessChrome/156.0…"):
+// a benchmark's figure is the browser's as much as the page's.
+func (b *browserSession) version(tb testing.TB) string {
+	tb.Helper()
+	v, err := cdp.Call(b.ctx, chromedp.FromContext(b.ctx).Browser, browser.GetVersion, cdp.Empty{})
+	if err != nil {
+		tb.Fatalf("chromium version: %v", err)
+	}
+	return v.Product
+}
+
 // tab opens a new tab (its own sessionStorage: sign in again), one whose top
 // frame chromedp knows. chromedp learns a new tab's frame only from the
 // Page.frameNavigated of its about:blank, and on a loaded machine that
