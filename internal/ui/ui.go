@@ -32,19 +32,21 @@ func Routes(mux *http.ServeMux) {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	assets := http.StripPrefix("/ui/", http.FileServerFS(sub))
-	tags := etags(sub)
+	files, tags := http.FileServerFS(sub), etags(sub)
+	assets := http.StripPrefix("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tag, ok := tags[r.URL.Path]; ok {
+			// The file server then answers a revalidation 304 (an embedded
+			// file has no modification time to answer it by).
+			w.Header().Set("ETag", tag)
+		}
+		files.ServeHTTP(w, r)
+	}))
 	mux.Handle("GET /ui/", secured(edge.Handle(func(w http.ResponseWriter, r *http.Request) error {
 		if strings.HasSuffix(r.URL.Path, "/") || r.URL.Path == "/ui/index.html" {
 			// No directory listings; the page is at /. The file server's 404, byte for byte.
 			return httperr.New(http.StatusNotFound, "404 page not found")
 		}
 		w.Header().Set("Cache-Control", "no-cache") // revalidated: a new binary's assets show at once
-		if tag, ok := tags[strings.TrimPrefix(r.URL.Path, "/ui/")]; ok {
-			// The file server then answers a revalidation 304 (an embedded
-			// file has no modification time to answer it by).
-			w.Header().Set("ETag", tag)
-		}
 		assets.ServeHTTP(w, r)
 		return nil
 	})))

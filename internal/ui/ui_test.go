@@ -11,10 +11,15 @@ import (
 
 func serve(t *testing.T, path string) *httptest.ResponseRecorder {
 	t.Helper()
+	return serveRequest(t, httptest.NewRequest(http.MethodGet, path, nil))
+}
+
+func serveRequest(t *testing.T, r *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
 	mux := http.NewServeMux()
 	Routes(mux)
 	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	mux.ServeHTTP(w, r)
 	return w
 }
 
@@ -154,16 +159,12 @@ func TestEveryModuleIsPreloaded(t *testing.T) {
 // is answered 304 with no body, and one with another tag (an older
 // binary's) gets the asset whole.
 func TestAssetsRevalidate(t *testing.T) {
-	mux := http.NewServeMux()
-	Routes(mux)
 	get := func(ifNoneMatch string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, "/ui/js/main.js", nil)
 		if ifNoneMatch != "" {
 			r.Header.Set("If-None-Match", ifNoneMatch)
 		}
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
-		return w
+		return serveRequest(t, r)
 	}
 	first := get("")
 	tag := first.Header().Get("ETag")
