@@ -136,7 +136,7 @@ func (s *Stack) apiserverArgs(c *Cluster, certs pki, so SpokeOptions) ([]string,
 		"--kubelet-client-key=" + certs.kubeletClient.KeyFile,
 		"--kubelet-certificate-authority=" + s.CAFile,
 		"--kubelet-preferred-address-types=InternalIP",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(s.opts.APIServerProfiling),
 		"--v=1",
 	}
 	if so.BuiltinHubAuthn {

@@ -139,6 +139,11 @@ type Options struct {
 	// profiled under the benchmark's own load, which no other process can
 	// reproduce. devstacktest.Start takes it from $CRUCIBLE_CONTROLLER_PPROF.
 	ControllerPprofListen string
+	// APIServerProfiling serves every kube-apiserver's /debug/pprof (its
+	// --profiling, off otherwise, as on a cluster hardened to the CIS
+	// benchmark): a spoke's API server is profiled under a benchmark's own
+	// load. devstacktest.Start takes it from $CRUCIBLE_APISERVER_PROFILING.
+	APIServerProfiling bool
 }
 
 // SpokeOptions configures one spoke cluster.

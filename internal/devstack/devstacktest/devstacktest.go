@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,12 @@ const BuildCrucible = "<build crucible>"
 // that a benchmark is profiled as it runs in `make bench`, with no edit:
 // CRUCIBLE_CONTROLLER_PPROF=127.0.0.1:6061 go test -bench … ./test/e2e.
 const ControllerPprofEnv = "CRUCIBLE_CONTROLLER_PPROF"
+
+// APIServerProfilingEnv, set to true, serves the /debug/pprof of Start's
+// stacks' kube-apiservers (Options.APIServerProfiling), read with a
+// cluster's admin kubeconfig: kubectl --kubeconfig DIR/wharf.kubeconfig get
+// --raw '/debug/pprof/profile?seconds=30'.
+const APIServerProfilingEnv = "CRUCIBLE_APISERVER_PROFILING"
 
 // Main runs the package's tests and then stops the shared stack, if a test
 // started one. Call it from TestMain: os.Exit(devstacktest.Main(m, opts)).
@@ -93,6 +100,13 @@ func Start(tb testing.TB, opts devstack.Options) *devstack.Stack {
 	}
 	if opts.ControllerPprofListen == "" {
 		opts.ControllerPprofListen = os.Getenv(ControllerPprofEnv)
+	}
+	if v := os.Getenv(APIServerProfilingEnv); v != "" && !opts.APIServerProfiling {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			tb.Fatalf("$%s=%q: want true or false", APIServerProfilingEnv, v)
+		}
+		opts.APIServerProfiling = on
 	}
 	if opts.Crucible == BuildCrucible {
 		bin, err := crucibleBinary()
