@@ -20,6 +20,7 @@ import (
 	"crucible.dev/crucible/internal/artifact"
 	"crucible.dev/crucible/internal/dispatch"
 	"crucible.dev/crucible/internal/httperr"
+	"crucible.dev/crucible/internal/httpserve"
 	"crucible.dev/crucible/internal/live"
 	"crucible.dev/crucible/internal/render"
 	"crucible.dev/crucible/internal/retry"
@@ -80,10 +81,21 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if p.State.Terminal() {
 		err = s.replay(ctx, sse, p, after)
 	} else {
+		httpserve.LimitSendBuffer(r, liveSendBuffer(s.profile().Live.ReadBytesPerSecond))
 		err = s.stream(ctx, sse, p, after, caller)
 	}
 	endIfCallerGone(ctx, sse)
 	return err
+}
+
+// liveSendBuffer is the socket send buffer of a live stream: a quarter of a
+// second at [live] read_bytes_per_second (at least 64 KiB), room for a
+// viewer taking a pod's lines at the full rate over a 250 ms round trip.
+// What a viewer that stops reading leaves unread is then bounded by the
+// kernel as its queue is by viewer_buffer_bytes, instead of growing to
+// megabytes a connection (httpserve.LimitSendBuffer).
+func liveSendBuffer(readRate int64) int {
+	return int(min(max(readRate/4, 64<<10), 1<<30))
 }
 
 // cutIfLate counts and logs a stream that ended because its client did not

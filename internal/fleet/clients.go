@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -256,7 +257,11 @@ func newClient(e profile.ClusterEntry, o clientsOptions) (*Client, error) {
 		return nil, err
 	}
 	cfg := restConfig(e, tokens)
-	httpClient, kube, err := NewClientset("spoke "+e.Name, cfg)
+	windowed, err := withStreamWindow(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build client: %w", err)
+	}
+	httpClient, kube, err := NewClientset("spoke "+e.Name, windowed)
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +330,43 @@ func NewClientset(who string, cfg *rest.Config) (*http.Client, *kubernetes.Clien
 		return nil, nil, fmt.Errorf("build clientset: %w", err)
 	}
 	return &httpClient, kube, nil
+}
+
+// streamWindow is how far one response of a cluster may run ahead of what
+// the controller has read of it: HTTP/2's per-stream flow-control window,
+// which Go's transport makes 4 MiB. Every response of a cluster shares its
+// one connection (R-ID2), so the bytes a stream has in flight are bytes
+// every other stream's next frame waits behind: a pod flooding its log,
+// read for its live viewers at [live] read_bytes_per_second, would put 4 MiB
+// ahead of the other pods' lines at once, and hold as much in the
+// controller for every such pod. 1 MiB still lets a whole log be collected
+// at 20 MiB/s over a 50 ms round trip.
+const streamWindow = 1 << 20
+
+// withStreamWindow is a copy of a spoke's cfg over a transport of its own,
+// built as client-go builds its own (TLS from cfg, HTTP/2, client-go's
+// keep-alive pings) but with streamWindow. The TLS settings move into that
+// transport, as client-go refuses a config that has both; a spoke's are a
+// CA only (restConfig), so nothing client-go would rotate is lost.
+// Client.Config stays cfg itself: port-forward dials its own connections
+// from it.
+func withStreamWindow(cfg *rest.Config) (*rest.Config, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               cfg.Proxy,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 25,
+		DialContext:         cfg.Dial,
+		DisableCompression:  cfg.DisableCompression,
+		HTTP2:               &http.HTTP2Config{MaxReceiveBufferPerStream: streamWindow},
+	})
+	own := rest.CopyConfig(cfg)
+	own.TLSClientConfig, own.Transport, own.Proxy, own.Dial = rest.TLSClientConfig{}, t, nil, nil
+	return own, nil
 }
 
 // refuseRedirects is a CheckRedirect that fails every redirect with

@@ -112,6 +112,7 @@ func ListenAndServe(ctx context.Context, opts Options, h http.Handler, log *slog
 func newServer(opts Options, h http.Handler, log *slog.Logger) *http.Server {
 	srv := &http.Server{
 		Handler:           h,
+		ConnContext:       withConn,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      opts.WriteTimeout,
@@ -226,4 +227,35 @@ func (c *certFiles) stat() ([2]reload.FileStat, error) {
 		stamp[i] = st
 	}
 	return stamp, nil
+}
+
+// connKey carries a request's connection in its context (ConnContext), for
+// a handler that tunes its own socket: LimitSendBuffer.
+type connKey struct{}
+
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// LimitSendBuffer sets the kernel's send buffer of r's connection to bytes
+// (which Linux doubles for its bookkeeping) and reports whether it could:
+// only when the request owns its connection, HTTP/1.x over TCP with TLS or
+// without, on a server this package made. An HTTP/2 request shares its
+// connection with others, which a bound meant for one would slow.
+//
+// Left alone, Linux grows a connection's send buffer up to
+// net.ipv4.tcp_wmem's maximum (4 MiB by default) for a client that does not
+// read: a long stream to a hundred stalled viewers would make the kernel
+// hold hundreds of MiB the controller wrote and nobody took, and the
+// controller spend the CPU copying them in.
+func LimitSendBuffer(r *http.Request, bytes int) bool {
+	if r.ProtoMajor != 1 {
+		return false
+	}
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	tcp, ok := c.(*net.TCPConn)
+	return ok && tcp.SetWriteBuffer(bytes) == nil
 }

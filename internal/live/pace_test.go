@@ -47,7 +47,7 @@ func (r *floodReader) Read(b []byte) (int, error) {
 }
 
 // A pod flooding its log is read upstream no faster than ReadRate (plus
-// one second's burst and the line reader's buffer), however fast it prints,
+// the pacer's burst and the line reader's buffer), however fast it prints,
 // while its viewer still gets its lines in order. The bound is an upper
 // one: a slow machine only reads less.
 func TestStreamReadsUpstreamAtTheReadRate(t *testing.T) {
@@ -75,7 +75,8 @@ func TestStreamReadsUpstreamAtTheReadRate(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	const slack = readRate + 32<<10 + readRate // the burst, the line reader's buffer, one paced read
+	const burst = readRate / 8
+	const slack = burst + 32<<10 + burst // the burst, the line reader's buffer, one paced read
 	if got, most := f.read.Load(), int64(elapsed.Seconds()*readRate)+slack; got > most {
 		t.Errorf("read %d bytes upstream in %s, more than %d at %d B/s", got, elapsed.Round(time.Millisecond), most, readRate)
 	}
@@ -88,7 +89,7 @@ func TestPacedReaderEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pacedReader{ctx: ctx, r: strings.NewReader(strings.Repeat("y", 100)), lim: newPacer(10)}
 	b := make([]byte, 100)
-	if n, err := p.Read(b); n != 10 || err != nil { // the burst: a second's worth, at once
+	if n, err := p.Read(b); n != 10 || err != nil { // the burst: at so low a rate, a second's worth, at once
 		t.Fatalf("first read = %d, %v; want 10, nil", n, err)
 	}
 	done := make(chan error, 1)
@@ -99,5 +100,28 @@ func TestPacedReaderEndsWithItsContext(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("read during the wait = %v, want context.Canceled", err)
+	}
+}
+
+// The pacer's burst is an eighth of a second at the rate, so that a pod
+// starting to flood gets little at once, but never less than a short
+// line's 4 KiB unless the rate itself is lower.
+func TestPacerBurst(t *testing.T) {
+	for _, tt := range []struct{ rate, burst int64 }{
+		{profile.DefaultLiveReadBytesPerSecond, 128 << 10},
+		{64 << 10, 8 << 10},
+		{16 << 10, 4 << 10},
+		{4 << 10, 4 << 10},
+		{10, 10},
+		{1, 1},
+		{1 << 40, 1 << 30},
+	} {
+		lim := newPacer(tt.rate)
+		if got := int64(lim.Burst()); got != tt.burst {
+			t.Errorf("newPacer(%d).Burst() = %d, want %d", tt.rate, got, tt.burst)
+		}
+		if got := float64(lim.Limit()); got != float64(tt.rate) {
+			t.Errorf("newPacer(%d).Limit() = %v, want the rate", tt.rate, got)
+		}
 	}
 }
