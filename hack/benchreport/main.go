@@ -12,7 +12,7 @@
 // Each benchmark is one `go test -bench` invocation bounded in benchtime
 // and timeout, run three times (-count; the longest once) so that a row is
 // the median of its runs with their spread (median.go); the Makefile's
-// bench comment has what the whole suite takes, and why -budget is 2h30. The
+// bench comment has what the whole suite takes, and why -budget is 3h30. The
 // benchmarks append their rows through internal/benchreport to a records
 // file this command names in $CRUCIBLE_BENCH_RECORDS. A benchmark that
 // fails leaves its rows marked as not run; figures never fail the run.
@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 	list := fs.Bool("list", false, "list the benchmarks and exit")
 	note := fs.String("note", "", "a line for the report's header (e.g. the machine's load)")
 	renderOnly := fs.Bool("render", false, "only rewrite results.md from results.json (and notes.md)")
-	budget := fs.Duration("budget", 150*time.Minute, "the whole run's bound: a benchmark that would start with less than its own timeout (every run's) left is skipped")
+	budget := fs.Duration("budget", 210*time.Minute, "the whole run's bound: a benchmark that would start with less than its own timeout (every run's) left is skipped")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

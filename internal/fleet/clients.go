@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -343,30 +344,84 @@ func NewClientset(who string, cfg *rest.Config) (*http.Client, *kubernetes.Clien
 // at 20 MiB/s over a 50 ms round trip.
 const streamWindow = 1 << 20
 
-// withStreamWindow is a copy of a spoke's cfg over a transport of its own,
-// built as client-go builds its own (TLS from cfg, HTTP/2, client-go's
-// keep-alive pings) but with streamWindow. The TLS settings move into that
-// transport, as client-go refuses a config that has both; a spoke's are a
-// CA only (restConfig), so nothing client-go would rotate is lost.
-// Client.Config stays cfg itself: port-forward dials its own connections
-// from it.
+// withStreamWindow is a copy of a spoke's cfg over a transport built as
+// client-go builds its own (TLS from cfg, HTTP/2, client-go's keep-alive
+// pings) but with streamWindow. The TLS settings move into that transport,
+// as client-go refuses a config that has both; a spoke's are a CA only
+// (restConfig), so nothing client-go would rotate is lost. Client.Config
+// stays cfg itself: port-forward dials its own connections from it.
 func withStreamWindow(cfg *rest.Config) (*rest.Config, error) {
+	t, err := windowedTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	own := rest.CopyConfig(cfg)
+	own.TLSClientConfig, own.Transport, own.Proxy, own.Dial = rest.TLSClientConfig{}, t, nil, nil
+	return own, nil
+}
+
+// windowedTransports shares one windowed transport among the spokes whose
+// TLS settings are the same, as client-go's own transport cache shared its
+// transports: spokes served by one API server (loop namespaces of one
+// cluster) then share its one HTTP/2 connection, and their watches' frames
+// one socket, instead of a connection, a TLS session and a reader each. The
+// token is no part of it: each spoke's is added to its own requests by its
+// WrapTransport. Entries are never dropped (a key per CA ever configured),
+// as client-go's are not.
+var windowedTransports = struct {
+	sync.Mutex
+	m map[transportKey]*http.Transport
+}{m: map[transportKey]*http.Transport{}}
+
+// transportKey is what a windowed transport is built from. The CA is
+// compared by its bytes, read once here, so a spoke added after its CA file
+// was rotated trusts the new CA.
+type transportKey struct {
+	ca, serverName, nextProtos   string
+	insecure, disableCompression bool
+}
+
+func windowedTransport(cfg *rest.Config) (*http.Transport, error) {
+	if tc := cfg.TLSClientConfig; len(tc.CAData) == 0 && tc.CAFile != "" {
+		ca, err := os.ReadFile(tc.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA file: %w", err)
+		}
+		cfg = rest.CopyConfig(cfg)
+		cfg.CAData, cfg.CAFile = ca, ""
+	}
 	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               cfg.Proxy,
-		TLSClientConfig:     tlsConfig,
-		TLSHandshakeTimeout: 10 * time.Second,
-		MaxIdleConnsPerHost: 25,
-		DialContext:         cfg.Dial,
-		DisableCompression:  cfg.DisableCompression,
-		HTTP2:               &http.HTTP2Config{MaxReceiveBufferPerStream: streamWindow},
-	})
-	own := rest.CopyConfig(cfg)
-	own.TLSClientConfig, own.Transport, own.Proxy, own.Dial = rest.TLSClientConfig{}, t, nil, nil
-	return own, nil
+	build := func() *http.Transport {
+		return utilnet.SetTransportDefaults(&http.Transport{
+			Proxy:               cfg.Proxy,
+			TLSClientConfig:     tlsConfig,
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConnsPerHost: 25,
+			DialContext:         cfg.Dial,
+			DisableCompression:  cfg.DisableCompression,
+			HTTP2:               &http.HTTP2Config{MaxReceiveBufferPerStream: streamWindow},
+		})
+	}
+	// What the key cannot compare (a client certificate, a proxy or a dialer
+	// of its own) gets a transport of its own; a spoke's config has none.
+	tc := cfg.TLSClientConfig
+	if tc.CertFile != "" || tc.KeyFile != "" || len(tc.CertData) > 0 || len(tc.KeyData) > 0 ||
+		cfg.Proxy != nil || cfg.Dial != nil {
+		return build(), nil
+	}
+	key := transportKey{ca: string(tc.CAData), serverName: tc.ServerName, nextProtos: strings.Join(tc.NextProtos, ","),
+		insecure: tc.Insecure, disableCompression: cfg.DisableCompression}
+	windowedTransports.Lock()
+	defer windowedTransports.Unlock()
+	t, ok := windowedTransports.m[key]
+	if !ok {
+		t = build()
+		windowedTransports.m[key] = t
+	}
+	return t, nil
 }
 
 // refuseRedirects is a CheckRedirect that fails every redirect with

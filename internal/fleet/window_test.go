@@ -3,14 +3,21 @@ package fleet
 import (
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"crucible.dev/crucible/internal/profile"
 	"crucible.dev/crucible/internal/testpki"
@@ -92,4 +99,69 @@ func TestSpokeClientAdvertisesTheStreamWindow(t *testing.T) {
 			t.Errorf("list = %v, want a certificate error", err)
 		}
 	})
+}
+
+// Spokes whose TLS settings are the same share one windowed transport, as
+// client-go's transport cache had them share theirs: two spokes of one API
+// server, their CA files at two paths with the same CA, reach it over one
+// HTTP/2 connection. A CA file rewritten with another CA is another
+// transport, so a spoke added after a rotation trusts the new CA.
+func TestSpokesOfOneServerShareAConnection(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeStatus(w, http.StatusNotFound)
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	writeCA := func(path string, pem []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry := func(name string) profile.ClusterEntry {
+		dir := t.TempDir()
+		caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+		writeCA(caFile, caPEM)
+		writeToken(t, tokenFile, "token-"+name)
+		return profile.ClusterEntry{Name: name, Server: srv.URL, CAFile: caFile, TokenFile: tokenFile}
+	}
+	cs := newClientsT(t, entry("wharf"), entry("dock"))
+	for _, name := range []string{"wharf", "dock", "wharf"} {
+		c, _ := cs.Get(name)
+		resp, err := c.HTTP.Get(srv.URL + "/version")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("%s: answered over %s, want HTTP/2", name, resp.Proto)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("two spokes of one API server opened %d connections, want 1", n)
+	}
+
+	path := filepath.Join(t.TempDir(), "ca.crt")
+	writeCA(path, caPEM)
+	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAFile: path}}
+	first, err := windowedTransport(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := windowedTransport(cfg); err != nil || again != first {
+		t.Errorf("the same CA again: a transport of its own (%v)", err)
+	}
+	writeCA(path, testpki.NewCA(t, "rotated CA").PEM)
+	if rotated, err := windowedTransport(cfg); err != nil || rotated == first {
+		t.Errorf("the CA file rotated: the old CA's transport (%v)", err)
+	}
 }
