@@ -109,11 +109,12 @@ unit:
 ##        crucible and its baseline measured together in every run); a row is the median run (met reads it)
 ##        beside the min and max. reconcile, multikueue and placement-multikueue (report only)
 ##        and placement-quality run once. The whole suite takes about 2 h 20 on this machine's good days and
-##        about 3 h 10 on its slow ones (bench/results.json "runs": the light ones 18 min, dispatch 59,
+##        about 3 h 10 on its slow ones (the slow run of 2026-12-06: the light ones 18 min, dispatch 59,
 ##        fleet 38, fleet-100 about 21, fleet-replicas 5, reconcile 6, multikueue 5, placement-quality 7,
-##        placement-multikueue 9). benchreport starts each only with its whole bound (timeout × runs) left
-##        of its -budget, 3h30: enough for every row on a slow day (2h30 cut fleet-100 and fleet-replicas
-##        twice), while a hung benchmark still ends the run; the report says which rows a cut skipped.
+##        placement-multikueue 9; bench/results.json "runs" has the latest run's). benchreport starts each
+##        only with its whole bound (timeout × runs) left of its -budget, 3h30: enough for every row on a
+##        slow day (2h30 cut fleet-100 once and fleet-replicas twice), while a hung benchmark still ends
+##        the run; the report says which rows a cut skipped.
 ##        BENCH=webhook (or a comma-separated list; see `go run ./hack/benchreport -list`) runs only those,
 ##        replacing their rows; BENCH_NOTE is a line for the report's header (say, how loaded the machine was)
 BENCH      ?=
