@@ -54,9 +54,10 @@ func (b Bench) args() []string {
 // runlive, issue 25's multikueue and issue 39's placement, in report
 // order (they run in this order too, the heavy ones last). Each run is
 // bounded by its timeout; a full run takes far less than the bounds' sum,
-// and -budget cuts it (see the Makefile's bench comment). The e2e ones start their own devstack (hub and spokes) in
-// every run, which is most of the light ones' time; the heavy ones spend theirs creating
-// 10,000 and 100,000 pods.
+// and -budget cuts it (see the Makefile's bench comment). The e2e ones
+// start their own devstack (hub and spokes) in every run, which is most of
+// the light ones' time; the heavy ones spend theirs creating 10,000 and
+// 100,000 pods.
 var suite = []Bench{
 	{ID: "webhook-handler", Package: "./internal/webhook", Pattern: "^BenchmarkReviewReport$", BenchTime: "2s", Timeout: 2 * time.Minute,
 		What: "µs, B and allocs per review in the handler, distinct tokens, vs the signature check alone"},

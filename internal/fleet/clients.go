@@ -390,38 +390,44 @@ func windowedTransport(cfg *rest.Config) (*http.Transport, error) {
 		cfg = rest.CopyConfig(cfg)
 		cfg.CAData, cfg.CAFile = ca, ""
 	}
-	tlsConfig, err := rest.TLSConfigFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	build := func() *http.Transport {
-		return utilnet.SetTransportDefaults(&http.Transport{
-			Proxy:               cfg.Proxy,
-			TLSClientConfig:     tlsConfig,
-			TLSHandshakeTimeout: 10 * time.Second,
-			MaxIdleConnsPerHost: 25,
-			DialContext:         cfg.Dial,
-			DisableCompression:  cfg.DisableCompression,
-			HTTP2:               &http.HTTP2Config{MaxReceiveBufferPerStream: streamWindow},
-		})
-	}
 	// What the key cannot compare (a client certificate, a proxy or a dialer
 	// of its own) gets a transport of its own; a spoke's config has none.
 	tc := cfg.TLSClientConfig
 	if tc.CertFile != "" || tc.KeyFile != "" || len(tc.CertData) > 0 || len(tc.KeyData) > 0 ||
 		cfg.Proxy != nil || cfg.Dial != nil {
-		return build(), nil
+		return buildWindowedTransport(cfg)
 	}
 	key := transportKey{ca: string(tc.CAData), serverName: tc.ServerName, nextProtos: strings.Join(tc.NextProtos, ","),
 		insecure: tc.Insecure, disableCompression: cfg.DisableCompression}
 	windowedTransports.Lock()
 	defer windowedTransports.Unlock()
-	t, ok := windowedTransports.m[key]
-	if !ok {
-		t = build()
-		windowedTransports.m[key] = t
+	if t, ok := windowedTransports.m[key]; ok {
+		return t, nil
 	}
+	t, err := buildWindowedTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	windowedTransports.m[key] = t
 	return t, nil
+}
+
+// buildWindowedTransport builds the transport of cfg, its CA parsed into
+// the TLS config here: once per shared transport, not once per spoke.
+func buildWindowedTransport(cfg *rest.Config) (*http.Transport, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               cfg.Proxy,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 25,
+		DialContext:         cfg.Dial,
+		DisableCompression:  cfg.DisableCompression,
+		HTTP2:               &http.HTTP2Config{MaxReceiveBufferPerStream: streamWindow},
+	}), nil
 }
 
 // refuseRedirects is a CheckRedirect that fails every redirect with
