@@ -38,7 +38,9 @@ func newTestBus(t *testing.T) *podevents.Bus {
 
 // openSSE opens path as the caller of token with Accept: text/event-stream
 // and returns the answer and, for a 200, its events, closed when the
-// stream ends. The stream stays open until ctx ends.
+// stream ends. The stream stays open until ctx ends. Any other answer's
+// body is left unread for the caller, and its channel is closed: a reader
+// started on it would race the caller for the error message.
 func openSSE(t *testing.T, ctx context.Context, url, path, token string) (*http.Response, <-chan sseEvent) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
@@ -50,6 +52,10 @@ func openSSE(t *testing.T, ctx context.Context, url, path, token string) (*http.
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	evs := make(chan sseEvent, 64)
+	if resp.StatusCode != http.StatusOK {
+		close(evs)
+		return resp, evs
+	}
 	go func() {
 		defer close(evs)
 		sc := bufio.NewScanner(resp.Body)
