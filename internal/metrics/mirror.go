@@ -18,7 +18,8 @@ var (
 		Help: "Fetches of an OIDC document from the hub API by the discovery mirror. " +
 			"result: ok (a valid document was cached), error (no answer: connection, TLS or timeout), " +
 			"invalid (an answer that is not a usable document: non-200 status, too large, not JSON, required fields missing); " +
-			"neither error nor invalid replaces the last good document.",
+			"neither error nor invalid replaces the last good document. " +
+			"A fetch whose first answer is 401 asks once more with the token file re-read, and counts once.",
 	}, []string{"document", "result"})
 
 	// MirrorResponses counts the mirror's answers to clients by where the

@@ -285,3 +285,49 @@ func TestDocumentAgeMetric(t *testing.T) {
 		t.Errorf("crucible_mirror_document_age_seconds = %v, want 12", got)
 	}
 }
+
+// A rotation that revoked the old token costs no fetch: the hub's 401 makes
+// the controller's client re-read its token file, and the same fetch asks
+// once more with the new token, so the answer is fresh rather than stale
+// for the backoff (or 503 past max_stale). A token the hub refuses twice
+// fails the fetch after exactly two requests, never a loop.
+func TestRotatedTokenIsUsedInTheSameFetch(t *testing.T) {
+	hub := newFakeHub(t)
+	clock := newFakeClock()
+	m := newTestMirror(t, hub, clock, func(o *Options) {
+		o.TTL = 30 * time.Second
+		o.MaxStale = time.Minute
+	})
+	steps := []struct {
+		name      string
+		change    func()
+		wantCache string
+		wantHits  int
+		wantFetch map[string]float64
+	}{
+		{"first fetch", func() {}, "public, max-age=30", 1,
+			map[string]float64{resultOK: 1, resultError: 0, resultInvalid: 0}},
+		{"token rotated, the old one revoked", func() { hub.rotate(t, "hub-sa-token-2") }, "public, max-age=30", 2,
+			map[string]float64{resultOK: 1, resultError: 0, resultInvalid: 0}},
+		{"the hub refuses the file's token too", func() {
+			hub.mu.Lock()
+			hub.token = "a-token-nobody-has"
+			hub.mu.Unlock()
+		}, "no-cache", 2, map[string]float64{resultOK: 0, resultError: 0, resultInvalid: 1}},
+	}
+	for _, step := range steps {
+		step.change()
+		hits, fetches := hub.count(discoveryPath), fetchCounts("discovery")
+		got := do(t, m, http.MethodGet, discoveryPath)
+		if got.status != http.StatusOK || got.header.Get("Cache-Control") != step.wantCache {
+			t.Errorf("%s: %d Cache-Control %q, want 200 %q", step.name, got.status, got.header.Get("Cache-Control"), step.wantCache)
+		}
+		if n := hub.count(discoveryPath) - hits; n != step.wantHits {
+			t.Errorf("%s: %d hub requests, want %d", step.name, n, step.wantHits)
+		}
+		if diff := cmp.Diff(step.wantFetch, delta(fetches, fetchCounts("discovery"))); diff != "" {
+			t.Errorf("%s: fetches counted (-want +got):\n%s", step.name, diff)
+		}
+		clock.Step(31 * time.Second) // past the TTL: the next request fetches
+	}
+}

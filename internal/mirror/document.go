@@ -118,21 +118,27 @@ func (e statusError) Error() string { return fmt.Sprintf("upstream answered stat
 // Keeper keeps, so a restore prepares it for the mirror of then) and what
 // the mirror serves. Errors wrapping errInvalid mean the hub answered with
 // something unusable.
+//
+// A 401 is asked again once, at once. The controller's hub client
+// (fleet.TokenFileConfig) re-reads its token file after a 401, so the
+// second request carries the token the kubelet rotated in; failing the
+// fetch instead would back off for retryBackoff after every rotation that
+// revoked the old token, serving a stale copy meanwhile, or a 503 when
+// that copy is past max_stale. A token the hub refuses twice is a failure.
 func (m *Mirror) fetch(ctx context.Context, d document) (raw, served []byte, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.upstreamURL+d.path, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("build request: %w", err)
+	resp, err := m.get(ctx, d)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		discard(resp)
+		resp, err = m.get(ctx, d)
 	}
-	req.Header.Set("Accept", d.accept)
-	resp, err := m.upstream.Do(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("get %s: %w", d.path, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocumentSize))
+		discard(resp)
 		return nil, nil, fmt.Errorf("%w: %w", errInvalid, statusError{resp.StatusCode})
 	}
+	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentSize+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", d.path, err)
@@ -145,4 +151,21 @@ func (m *Mirror) fetch(ctx context.Context, d document) (raw, served []byte, err
 		return nil, nil, fmt.Errorf("%w: %w", errInvalid, err)
 	}
 	return body, out, nil
+}
+
+// get sends one request for d to the hub API.
+func (m *Mirror) get(ctx context.Context, d document) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.upstreamURL+d.path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Accept", d.accept)
+	return m.upstream.Do(req)
+}
+
+// discard reads what is left of an answer not used, up to the size bound,
+// so that its connection can carry the next request, and closes it.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocumentSize))
+	resp.Body.Close()
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"crucible.dev/crucible/internal/fleet"
 	"crucible.dev/crucible/internal/metrics"
 	"crucible.dev/crucible/internal/profile"
 )
@@ -49,11 +50,14 @@ var (
 )
 
 // fakeHub is the hub kube-apiserver's discovery endpoints over real TLS. It
-// requires the service account's bearer token and counts requests per path.
+// requires the service account's bearer token and counts requests per path,
+// refused ones too.
 type fakeHub struct {
-	srv *httptest.Server
+	srv       *httptest.Server
+	tokenFile string // the client's, written by client
 
 	mu      sync.Mutex
+	token   string // the one bearer token the hub accepts
 	answers map[string]answer
 	hits    map[string]int
 	gate    chan struct{} // when set, requests wait until it is closed
@@ -66,7 +70,8 @@ func newFakeHub(t *testing.T) *fakeHub {
 			discoveryPath: {status: http.StatusOK, body: hubDiscovery},
 			jwksPath:      {status: http.StatusOK, body: hubJWKS},
 		},
-		hits: map[string]int{},
+		hits:  map[string]int{},
+		token: hubToken,
 	}
 	h.srv = httptest.NewTLSServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.srv.Close)
@@ -74,15 +79,16 @@ func newFakeHub(t *testing.T) *fakeHub {
 }
 
 func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+hubToken {
-		http.Error(w, "Unauthorized", http.StatusUnauthorized)
-		return
-	}
 	h.mu.Lock()
 	h.hits[r.URL.Path]++
+	authorized := r.Header.Get("Authorization") == "Bearer "+h.token
 	a, ok := h.answers[r.URL.Path]
 	gate := h.gate
 	h.mu.Unlock()
+	if !authorized {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
 	if gate != nil {
 		select {
 		case <-gate:
@@ -135,24 +141,41 @@ func (h *fakeHub) hold() (release func()) {
 	return sync.OnceFunc(func() { close(h.gate) })
 }
 
-// client is built as the controller builds it: client-go with the CA and a
-// token file.
+// client is built as the controller builds it (newMirror): client-go with
+// the CA and a token file, through fleet.TokenFileConfig.
 func (h *fakeHub) client(t *testing.T) *http.Client {
 	t.Helper()
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(hubToken), 0o600); err != nil {
+	dir := t.TempDir()
+	h.tokenFile = filepath.Join(dir, "token")
+	if err := os.WriteFile(h.tokenFile, []byte(hubToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	caFile := filepath.Join(dir, "ca.crt")
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.srv.Certificate().Raw})
-	c, err := rest.HTTPClientFor(&rest.Config{
-		Host:            h.srv.URL,
-		BearerTokenFile: tokenFile,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
-	})
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := fleet.TokenFileConfig(h.srv.URL, caFile, h.tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatalf("build hub client: %v", err)
 	}
 	return c
+}
+
+// rotate writes token into the client's token file, as the kubelet does,
+// and makes the hub accept it and no other: the old token revoked.
+func (h *fakeHub) rotate(t *testing.T, token string) {
+	t.Helper()
+	if err := os.WriteFile(h.tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.token = token
 }
 
 func newFakeClock() *testingclock.FakeClock {

@@ -19,9 +19,10 @@ import (
 // logger.
 type Options struct {
 	// Upstream is authenticated to the hub API as the controller's service
-	// account (client-go rest.HTTPClientFor with BearerTokenFile, which
-	// handles token rotation). The mirror uses a copy that never follows
-	// redirects: the token rides on every request it sends.
+	// account (rest.HTTPClientFor of fleet.TokenFileConfig, whose token
+	// file is re-read after a 401, which fetch counts on). The mirror uses
+	// a copy that never follows redirects: the token rides on every
+	// request it sends.
 	Upstream *http.Client
 	// UpstreamURL is the hub API's base URL, e.g. https://127.0.0.1:6443.
 	UpstreamURL string

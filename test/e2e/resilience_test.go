@@ -39,6 +39,18 @@ func TestControllerTokenRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal("the hub still accepts the controller's revoked token")
 	}
+	// The mirror's next fetch (its TTL is 1 s here) meets the revocation
+	// and asks again in the same fetch with the rotated token, so the
+	// spokes' webhooks get a fresh document, not a stale one or, past
+	// the shared stack's 8 s max_stale, a 503.
+	resp, err := get(t.Context(), caClientFor(t, s), s.Federation.ControllerExternalURL+"/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Cache-Control"), "public, max-age=") {
+		t.Errorf("mirror after the revocation: %d Cache-Control %q, want 200 fresh", resp.StatusCode, resp.Header.Get("Cache-Control"))
+	}
 	for _, cluster := range []string{"wharf", "dock"} {
 		wp := submit(t, s, apiv1.SubmitRequest{Cluster: cluster, Image: "x", Command: sleeps("1s")})
 		waitState(t, s, wp.ID, "succeeded", time.Minute)
