@@ -59,15 +59,26 @@ func TestLongLinesHeldWithinByteBudgets(t *testing.T) {
 	cost := int64(longText + lineOverhead)
 	bound := testHistoryBytes + 2*(testBufferBytes+cost)
 
-	got := make(chan []string)
+	// The reading viewer hands over each line once Next has returned it,
+	// and so uncounted it: after a line is handed over, the hub holds
+	// nothing of it for this viewer (its queue being empty is not enough:
+	// a line leaves the queue just before it is uncounted).
+	taken, ended := make(chan string), make(chan error, 1)
 	go func() {
-		texts, _, err := readAll(t, reader)
-		if !errors.Is(err, io.EOF) {
-			t.Errorf("reading viewer ended with %v, want io.EOF", err)
+		for {
+			l, err := reader.Next(t.Context())
+			if err != nil {
+				ended <- err
+				return
+			}
+			select {
+			case taken <- l.Text:
+			case <-t.Context().Done(): // the test failed and left
+				return
+			}
 		}
-		got <- texts
 	}()
-	var want []string
+	var want, got []string
 	peak := int64(0)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range lines {
@@ -76,7 +87,14 @@ func TestLongLinesHeldWithinByteBudgets(t *testing.T) {
 		// One line at a time, so that the reader never falls behind.
 		waitFor(t, "line published", func() bool { return h.published(key) == int64(i+1) })
 		peak = max(peak, h.Held())
-		waitFor(t, "line taken", func() bool { return len(reader.ch) == 0 })
+		select {
+		case text := <-taken:
+			got = append(got, text)
+		case err := <-ended:
+			t.Fatalf("the reading viewer ended after %d lines: %v", len(got), err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("line %d not taken within 10s", i)
+		}
 	}
 	if peak > bound {
 		t.Errorf("the hub held %d bytes at its peak, want at most %d (history %d + 2 viewers × (%d + a line))", peak, bound, testHistoryBytes, testBufferBytes)
@@ -93,7 +111,15 @@ func TestLongLinesHeldWithinByteBudgets(t *testing.T) {
 		t.Errorf("after the stuck viewer closed the hub holds %d bytes, want at most its history's %d", held, hist)
 	}
 	f.set(true, true)
-	if diff := cmp.Diff(want, <-got); diff != "" {
+	select {
+	case err := <-ended:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("reading viewer ended with %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reading viewer did not end within 10s of the pod's end")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the reading viewer (-want +got):\n%s", diff)
 	}
 	reader.Close()
